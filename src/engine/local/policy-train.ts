@@ -1,0 +1,147 @@
+/**
+ * forwardBackward and computeLogprobs for the policy on tensors. Datums are
+ * packed into micro-batches (right-padded; causal attention keeps padding from
+ * touching real positions) and the loss is Σ c·l with the aggregation
+ * coefficients c of the whole call, so micro-batches add up exactly.
+ */
+import { tf } from "./tf-backend.js";
+import type { Trainable } from "./trainable.js";
+import type { Transformer } from "../../model/transformer.js";
+import type { Datum, ForwardBackwardResult } from "../types.js";
+import { aggregationCoefficients, klValue, LOG_RATIO_CLAMP, policyTokenLoss, type ResolvedLoss } from "../loss-math.js";
+import { packMicroBatches } from "../micro-batches.js";
+
+/** Per-token log-probabilities (N) of `targets` and the entropies (N) of logits (N, V). */
+function pickLogprobs(logits: tf.Tensor2D, targets: Int32Array, temperature: number) {
+  const [N, V] = logits.shape;
+  const scaled = temperature === 1 ? logits : logits.div(temperature);
+  const logp = tf.logSoftmax(scaled, -1); // (N, V)
+  const flat = new Int32Array(N);
+  for (let i = 0; i < N; i++) flat[i] = i * V + targets[i];
+  const picked = tf.gather(logp.reshape([N * V]), tf.tensor1d(flat, "int32")) as tf.Tensor1D; // (N)
+  return { picked, logp };
+}
+
+function padded(rows: number[][], T: number, fill = 0): Float32Array {
+  const out = new Float32Array(rows.length * T).fill(fill);
+  rows.forEach((r, b) => out.set(r, b * T));
+  return out;
+}
+
+export function policyForwardBackward(tr: Trainable, datums: Datum[], loss: ResolvedLoss, tokenBudget: number): ForwardBackwardResult {
+  const model = tr.model;
+  const coef = aggregationCoefficients(datums.map((d) => d.weights), loss.aggregation, loss.normalizer);
+  const logprobs: number[][] = new Array(datums.length);
+  let lossSum = 0, entropySum = 0;
+  const vars = [...model.params.values()];
+  for (const idx of packMicroBatches(datums.map((d) => d.tokens.length), tokenBudget)) {
+    const group = idx.map((i) => datums[i]);
+    const B = group.length, T = Math.max(...group.map((d) => d.tokens.length)), N = B * T;
+    const tokens = Int32Array.from(padded(group.map((d) => d.tokens), T));
+    const targets = Int32Array.from(padded(group.map((d) => d.targetTokens), T));
+    const c = padded(idx.map((i) => coef[i]), T);
+    const q = padded(group.map((d) => d.logprobs ?? []), T);
+    const a = padded(group.map((d) => d.advantages ?? []), T);
+    const ref = padded(group.map((d) => d.refLogprobs ?? []), T);
+    let picked: tf.Tensor1D | undefined, entropy: tf.Tensor1D | undefined;
+    const { value, grads } = tf.variableGrads(() => {
+      const { hidden } = model.forward(tf.tensor2d(tokens, [B, T], "int32"));
+      const res = pickLogprobs(model.logits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, loss.temperature);
+      picked = tf.keep(res.picked);
+      entropy = tf.keep(res.logp.exp().mul(res.logp).sum(-1).neg() as tf.Tensor1D);
+      const perToken = tokenLossTensor(res.picked, loss, q, a, ref);
+      return perToken.mul(tf.tensor1d(c)).sum() as tf.Scalar;
+    }, vars);
+    lossSum += value.dataSync()[0];
+    value.dispose();
+    tr.accumulate(grads as Record<string, tf.Tensor>);
+    const p = picked!.dataSync(), ent = entropy!.dataSync();
+    tf.dispose([picked!, entropy!]);
+    group.forEach((d, b) => {
+      logprobs[idx[b]] = Array.from(p.subarray(b * T, b * T + d.tokens.length));
+      for (let t = 0; t < d.tokens.length; t++) entropySum += d.weights[t] > 0 ? ent[b * T + t] : 0;
+    });
+  }
+  const summary = summarize(datums, logprobs, loss);
+  return { logprobs, metrics: { loss: lossSum, entropy: entropySum / Math.max(1, summary.tokens), ...summary } };
+}
+
+/** Clip fraction, sampler-learner KL and reference KL over weighted tokens, from the returned logprobs. */
+function summarize(datums: Datum[], logprobs: number[][], loss: ResolvedLoss) {
+  let n = 0, clipped = 0, approxKl = 0, klRef = 0;
+  datums.forEach((d, i) => {
+    d.weights.forEach((w, t) => {
+      if (w <= 0) return;
+      n++;
+      const p = logprobs[i][t];
+      if (d.logprobs) {
+        clipped += policyTokenLoss(loss, p, d.logprobs[t], d.advantages?.[t] ?? 0).clipped ? 1 : 0;
+        approxKl += klValue(p, d.logprobs[t], "k3");
+      }
+      if (d.refLogprobs) klRef += klValue(p, d.refLogprobs[t], loss.kl?.form ?? "k3");
+    });
+  });
+  const out: { tokens: number; clipFraction?: number; approxKl?: number; klRef?: number } = { tokens: n };
+  const denom = Math.max(1, n);
+  if (loss.type === "ppo") out.clipFraction = clipped / denom;
+  if (datums[0].logprobs) out.approxKl = approxKl / denom;
+  if (datums[0].refLogprobs) out.klRef = klRef / denom;
+  return out;
+}
+
+/** The per-token loss of loss-math.ts, on tensors; differentiable in p. Constants are padded (N) arrays. */
+function tokenLossTensor(p: tf.Tensor1D, loss: ResolvedLoss, q: Float32Array, a: Float32Array, ref: Float32Array): tf.Tensor1D {
+  let l: tf.Tensor1D;
+  if (loss.type === "cross_entropy") l = p.neg();
+  else {
+    const A = tf.tensor1d(a);
+    const r = p.sub(tf.tensor1d(q)).clipByValue(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp();
+    if (loss.type === "importance_sampling") l = r.mul(A).neg() as tf.Tensor1D;
+    else {
+      const unclipped = r.mul(A).neg();
+      const clipped = r.clipByValue(1 - loss.clipLow, 1 + loss.clipHigh).mul(A).neg();
+      l = tf.maximum(unclipped, clipped);
+      if (loss.dualClip > 0) {
+        // Masks come from constants, outside the gradient path.
+        const neg = new Float32Array(a.length), cap = new Float32Array(a.length);
+        a.forEach((x, i) => {
+          neg[i] = x < 0 ? 1 : 0;
+          cap[i] = x < 0 ? -x * loss.dualClip : 0;
+        });
+        const negT = tf.tensor1d(neg);
+        l = tf.minimum(l, tf.tensor1d(cap)).mul(negT).add(l.mul(tf.scalar(1).sub(negT)));
+      }
+    }
+  }
+  if (loss.kl) l = l.add(klTensor(p, tf.tensor1d(ref), loss.kl.form).mul(loss.kl.coef));
+  return l;
+}
+
+function klTensor(p: tf.Tensor1D, ref: tf.Tensor1D, form: "k1" | "k2" | "k3"): tf.Tensor1D {
+  if (form === "k1") return p.sub(ref);
+  if (form === "k2") return p.sub(ref).square().mul(0.5);
+  const d = ref.sub(p).clipByValue(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP);
+  return d.exp().sub(d).sub(1).clipByValue(-10, 10) as tf.Tensor1D;
+}
+
+/** Logprobs of each token given the ones before it (entry 0 null), batched by the token budget. */
+export function computeLogprobs(model: Transformer, sequences: number[][], temperature: number, tokenBudget: number): (number | null)[][] {
+  const out: (number | null)[][] = new Array(sequences.length);
+  for (const idx of packMicroBatches(sequences.map((s) => s.length), tokenBudget)) {
+    const group = idx.map((i) => sequences[i]);
+    const B = group.length, T = Math.max(...group.map((s) => s.length)), N = B * T;
+    const tokens = Int32Array.from(padded(group, T));
+    const targets = new Int32Array(N);
+    group.forEach((s, b) => s.forEach((tok, t) => t > 0 && (targets[b * T + t - 1] = tok)));
+    const p = tf.tidy(() => {
+      const { hidden } = model.forward(tf.tensor2d(tokens, [B, T], "int32"));
+      return pickLogprobs(model.logits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, temperature).picked;
+    });
+    const data = p.dataSync();
+    p.dispose();
+    group.forEach((s, b) => {
+      out[idx[b]] = [null, ...Array.from(data.subarray(b * T, b * T + s.length - 1))];
+    });
+  }
+  return out;
+}

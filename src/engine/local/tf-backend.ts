@@ -1,0 +1,130 @@
+/**
+ * TensorFlow.js set-up for the local engine: the wasm backend in Node, plus two
+ * kernel fixes measured in ../shared/reference/tfjs-wasm-notes.md:
+ *  - `UnsortedSegmentSum` is missing on wasm, and the gradient of `gather`
+ *    (embedding lookup, target-logprob pick) needs it;
+ *  - `BatchMatMul` is fast (XNNPACK) only for batch 1 with neither input
+ *    transposed, so transposes are done explicitly and batches are looped.
+ * The umbrella `@tensorflow/tfjs` import registers the gradients.
+ */
+import * as tf from "@tensorflow/tfjs";
+import "@tensorflow/tfjs-backend-wasm";
+
+type TensorInfo = { dataId: object; shape: number[]; dtype: string };
+// The wasm backend's kernel-level API, typed only as far as we use it.
+type WasmBackend = {
+  makeOutput(shape: number[], dtype: string): TensorInfo;
+  typedArrayFromHeap(t: TensorInfo): Float32Array | Int32Array;
+  disposeData(dataId: object): boolean;
+};
+type KernelFn = (args: { inputs: Record<string, TensorInfo>; backend: WasmBackend; attrs?: Record<string, unknown> }) => TensorInfo | TensorInfo[];
+
+let ready: Promise<void> | undefined;
+
+/** Initializes the wasm backend once per process (or worker). */
+export function initBackend(): Promise<void> {
+  ready ??= (async () => {
+    registerUnsortedSegmentSum();
+    wrapBatchMatMul();
+    // The emscripten module installs process-wide handlers that rethrow and print
+    // its whole minified source; errors must reach our own handler instead.
+    const before = new Set([...process.listeners("uncaughtException"), ...process.listeners("unhandledRejection")]);
+    const ok = await tf.setBackend("wasm");
+    if (!ok) throw new Error("TensorFlow.js could not start its wasm backend");
+    await tf.ready();
+    for (const l of process.listeners("uncaughtException")) if (!before.has(l)) process.removeListener("uncaughtException", l);
+    for (const l of process.listeners("unhandledRejection")) if (!before.has(l)) process.removeListener("unhandledRejection", l);
+  })();
+  return ready;
+}
+
+export { tf };
+
+function kernel(name: string): KernelFn {
+  const k = tf.getKernel(name, "wasm");
+  if (!k) throw new Error(`tfjs wasm kernel ${name} is not registered`);
+  return k.kernelFunc as unknown as KernelFn;
+}
+
+function registerUnsortedSegmentSum(): void {
+  if (tf.getKernel("UnsortedSegmentSum", "wasm")) return;
+  tf.registerKernel({
+    kernelName: "UnsortedSegmentSum",
+    backendName: "wasm",
+    kernelFunc: (({ inputs, backend, attrs }: Parameters<KernelFn>[0]) => {
+      const { x, segmentIds } = inputs;
+      const numSegments = attrs!.numSegments as number;
+      const inner = x.shape.slice(1).reduce((a, b) => a * b, 1);
+      const out = backend.makeOutput([numSegments, ...x.shape.slice(1)], x.dtype);
+      const dst = backend.typedArrayFromHeap(out);
+      dst.fill(0);
+      const src = backend.typedArrayFromHeap(x);
+      const ids = backend.typedArrayFromHeap(segmentIds);
+      for (let i = 0; i < ids.length; i++) {
+        const seg = ids[i];
+        if (seg < 0 || seg >= numSegments) continue;
+        const s = i * inner, d = seg * inner;
+        for (let j = 0; j < inner; j++) dst[d + j] += src[s + j];
+      }
+      return out;
+    }) as unknown as tf.KernelFunc,
+  });
+}
+
+function wrapBatchMatMul(): void {
+  const original = tf.getKernel("BatchMatMul", "wasm");
+  if (!original || (original as { wrapped?: boolean }).wrapped) return;
+  const matmul = original.kernelFunc as unknown as KernelFn;
+  tf.unregisterKernel("BatchMatMul", "wasm");
+  const config = {
+    kernelName: "BatchMatMul",
+    backendName: "wasm",
+    setupFunc: original.setupFunc,
+    disposeFunc: original.disposeFunc,
+    wrapped: true,
+    kernelFunc: ((args: Parameters<KernelFn>[0]) => fastBatchMatMul(args, matmul)) as unknown as tf.KernelFunc,
+  };
+  tf.registerKernel(config);
+}
+
+/** Moves transposes out of the matmul and loops over the batch so every call hits the fast path. */
+function fastBatchMatMul(args: Parameters<KernelFn>[0], matmul: KernelFn): TensorInfo {
+  const { inputs, backend, attrs } = args;
+  const transposeA = attrs!.transposeA as boolean, transposeB = attrs!.transposeB as boolean;
+  const temps: TensorInfo[] = [];
+  const to3d = (t: TensorInfo, transpose: boolean): TensorInfo => {
+    const r = t.shape.length;
+    const batch = t.shape.slice(0, -2).reduce((a, b) => a * b, 1);
+    let x = kernel("Reshape")({ inputs: { x: t }, backend, attrs: { shape: [batch, t.shape[r - 2], t.shape[r - 1]] } }) as TensorInfo;
+    temps.push(x);
+    if (transpose) {
+      x = kernel("Transpose")({ inputs: { x }, backend, attrs: { perm: [0, 2, 1] } }) as TensorInfo;
+      temps.push(x);
+    }
+    return x;
+  };
+  const a = to3d(inputs.a, transposeA);
+  const b = to3d(inputs.b, transposeB);
+  const [ba, m] = a.shape, [bb, , n] = b.shape;
+  const batch = Math.max(ba, bb);
+  const outShape = [...(inputs.a.shape.length >= inputs.b.shape.length ? inputs.a.shape : inputs.b.shape).slice(0, -2), m, n];
+  let out: TensorInfo;
+  if (batch === 1) {
+    out = matmul({ inputs: { a, b }, backend, attrs: { transposeA: false, transposeB: false } }) as TensorInfo;
+  } else {
+    const parts: TensorInfo[] = [];
+    const slice = kernel("Slice");
+    for (let i = 0; i < batch; i++) {
+      const ai = ba === 1 ? a : (slice({ inputs: { x: a }, backend, attrs: { begin: [i, 0, 0], size: [1, m, a.shape[2]] } }) as TensorInfo);
+      const bi = bb === 1 ? b : (slice({ inputs: { x: b }, backend, attrs: { begin: [i, 0, 0], size: [1, b.shape[1], n] } }) as TensorInfo);
+      parts.push(matmul({ inputs: { a: ai, b: bi }, backend, attrs: { transposeA: false, transposeB: false } }) as TensorInfo);
+      if (ai !== a) backend.disposeData(ai.dataId);
+      if (bi !== b) backend.disposeData(bi.dataId);
+    }
+    out = kernel("Concat")({ inputs: parts as unknown as Record<string, TensorInfo>, backend, attrs: { axis: 0 } }) as TensorInfo;
+    for (const p of parts) backend.disposeData(p.dataId);
+  }
+  for (const t of temps) backend.disposeData(t.dataId);
+  out.shape = outShape;
+  return out;
+}

@@ -1,0 +1,123 @@
+/**
+ * A transformer plus what training needs around it: gradient accumulation
+ * across forwardBackward calls, and AdamW with global-norm clipping. A step
+ * whose gradients are not finite is skipped: the weights and the moments stay
+ * as they were and the accumulated gradients are dropped.
+ *
+ * AdamW here: m ← β1·m + (1-β1)·g, v ← β2·v + (1-β2)·g², w ← w - lr·(m̂/(√v̂ + ε) + wd·w)
+ * with bias-corrected m̂, v̂ (Loshchilov & Hutter). Weight decay applies to
+ * matrices only (rank ≥ 2), not to norms and biases.
+ */
+import { tf } from "./tf-backend.js";
+import type { Transformer } from "../../model/transformer.js";
+import type { AdamParams, OptimStepResult } from "../types.js";
+import type { HostTensor } from "../../model/safetensors.js";
+
+export class Trainable {
+  private grads = new Map<string, tf.Tensor>();
+  private m = new Map<string, tf.Variable>();
+  private v = new Map<string, tf.Variable>();
+  step = 0;
+
+  /** tf variable names (unique per process) → parameter names. */
+  private readonly byVariable: Map<string, string>;
+
+  constructor(readonly model: Transformer) {
+    this.byVariable = new Map([...model.params].map(([name, v]) => [v.name, name]));
+  }
+
+  /** Adds gradients, keyed by tf variable name as `tf.variableGrads` returns them; takes ownership. */
+  accumulate(grads: Record<string, tf.Tensor>): void {
+    for (const [varName, g] of Object.entries(grads)) {
+      const name = this.byVariable.get(varName);
+      if (!name) throw new Error(`internal: gradient for unknown variable ${varName}`);
+      const prev = this.grads.get(name);
+      if (prev) {
+        this.grads.set(name, prev.add(g));
+        prev.dispose();
+        g.dispose();
+      } else this.grads.set(name, g);
+    }
+  }
+
+  hasGradients(): boolean {
+    return this.grads.size > 0;
+  }
+
+  zeroGrad(): void {
+    tf.dispose([...this.grads.values()]);
+    this.grads.clear();
+  }
+
+  optimStep(p: AdamParams): OptimStepResult {
+    const beta1 = p.beta1 ?? 0.9, beta2 = p.beta2 ?? 0.999, eps = p.eps ?? 1e-8;
+    const wd = p.weightDecay ?? 0, clip = p.gradClipNorm ?? 0;
+    const sq = tf.tidy(() => tf.addN([...this.grads.values()].map((g) => g.square().sum())));
+    const gradNorm = this.grads.size ? Math.sqrt(sq.dataSync()[0]) : 0;
+    sq.dispose();
+    if (!Number.isFinite(gradNorm)) {
+      this.zeroGrad();
+      return { gradNorm, skipped: true, step: this.step };
+    }
+    this.step += 1;
+    const scale = clip > 0 && gradNorm > clip ? clip / gradNorm : 1;
+    const bc1 = 1 - Math.pow(beta1, this.step), bc2 = 1 - Math.pow(beta2, this.step);
+    for (const [name, w] of this.model.params) {
+      const g0 = this.grads.get(name);
+      if (!g0) continue;
+      const m = this.moment(this.m, name, w), v = this.moment(this.v, name, w);
+      tf.tidy(() => {
+        const g = scale === 1 ? g0 : g0.mul(scale);
+        m.assign(m.mul(beta1).add(g.mul(1 - beta1)));
+        v.assign(v.mul(beta2).add(g.square().mul(1 - beta2)));
+        let update = m.div(bc1).div(v.div(bc2).sqrt().add(eps));
+        if (wd > 0 && w.rank >= 2) update = update.add(w.mul(wd));
+        w.assign(w.sub(update.mul(p.lr)));
+      });
+    }
+    this.zeroGrad();
+    return { gradNorm, skipped: false, step: this.step };
+  }
+
+  private moment(store: Map<string, tf.Variable>, name: string, like: tf.Tensor): tf.Variable {
+    let t = store.get(name);
+    if (!t) {
+      t = tf.variable(tf.zerosLike(like), false);
+      store.set(name, t);
+    }
+    return t;
+  }
+
+  /** Optimizer moments as host tensors (in-memory layout), named m.<param> / v.<param>. */
+  optimizerState(): Map<string, HostTensor> {
+    const out = new Map<string, HostTensor>();
+    for (const [prefix, store] of [["m.", this.m], ["v.", this.v]] as const) {
+      for (const [name, t] of store) out.set(prefix + name, { shape: t.shape.slice(), data: t.dataSync() as Float32Array });
+    }
+    return out;
+  }
+
+  loadOptimizerState(state: Map<string, HostTensor>, step: number): void {
+    this.disposeMoments();
+    for (const [key, host] of state) {
+      const store = key.startsWith("m.") ? this.m : key.startsWith("v.") ? this.v : undefined;
+      const name = key.slice(2);
+      const w = this.model.params.get(name);
+      if (!store || !w || host.shape.join() !== w.shape.join()) throw new Error(`optimizer state entry ${key} does not match the model`);
+      store.set(name, tf.variable(tf.tensor(host.data, host.shape), false));
+    }
+    this.step = step;
+  }
+
+  private disposeMoments(): void {
+    tf.dispose([...this.m.values(), ...this.v.values()]);
+    this.m.clear();
+    this.v.clear();
+  }
+
+  dispose(): void {
+    this.zeroGrad();
+    this.disposeMoments();
+    this.model.dispose();
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * Drawing one token from a row of logits: temperature, then top-k, then top-p
+ * (on the top-k-renormalized distribution), then an inverse-CDF draw. The
+ * reported logprob is that of the token under the distribution it was drawn
+ * from; greedy (temperature 0) reports the untempered logprob.
+ */
+import type { Rng } from "../util/rng.js";
+
+export interface TokenDraw {
+  token: number;
+  logprob: number;
+}
+
+export interface DrawParams {
+  temperature: number;
+  topK: number;
+  topP: number;
+}
+
+/** log-softmax of logits / temperature, in float64. */
+export function logSoftmax(logits: ArrayLike<number>, temperature = 1): Float64Array {
+  const n = logits.length;
+  const out = new Float64Array(n);
+  let max = -Infinity;
+  for (let i = 0; i < n; i++) max = Math.max(max, logits[i] / temperature);
+  let sum = 0;
+  for (let i = 0; i < n; i++) sum += Math.exp(logits[i] / temperature - max);
+  const lse = max + Math.log(sum);
+  for (let i = 0; i < n; i++) out[i] = logits[i] / temperature - lse;
+  return out;
+}
+
+export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng): TokenDraw {
+  if (p.temperature <= 0) {
+    let best = 0;
+    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+    return { token: best, logprob: logSoftmax(logits)[best] };
+  }
+  const lp = logSoftmax(logits, p.temperature);
+  const truncate = (p.topK > 0 && p.topK < lp.length) || p.topP < 1;
+  if (!truncate) {
+    const u = rng.next();
+    let acc = 0;
+    for (let i = 0; i < lp.length; i++) {
+      acc += Math.exp(lp[i]);
+      if (u < acc) return { token: i, logprob: lp[i] };
+    }
+    const last = argmaxLast(lp);
+    return { token: last, logprob: lp[last] };
+  }
+  const kept = keptTokens(lp, p.topK, p.topP);
+  let mass = 0;
+  for (const i of kept) mass += Math.exp(lp[i]);
+  const u = rng.next() * mass;
+  let acc = 0;
+  for (const i of kept) {
+    acc += Math.exp(lp[i]);
+    if (u < acc) return { token: i, logprob: lp[i] - Math.log(mass) };
+  }
+  const i = kept[kept.length - 1];
+  return { token: i, logprob: lp[i] - Math.log(mass) };
+}
+
+/** Token ids kept by top-k then top-p, most likely first (ties by lower id). */
+export function keptTokens(lp: Float64Array, topK: number, topP: number): number[] {
+  const order = Array.from(lp.keys()).sort((a, b) => lp[b] - lp[a] || a - b);
+  const k = topK > 0 ? Math.min(topK, order.length) : order.length;
+  const top = order.slice(0, k);
+  if (topP >= 1) return top;
+  let mass = 0;
+  for (const i of top) mass += Math.exp(lp[i]);
+  const kept: number[] = [];
+  let acc = 0;
+  for (const i of top) {
+    kept.push(i);
+    acc += Math.exp(lp[i]) / mass;
+    if (acc >= topP) break;
+  }
+  return kept;
+}
+
+// Rounding can leave the cumulative sum a hair under u; fall back to the last token with mass.
+function argmaxLast(lp: Float64Array): number {
+  for (let i = lp.length - 1; i >= 0; i--) if (lp[i] > -Infinity) return i;
+  return 0;
+}

@@ -1,0 +1,148 @@
+/**
+ * The engine boundary, shaped like the Tinker training API: everything that
+ * touches weights sits behind `Engine`. The agent runtime and the RL code use
+ * only these types and never import the tensor library.
+ */
+
+export interface SamplingParams {
+  /** Sequences to draw from the prompt; decoded as one batch. Default 1. */
+  n?: number;
+  /** New tokens at most per sequence. Default 256. */
+  maxTokens?: number;
+  /** 0 means greedy. Default 1. */
+  temperature?: number;
+  /** Nucleus mass; 1 disables. Default 1. */
+  topP?: number;
+  /** Keep the k most likely tokens; 0 disables. Default 0. */
+  topK?: number;
+  /** Stop strings and/or token ids. Default: the tokenizer's end-of-turn token. A matching token is kept in the output. */
+  stop?: (string | number)[];
+  /** Fixes the draws: sequence i uses the stream (seed, i). Default: random. */
+  seed?: number;
+}
+
+export type StopReason = "stop" | "length";
+
+export interface SampledSequence {
+  tokens: number[];
+  /** logprob of each sampled token under the distribution it was drawn from (temperature, top-k, top-p applied). Greedy reports the untempered logprob. */
+  logprobs: number[];
+  stopReason: StopReason;
+}
+
+export interface SampleResult {
+  sequences: SampledSequence[];
+}
+
+/**
+ * One training example. `tokens[i]` is the model input at position i and
+ * predicts `targetTokens[i]`; every per-token array has the same length.
+ */
+export interface Datum {
+  tokens: number[];
+  targetTokens: number[];
+  /** Loss mask: 1 on action tokens, 0 on prompt and observation tokens. */
+  weights: number[];
+  /** Per-token advantages (policy-gradient losses). */
+  advantages?: number[];
+  /** Sampling logprobs of targetTokens (importance_sampling, ppo). */
+  logprobs?: number[];
+  /** Reference-policy logprobs of targetTokens (KL term). */
+  refLogprobs?: number[];
+}
+
+export type LossType = "cross_entropy" | "importance_sampling" | "ppo";
+export type KlForm = "k1" | "k2" | "k3";
+/**
+ * How per-token losses are reduced over the batch of one call:
+ * - token-mean: sum over weighted tokens / number of weighted tokens
+ * - seq-mean-token-sum: per-sequence sums, averaged over sequences
+ * - seq-mean-token-mean: per-sequence means, averaged over sequences
+ * - seq-mean-token-sum-norm: sum / (sequences x `normalizer`), the fixed normalizer of Dr. GRPO
+ * - sum: plain sum (Tinker's convention)
+ */
+export type LossAggregation = "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm" | "sum";
+
+export interface LossSpec {
+  type: LossType;
+  /** PPO: ratio clipped to [1 - clipLow, 1 + clipHigh]. Defaults 0.2 / 0.2 (raise clipHigh for DAPO's clip-higher). */
+  clipLow?: number;
+  clipHigh?: number;
+  /** PPO dual clip: for negative advantages the loss is capped at -A x dualClip. Default 3; 0 disables. */
+  dualClip?: number;
+  /** KL penalty against `refLogprobs`, added to the loss as coef x KL per token. */
+  kl?: { coef: number; form?: KlForm };
+  /** Default token-mean. */
+  aggregation?: LossAggregation;
+  /** For seq-mean-token-sum-norm: the fixed length normalizer (for example the maximum response length). */
+  normalizer?: number;
+  /** Logits are divided by this before the softmax; match the sampling temperature. Default 1. */
+  temperature?: number;
+}
+
+export interface ForwardBackwardResult {
+  /** Per datum, the logprob of each target token under the current weights. */
+  logprobs: number[][];
+  metrics: {
+    loss: number;
+    /** Weighted tokens that entered the loss. */
+    tokens: number;
+    /** Mean entropy of the next-token distribution over weighted tokens. */
+    entropy: number;
+    /** PPO: fraction of weighted tokens whose ratio was clipped. */
+    clipFraction?: number;
+    /** k3 estimate of KL(sampler || learner) over weighted tokens, when sampling logprobs were given. */
+    approxKl?: number;
+    /** Mean KL against the reference (the form in the spec), when refLogprobs were given. */
+    klRef?: number;
+  };
+}
+
+export interface AdamParams {
+  lr: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  /** Decoupled (AdamW) weight decay. Default 0. */
+  weightDecay?: number;
+  /** Clip the global gradient norm to this; 0 disables. Default 0. */
+  gradClipNorm?: number;
+}
+
+export interface OptimStepResult {
+  /** Global gradient norm before clipping. */
+  gradNorm: number;
+  /** True when the gradients were not finite: the step was skipped and the weights left untouched. */
+  skipped: boolean;
+  step: number;
+}
+
+export interface Engine {
+  sample(prompt: number[], params?: SamplingParams): Promise<SampleResult>;
+  /** Per sequence, entry 0 is null and entry i is log p(tokens[i] | tokens[<i]). */
+  computeLogprobs(sequences: number[][], opts?: { temperature?: number }): Promise<(number | null)[][]>;
+  forwardBackward(datums: Datum[], loss: LossSpec): Promise<ForwardBackwardResult>;
+  optimStep(params: AdamParams): Promise<OptimStepResult>;
+  save(dir: string): Promise<void>;
+  load(dir: string): Promise<void>;
+}
+
+/** A value model for PPO with GAE, on its own weights. */
+export interface ValueDatum {
+  tokens: number[];
+  /** Which positions enter the value loss. */
+  weights: number[];
+  returns: number[];
+  /** Values predicted when the data was collected (for the clipped value loss). */
+  oldValues?: number[];
+}
+
+export interface Critic {
+  /** Per sequence, the value at every position. */
+  values(sequences: number[][]): Promise<number[][]>;
+  /** ½·mean over weighted positions of max((V−R)², (clip(V, V_old ± clip) − R)²). */
+  forwardBackward(datums: ValueDatum[], opts?: { clip?: number }): Promise<{ values: number[][]; metrics: { loss: number; tokens: number; clipFraction: number } }>;
+  optimStep(params: AdamParams): Promise<OptimStepResult>;
+  save(dir: string): Promise<void>;
+  load(dir: string): Promise<void>;
+}

@@ -1,0 +1,131 @@
+/** Chat-template rendering (Jinja, as in tokenizer_config.json) plus our default ChatML-with-tools template. */
+import { Template } from "@huggingface/jinja";
+import { ModelFormatError } from "../util/errors.js";
+
+export type ChatRole = "system" | "user" | "assistant" | "tool";
+
+export interface ToolCall {
+  type?: "function";
+  /** arguments: a JSON string (rendered verbatim) or an object (rendered with tojson). */
+  function: { name: string; arguments: string | object };
+}
+
+export interface ChatMessage {
+  role: ChatRole;
+  content: string;
+  tool_calls?: ToolCall[];
+  name?: string;
+  tool_call_id?: string;
+}
+
+export interface ToolSchema {
+  type: "function";
+  function: { name: string; description?: string; parameters: object };
+}
+
+export interface RenderChatOptions {
+  messages: ChatMessage[];
+  tools?: ToolSchema[];
+  addGenerationPrompt?: boolean;
+  bosToken?: string;
+  eosToken?: string;
+  /** Extra template variables (e.g. enable_thinking); cannot override the ones above. */
+  extra?: Record<string, unknown>;
+}
+
+export const DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant.";
+
+/**
+ * Qwen2.5-style ChatML with tools. Output shape:
+ *   <|im_start|>system\n{system}[\n\n# Tools ... <tools>\n{tool json}\n</tools> ...]<|im_end|>\n
+ *   <|im_start|>assistant[\n{content}]\n<tool_call>\n{"name": .., "arguments": ..}\n</tool_call><|im_end|>\n
+ *   <|im_start|>user\n<tool_response>\n{r1}\n</tool_response>\n<tool_response>\n{r2}\n</tool_response><|im_end|>\n
+ */
+export const DEFAULT_CHAT_TEMPLATE: string = String.raw`{#- agent-r1 default: ChatML with tool calls -#}
+{%- if messages and messages[0].role == "system" -%}
+    {%- set system_text = messages[0].content -%}
+    {%- set turns = messages[1:] -%}
+{%- else -%}
+    {%- set system_text = "${DEFAULT_SYSTEM_PROMPT}" -%}
+    {%- set turns = messages -%}
+{%- endif -%}
+{{- "<|im_start|>system\n" + system_text -}}
+{%- if tools -%}
+    {{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" -}}
+    {{- "You are provided with function signatures within <tools></tools> XML tags:\n<tools>" -}}
+    {%- for tool in tools -%}
+        {{- "\n" + (tool | tojson) -}}
+    {%- endfor -%}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n" -}}
+    {{- "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>" -}}
+{%- endif -%}
+{{- "<|im_end|>\n" -}}
+{%- for message in turns -%}
+    {%- if message.role == "tool" -%}
+        {%- if loop.first or turns[loop.index0 - 1].role != "tool" -%}
+            {{- "<|im_start|>user" -}}
+        {%- endif -%}
+        {{- "\n<tool_response>\n" + message.content + "\n</tool_response>" -}}
+        {%- if loop.last or turns[loop.index0 + 1].role != "tool" -%}
+            {{- "<|im_end|>\n" -}}
+        {%- endif -%}
+    {%- elif message.role == "assistant" and message.tool_calls -%}
+        {{- "<|im_start|>assistant" -}}
+        {%- if message.content -%}
+            {{- "\n" + message.content -}}
+        {%- endif -%}
+        {%- for call in message.tool_calls -%}
+            {%- set args = call.function.arguments -%}
+            {{- "\n<tool_call>\n{\"name\": " + (call.function.name | tojson) + ", \"arguments\": " -}}
+            {%- if args is string -%}{{- args -}}{%- else -%}{{- args | tojson -}}{%- endif -%}
+            {{- "}\n</tool_call>" -}}
+        {%- endfor -%}
+        {{- "<|im_end|>\n" -}}
+    {%- else -%}
+        {{- "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n" -}}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- "<|im_start|>assistant\n" -}}
+{%- endif -%}
+`;
+
+const FILE = "tokenizer_config.json";
+const FIELD = "chat_template";
+const compiled = new Map<string, Template>();
+
+function compile(template: string): Template {
+  let t = compiled.get(template);
+  if (t) return t;
+  try {
+    t = new Template(template);
+  } catch (err) {
+    throw new ModelFormatError(FILE, FIELD, `cannot parse chat template: ${(err as Error).message}`);
+  }
+  if (compiled.size >= 16) compiled.delete(compiled.keys().next().value as string);
+  compiled.set(template, t);
+  return t;
+}
+
+/** Drops undefined fields so templates see them as undefined, and nulls content to "". */
+function plainMessage(m: ChatMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(m)) if (v !== undefined) out[k] = v;
+  out.content = m.content ?? "";
+  return out;
+}
+
+export function renderChatTemplate(template: string, opts: RenderChatOptions): string {
+  const tpl = compile(template);
+  const ctx: Record<string, unknown> = { ...(opts.extra ?? {}) };
+  ctx.messages = opts.messages.map(plainMessage);
+  if (opts.tools && opts.tools.length > 0) ctx.tools = opts.tools;
+  ctx.add_generation_prompt = opts.addGenerationPrompt ?? false;
+  if (opts.bosToken !== undefined) ctx.bos_token = opts.bosToken;
+  if (opts.eosToken !== undefined) ctx.eos_token = opts.eosToken;
+  try {
+    return tpl.render(ctx);
+  } catch (err) {
+    throw new ModelFormatError(FILE, FIELD, `chat template failed to render: ${(err as Error).message}`);
+  }
+}

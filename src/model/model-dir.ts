@@ -1,0 +1,86 @@
+/**
+ * A Hugging Face model directory: config.json, model.safetensors (or a sharded
+ * index), tokenizer.json and tokenizer_config.json. Reading checks that every
+ * file is present and parses; writing goes to a temporary directory that is
+ * renamed into place, so a failed write never leaves a half-written model.
+ */
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseModelConfig, type ModelConfig } from "./config.js";
+import { loadModelWeights, saveModelWeights, type DType, type HostTensor } from "./safetensors.js";
+import { Tokenizer } from "./tokenizer.js";
+import { ModelFormatError } from "../util/errors.js";
+
+/** Tokenizer-side files copied verbatim when a model is written back. */
+export const TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"];
+
+export function readJsonFile(path: string): unknown {
+  if (!existsSync(path)) throw new ModelFormatError(path, undefined, "file not found");
+  try {
+    return JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new ModelFormatError(path, undefined, `invalid JSON: ${(e as Error).message}`);
+  }
+}
+
+export function readModelConfig(dir: string): ModelConfig {
+  if (!existsSync(dir)) throw new ModelFormatError(dir, undefined, "model directory not found");
+  const file = join(dir, "config.json");
+  return parseModelConfig(readJsonFile(file), file);
+}
+
+export interface LoadedModelDir {
+  dir: string;
+  config: ModelConfig;
+  tokenizer: Tokenizer;
+  weights: Map<string, HostTensor>;
+  /** The dtype the weights were stored in (the first tensor's). */
+  dtype: DType;
+}
+
+export function loadModelDir(dir: string): LoadedModelDir {
+  const config = readModelConfig(dir);
+  if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
+  const tokenizer = Tokenizer.fromDir(dir);
+  if (tokenizer.vocabSize > config.vocabSize) {
+    throw new ModelFormatError(join(dir, "config.json"), "vocab_size", `${config.vocabSize} is smaller than the tokenizer's ${tokenizer.vocabSize} tokens`);
+  }
+  const weights = loadModelWeights(dir);
+  const first = weights.values().next().value;
+  return { dir, config, tokenizer, weights, dtype: first?.dtype ?? "F32" };
+}
+
+export interface WriteModelOptions {
+  config: Record<string, unknown>;
+  weights: Map<string, HostTensor>;
+  /** Directory whose tokenizer files are copied. */
+  tokenizerFrom: string;
+  dtype?: DType;
+  /** Extra files (name → contents) written alongside, such as optimizer state. */
+  extra?: (tmpDir: string) => void;
+}
+
+/** Writes a model directory atomically: everything goes to DIR.tmp-PID, then replaces DIR. */
+export function writeModelDir(dir: string, o: WriteModelOptions): void {
+  const tmp = `${dir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  try {
+    const dtype = o.dtype ?? "F32";
+    const torchDtype = { F32: "float32", BF16: "bfloat16", F16: "float16" }[dtype];
+    writeFileSync(join(tmp, "config.json"), JSON.stringify({ ...o.config, torch_dtype: torchDtype }, null, 2) + "\n");
+    saveModelWeights(tmp, o.weights, { dtype });
+    for (const f of TOKENIZER_FILES) {
+      const src = join(o.tokenizerFrom, f);
+      if (existsSync(src)) copyFileSync(src, join(tmp, f));
+    }
+    o.extra?.(tmp);
+  } catch (e) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw e;
+  }
+  const old = `${dir}.old-${process.pid}`;
+  if (existsSync(dir)) renameSync(dir, old);
+  renameSync(tmp, dir);
+  rmSync(old, { recursive: true, force: true });
+}

@@ -1,0 +1,252 @@
+/**
+ * The Qwen2 / Llama decoder on TensorFlow.js: RMSNorm, grouped-query attention
+ * with rotary embeddings (rotate-half form) and an optional KV cache, SwiGLU MLP,
+ * tied or separate LM head. Computed in float32.
+ *
+ * Parameters are named as in Hugging Face checkpoints. Linear weights are held
+ * transposed, (in, out), so the forward pass is `x @ W` with no transpose;
+ * `toHostWeights` writes them back in Hugging Face's (out, in) layout.
+ *
+ * Shapes: B batch, T new tokens, S keys (cache + new), H hidden, nh query heads,
+ * kv key/value heads, G = nh / kv, hd head dim, F ffn size, V vocab.
+ */
+import { tf } from "../engine/local/tf-backend.js";
+import type { ModelConfig } from "./config.js";
+import type { HostTensor } from "./safetensors.js";
+import { ModelFormatError } from "../util/errors.js";
+import { ropeInverseFrequencies } from "./rope.js";
+
+/** Keys and values of every layer for the tokens seen so far: (B, kv, S, hd) each. */
+export interface KVCache {
+  k: tf.Tensor4D[];
+  v: tf.Tensor4D[];
+  length: number;
+}
+
+export function disposeCache(c: KVCache | undefined): void {
+  if (!c) return;
+  tf.dispose([...c.k, ...c.v]);
+}
+
+/** Hugging Face names and shapes (as stored on disk) of every parameter. */
+export function parameterShapes(c: ModelConfig, head: "lm" | "value" = "lm"): Map<string, number[]> {
+  const h = c.hiddenSize, q = c.numHeads * c.headDim, kv = c.numKvHeads * c.headDim, f = c.intermediateSize;
+  const m = new Map<string, number[]>();
+  m.set("model.embed_tokens.weight", [c.vocabSize, h]);
+  for (let i = 0; i < c.numLayers; i++) {
+    const p = `model.layers.${i}.`;
+    m.set(p + "input_layernorm.weight", [h]);
+    m.set(p + "self_attn.q_proj.weight", [q, h]);
+    m.set(p + "self_attn.k_proj.weight", [kv, h]);
+    m.set(p + "self_attn.v_proj.weight", [kv, h]);
+    if (c.qkvBias) {
+      m.set(p + "self_attn.q_proj.bias", [q]);
+      m.set(p + "self_attn.k_proj.bias", [kv]);
+      m.set(p + "self_attn.v_proj.bias", [kv]);
+    }
+    m.set(p + "self_attn.o_proj.weight", [h, q]);
+    m.set(p + "post_attention_layernorm.weight", [h]);
+    m.set(p + "mlp.gate_proj.weight", [f, h]);
+    m.set(p + "mlp.up_proj.weight", [f, h]);
+    m.set(p + "mlp.down_proj.weight", [h, f]);
+  }
+  m.set("model.norm.weight", [h]);
+  if (head === "value") m.set("score.weight", [1, h]);
+  else if (!c.tieWordEmbeddings) m.set("lm_head.weight", [c.vocabSize, h]);
+  return m;
+}
+
+/** Linear weights are stored (out, in) on disk and (in, out) in memory. */
+const isLinear = (name: string) => name.endsWith("_proj.weight") || name === "lm_head.weight" || name === "score.weight";
+
+export class Transformer {
+  readonly params: Map<string, tf.Variable>;
+  private readonly invFreq: Float64Array;
+
+  private constructor(readonly config: ModelConfig, params: Map<string, tf.Variable>, readonly head: "lm" | "value") {
+    this.params = params;
+    this.invFreq = ropeInverseFrequencies(config);
+  }
+
+  /** Random initialization (normal, std 0.02; norms at 1; biases at 0), seeded. */
+  static random(config: ModelConfig, seed: number, head: "lm" | "value" = "lm"): Transformer {
+    const params = new Map<string, tf.Variable>();
+    let s = seed;
+    for (const [name, shape] of parameterShapes(config, head)) {
+      const init = tf.tidy(() => {
+        if (name.endsWith("norm.weight")) return tf.ones(shape);
+        if (name.endsWith(".bias")) return tf.zeros(shape);
+        if (name === "score.weight") return tf.zeros([shape[1], shape[0]]);
+        const w = tf.truncatedNormal(shape, 0, 0.02, "float32", s++);
+        return isLinear(name) ? w.transpose() : w;
+      });
+      params.set(name, tf.variable(init, true));
+      init.dispose();
+    }
+    return new Transformer(config, params, head);
+  }
+
+  /** Builds the model from host weights in Hugging Face layout, checking every name and shape. */
+  static fromHostWeights(config: ModelConfig, weights: Map<string, HostTensor>, file: string, head: "lm" | "value" = "lm"): Transformer {
+    const params = new Map<string, tf.Variable>();
+    try {
+      for (const [name, shape] of parameterShapes(config, head)) {
+        let w = weights.get(name);
+        if (!w && name === "score.weight") w = { shape, data: new Float32Array(shape[0] * shape[1]) };
+        if (!w) throw new ModelFormatError(file, name, "tensor missing from the checkpoint");
+        if (w.shape.length !== shape.length || w.shape.some((d, i) => d !== shape[i])) {
+          throw new ModelFormatError(file, name, `shape [${w.shape}] disagrees with config.json, which implies [${shape}]`);
+        }
+        const t = tf.tidy(() => {
+          const x = tf.tensor(w!.data, w!.shape, "float32");
+          return isLinear(name) ? x.transpose() : x;
+        });
+        params.set(name, tf.variable(t, true));
+        t.dispose();
+      }
+    } catch (e) {
+      tf.dispose([...params.values()]);
+      throw e;
+    }
+    return new Transformer(config, params, head);
+  }
+
+  /** Weights in Hugging Face names and layout. */
+  toHostWeights(): Map<string, HostTensor> {
+    const out = new Map<string, HostTensor>();
+    for (const [name, v] of this.params) {
+      const t = isLinear(name) ? tf.tidy(() => v.transpose()) : v;
+      out.set(name, { shape: t.shape.slice(), data: t.dataSync() as Float32Array });
+      if (t !== v) t.dispose();
+    }
+    return out;
+  }
+
+  dispose(): void {
+    tf.dispose([...this.params.values()]);
+  }
+
+  private p(name: string): tf.Tensor {
+    const v = this.params.get(name);
+    if (!v) throw new Error(`internal: parameter ${name} missing`);
+    return v;
+  }
+
+  /**
+   * Runs the decoder over `tokens` (B, T) at positions start..start+T-1.
+   * With `cache` (length = start), attends to the cached keys too and returns
+   * the extended cache (the caller disposes the old one). Returns the final
+   * hidden states (B, T, H), after the last norm.
+   */
+  forward(tokens: tf.Tensor2D, cache?: KVCache): { hidden: tf.Tensor3D; cache: KVCache } {
+    const c = this.config;
+    const [B, T] = tokens.shape;
+    const start = cache?.length ?? 0;
+    const { cos, sin } = this.ropeTables(start, T); // (1, T, 1, hd/2) each
+    const mask = causalMask(T, start, c.numHeads / c.numKvHeads); // (G*T, S)
+    let x = tf.gather(this.p("model.embed_tokens.weight"), tokens.reshape([B * T])).reshape([B, T, c.hiddenSize]) as tf.Tensor3D;
+    const ks: tf.Tensor4D[] = [], vs: tf.Tensor4D[] = [];
+    for (let i = 0; i < c.numLayers; i++) {
+      const p = `model.layers.${i}.`;
+      const h = this.rmsNorm(x, p + "input_layernorm.weight");
+      const { out, k, v } = this.attention(h, p, cos, sin, mask, cache?.k[i], cache?.v[i]);
+      ks.push(k);
+      vs.push(v);
+      x = x.add(out);
+      x = x.add(this.mlp(this.rmsNorm(x, p + "post_attention_layernorm.weight"), p));
+    }
+    return { hidden: this.rmsNorm(x, "model.norm.weight"), cache: { k: ks, v: vs, length: start + T } };
+  }
+
+  /** Logits (N, V) for hidden states (N, H). */
+  logits(hidden: tf.Tensor2D): tf.Tensor2D {
+    if (this.head !== "lm") throw new Error("internal: logits() on a value model");
+    return this.config.tieWordEmbeddings
+      ? tf.matMul(hidden, this.p("model.embed_tokens.weight"), false, true)
+      : tf.matMul(hidden, this.p("lm_head.weight"));
+  }
+
+  /** Scalar values (N) for hidden states (N, H). */
+  values(hidden: tf.Tensor2D): tf.Tensor1D {
+    return tf.matMul(hidden, this.p("score.weight")).reshape([-1]);
+  }
+
+  private rmsNorm(x: tf.Tensor3D, weight: string): tf.Tensor3D {
+    const ms = x.square().mean(-1, true); // (B, T, 1)
+    return x.mul(ms.add(this.config.rmsNormEps).rsqrt()).mul(this.p(weight));
+  }
+
+  private linear(x: tf.Tensor3D, name: string, bias = false): tf.Tensor3D {
+    const [B, T, I] = x.shape;
+    let y = tf.matMul(x.reshape([B * T, I]), this.p(name + ".weight"));
+    if (bias) y = y.add(this.p(name + ".bias"));
+    return y.reshape([B, T, -1]);
+  }
+
+  private mlp(x: tf.Tensor3D, p: string): tf.Tensor3D {
+    const gate = this.linear(x, p + "mlp.gate_proj"); // (B, T, F)
+    const up = this.linear(x, p + "mlp.up_proj"); // (B, T, F)
+    return this.linear(gate.mul(gate.sigmoid()).mul(up), p + "mlp.down_proj"); // (B, T, H)
+  }
+
+  private attention(x: tf.Tensor3D, p: string, cos: tf.Tensor, sin: tf.Tensor, mask: tf.Tensor2D, pastK?: tf.Tensor4D, pastV?: tf.Tensor4D) {
+    const c = this.config;
+    const [B, T] = x.shape;
+    const nh = c.numHeads, kv = c.numKvHeads, hd = c.headDim, G = nh / kv;
+    const bias = c.qkvBias;
+    let q = this.linear(x, p + "self_attn.q_proj", bias).reshape([B, T, nh, hd]) as tf.Tensor4D;
+    let k = this.linear(x, p + "self_attn.k_proj", bias).reshape([B, T, kv, hd]) as tf.Tensor4D;
+    const vNew = this.linear(x, p + "self_attn.v_proj", bias).reshape([B, T, kv, hd]);
+    q = rotate(q, cos, sin);
+    k = rotate(k, cos, sin);
+    let kAll = k.transpose([0, 2, 1, 3]) as tf.Tensor4D; // (B, kv, T, hd)
+    let vAll = vNew.transpose([0, 2, 1, 3]) as tf.Tensor4D; // (B, kv, T, hd)
+    if (pastK && pastV) {
+      kAll = tf.concat([pastK, kAll], 2); // (B, kv, S, hd)
+      vAll = tf.concat([pastV, vAll], 2); // (B, kv, S, hd)
+    }
+    // Query head j*G+g uses key/value head j, so group the queries under their kv head.
+    const qg = q.transpose([0, 2, 1, 3]).reshape([B, kv, G * T, hd]); // (B, kv, G*T, hd)
+    const scores = tf.matMul(qg, kAll, false, true).mul(1 / Math.sqrt(hd)).add(mask); // (B, kv, G*T, S)
+    const probs = tf.softmax(scores, -1);
+    const ctx = tf.matMul(probs, vAll) // (B, kv, G*T, hd)
+      .reshape([B, nh, T, hd])
+      .transpose([0, 2, 1, 3]) // (B, T, nh, hd)
+      .reshape([B, T, nh * hd]) as tf.Tensor3D;
+    return { out: this.linear(ctx, p + "self_attn.o_proj"), k: kAll, v: vAll };
+  }
+
+  /** cos and sin of position x frequency for positions start..start+T-1: (1, T, 1, hd/2). */
+  private ropeTables(start: number, T: number): { cos: tf.Tensor; sin: tf.Tensor } {
+    const half = this.invFreq.length;
+    const cos = new Float32Array(T * half), sin = new Float32Array(T * half);
+    for (let t = 0; t < T; t++) {
+      for (let i = 0; i < half; i++) {
+        const a = (start + t) * this.invFreq[i];
+        cos[t * half + i] = Math.cos(a);
+        sin[t * half + i] = Math.sin(a);
+      }
+    }
+    return { cos: tf.tensor(cos, [1, T, 1, half]), sin: tf.tensor(sin, [1, T, 1, half]) };
+  }
+}
+
+/** Rotate-half rotary embedding of x (B, T, heads, hd). */
+function rotate(x: tf.Tensor4D, cos: tf.Tensor, sin: tf.Tensor): tf.Tensor4D {
+  const half = x.shape[3] / 2;
+  const [x1, x2] = tf.split(x, [half, half], 3);
+  return tf.concat([x1.mul(cos).sub(x2.mul(sin)), x2.mul(cos).add(x1.mul(sin))], 3) as tf.Tensor4D;
+}
+
+/** Additive causal mask (G*T, S): row g*T+t is query position start+t, which sees keys 0..start+t. */
+function causalMask(T: number, start: number, G: number): tf.Tensor2D {
+  const S = start + T;
+  const m = new Float32Array(G * T * S);
+  for (let g = 0; g < G; g++) {
+    for (let t = 0; t < T; t++) {
+      const row = (g * T + t) * S;
+      for (let s = start + t + 1; s < S; s++) m[row + s] = -1e9;
+    }
+  }
+  return tf.tensor2d(m, [G * T, S]);
+}
