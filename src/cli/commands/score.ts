@@ -1,0 +1,39 @@
+import { readFileSync, existsSync } from "node:fs";
+import { LocalEngine } from "../../engine/local/local-engine.js";
+import { parseFlags, requireString } from "../args.js";
+import { InputError } from "../../util/errors.js";
+import type { Command } from "../command.js";
+
+/** Reads `{"tokens":[...]}` lines; errors name the file and the line. */
+export function readTokenLines(file: string): number[][] {
+  if (!existsSync(file)) throw new InputError(`${file}: file not found`);
+  const rows: number[][] = [];
+  readFileSync(file, "utf8").split("\n").forEach((line, i) => {
+    if (line.trim() === "") return;
+    let obj: unknown;
+    try {
+      obj = JSON.parse(line);
+    } catch {
+      throw new InputError(`${file}:${i + 1}: not valid JSON`);
+    }
+    const tokens = (obj as { tokens?: unknown })?.tokens;
+    if (!Array.isArray(tokens) || tokens.length === 0 || !tokens.every((t) => Number.isInteger(t))) {
+      throw new InputError(`${file}:${i + 1}: field 'tokens' must be a non-empty array of integers`);
+    }
+    rows.push(tokens as number[]);
+  });
+  return rows;
+}
+
+export const scoreCommand: Command = {
+  name: "score",
+  summary: "print the logprob of every token given the ones before it",
+  usage: "agent-r1 score --model DIR --input FILE.jsonl   (lines {\"tokens\":[...]} → lines {\"logprobs\":[null, ...]})",
+  async run(argv, io) {
+    const { flags } = parseFlags("score", argv, { model: { type: "string" }, input: { type: "string" } });
+    const rows = readTokenLines(requireString("score", flags, "input"));
+    const engine = await LocalEngine.load(requireString("score", flags, "model"));
+    const lps = await engine.computeLogprobs(rows);
+    for (const lp of lps) io.out(JSON.stringify({ logprobs: lp }));
+  },
+};

@@ -1,0 +1,67 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { Tokenizer } from "../../model/tokenizer.js";
+import { renderChat } from "../../model/chat.js";
+import type { ChatMessage, ToolSchema } from "../../model/chat-template.js";
+import { parseFlags, requireString } from "../args.js";
+import { InputError, ModelFormatError } from "../../util/errors.js";
+import type { Command } from "../command.js";
+
+function readJson(file: string, what: string): unknown {
+  if (!existsSync(file)) throw new InputError(`${file}: file not found`);
+  try {
+    return JSON.parse(readFileSync(file, "utf8"));
+  } catch (e) {
+    throw new InputError(`${file}: ${what} is not valid JSON (${(e as Error).message})`);
+  }
+}
+
+function readMessages(file: string): ChatMessage[] {
+  const v = readJson(file, "--messages");
+  const list = Array.isArray(v) ? v : (v as { messages?: unknown })?.messages;
+  if (!Array.isArray(list)) throw new InputError(`${file}: expected a JSON array of messages (or {"messages": [...]})`);
+  list.forEach((m, i) => {
+    const role = (m as ChatMessage)?.role;
+    if (!["system", "user", "assistant", "tool"].includes(role)) throw new InputError(`${file}: message ${i}: role must be system, user, assistant or tool`);
+    if (typeof (m as ChatMessage).content !== "string" && !(m as ChatMessage).tool_calls) throw new InputError(`${file}: message ${i}: content must be a string`);
+  });
+  return list as ChatMessage[];
+}
+
+function readTools(file: string): ToolSchema[] {
+  const v = readJson(file, "--tools");
+  if (!Array.isArray(v)) throw new InputError(`${file}: expected a JSON array of tools`);
+  return v.map((t, i) => {
+    // Accept both the OpenAI shape {type:"function", function:{...}} and a bare {name, description, parameters}.
+    const fn = (t as ToolSchema)?.function ?? t;
+    if (typeof fn?.name !== "string") throw new InputError(`${file}: tool ${i}: missing 'name'`);
+    return { type: "function", function: { name: fn.name, description: fn.description, parameters: fn.parameters ?? { type: "object", properties: {} } } };
+  });
+}
+
+export const tokenizeCommand: Command = {
+  name: "tokenize",
+  summary: "print the token ids of a text, or of a chat rendered with the model's template",
+  usage: "agent-r1 tokenize --model DIR (--text TEXT | --messages FILE.json [--tools FILE.json]) [--show]",
+  async run(argv, io) {
+    const { flags } = parseFlags("tokenize", argv, {
+      model: { type: "string" },
+      text: { type: "string" },
+      messages: { type: "string" },
+      tools: { type: "string" },
+      show: { type: "boolean", default: false },
+    });
+    const dir = requireString("tokenize", flags, "model");
+    if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
+    const tok = Tokenizer.fromDir(dir);
+    let text: string;
+    if (typeof flags.text === "string") text = flags.text;
+    else if (typeof flags.messages === "string") {
+      const tools = typeof flags.tools === "string" ? readTools(flags.tools) : undefined;
+      text = renderChat(tok, readMessages(flags.messages), { tools, addGenerationPrompt: true });
+    } else throw new InputError("tokenize: give --text TEXT or --messages FILE.json");
+    const ids = tok.encode(text);
+    if (flags.show) io.out(text);
+    io.out(JSON.stringify(ids));
+  },
+};
