@@ -112,7 +112,7 @@ export interface AdamParams {
 export interface OptimStepResult {
   /** Global gradient norm before clipping. */
   gradNorm: number;
-  /** True when the gradients were not finite: the step was skipped and the weights left untouched. */
+  /** True when the gradients were not finite, or none were accumulated: nothing was applied and the step counter did not advance. */
   skipped: boolean;
   step: number;
 }

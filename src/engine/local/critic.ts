@@ -10,15 +10,16 @@ import { loadTrainableState, saveTrainable } from "./trainable-io.js";
 import { Transformer } from "../../model/transformer.js";
 import { loadModelDir } from "../../model/model-dir.js";
 import type { Tokenizer } from "../../model/tokenizer.js";
-import { packMicroBatches } from "../micro-batches.js";
+import type { MicroBatchPlanner } from "../micro-batches.js";
 import type { AdamParams, Critic, OptimStepResult, ValueDatum } from "../types.js";
 import { InputError } from "../../util/errors.js";
+import { assertFinite, assertTokens } from "../validate.js";
 import { join } from "node:path";
 
 export class LocalCritic implements Critic {
   private trainable: Trainable;
 
-  constructor(model: Transformer, readonly tokenizer: Tokenizer, private sourceDir: string, private tokenBudget: number) {
+  constructor(model: Transformer, readonly tokenizer: Tokenizer, private sourceDir: string, private plan: MicroBatchPlanner) {
     this.trainable = new Trainable(model);
   }
 
@@ -29,8 +30,10 @@ export class LocalCritic implements Critic {
   }
 
   async values(sequences: number[][]): Promise<number[][]> {
+    const V = this.trainable.model.config.vocabSize;
+    sequences.forEach((s, i) => assertTokens(s, V, `sequence ${i}`));
     const out: number[][] = new Array(sequences.length);
-    for (const idx of packMicroBatches(sequences.map((s) => s.length), this.tokenBudget)) {
+    for (const idx of this.plan(sequences.map((s) => s.length))) {
       const group = idx.map((i) => sequences[i]);
       const B = group.length, T = Math.max(...group.map((s) => s.length));
       const v = tf.tidy(() => this.run(padInt(group, T), B, T));
@@ -43,7 +46,10 @@ export class LocalCritic implements Critic {
 
   async forwardBackward(datums: ValueDatum[], opts: { clip?: number } = {}) {
     const clip = opts.clip ?? 0;
+    const vocab = this.trainable.model.config.vocabSize;
     datums.forEach((d, i) => {
+      assertTokens(d.tokens, vocab, `value datum ${i} tokens`);
+      for (const k of ["weights", "returns", "oldValues"] as const) if (d[k]) assertFinite(d[k]!, `value datum ${i}: ${k}`);
       for (const k of ["weights", "returns"] as const) {
         if (d[k].length !== d.tokens.length) throw new InputError(`value datum ${i}: ${k} has length ${d[k].length}, tokens has ${d.tokens.length}`);
       }
@@ -52,7 +58,7 @@ export class LocalCritic implements Critic {
     const total = datums.reduce((s, d) => s + d.weights.reduce((a, w) => a + w, 0), 0);
     const values: number[][] = new Array(datums.length);
     let loss = 0, clipped = 0, n = 0;
-    for (const idx of packMicroBatches(datums.map((d) => d.tokens.length), this.tokenBudget)) {
+    for (const idx of this.plan(datums.map((d) => d.tokens.length))) {
       const group = idx.map((i) => datums[i]);
       const B = group.length, T = Math.max(...group.map((d) => d.tokens.length));
       const w = padFloat(group.map((d) => d.weights.map((x) => x / Math.max(total, 1e-12))), T);

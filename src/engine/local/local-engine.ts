@@ -13,19 +13,22 @@ import { loadModelDir } from "../../model/model-dir.js";
 import { loadTrainableState, saveTrainable } from "./trainable-io.js";
 import type { ModelConfig } from "../../model/config.js";
 import type { Tokenizer } from "../../model/tokenizer.js";
-import { defaultTokenBudget } from "../micro-batches.js";
+import { memoryPlanner, DEFAULT_ACTIVATION_BUDGET, type MicroBatchPlanner } from "../micro-batches.js";
 import { resolvedLoss, validateDatums } from "../loss-math.js";
 import type { AdamParams, Datum, Engine, ForwardBackwardResult, LossSpec, OptimStepResult, SampleResult, SamplingParams } from "../types.js";
 import { InputError } from "../../util/errors.js";
+import { assertTokens } from "../validate.js";
 
 export interface LocalEngineOptions {
-  /** Tokens per micro-batch in forwardBackward (padded tokens count). Default: from the model size. */
+  /** Cap on padded tokens per micro-batch in forwardBackward and computeLogprobs. Default: none. */
   microBatchTokens?: number;
+  /** Bytes of activations the gradient tape may hold per micro-batch. Default 1.25 GiB (the wasm heap is 4 GiB). */
+  microBatchBytes?: number;
 }
 
 export class LocalEngine implements Engine {
   private trainable: Trainable;
-  readonly tokenBudget: number;
+  readonly plan: MicroBatchPlanner;
 
   private constructor(
     model: Transformer,
@@ -34,7 +37,9 @@ export class LocalEngine implements Engine {
     opts: LocalEngineOptions,
   ) {
     this.trainable = new Trainable(model);
-    this.tokenBudget = opts.microBatchTokens ?? defaultTokenBudget(model.config.vocabSize, model.config.hiddenSize);
+    const c = model.config;
+    const shape = { vocabSize: c.vocabSize, hiddenSize: c.hiddenSize, intermediateSize: c.intermediateSize, numLayers: c.numLayers, numHeads: c.numHeads };
+    this.plan = memoryPlanner(shape, opts.microBatchBytes ?? DEFAULT_ACTIVATION_BUDGET, opts.microBatchTokens ?? Infinity);
   }
 
   /** Loads a Hugging Face model directory (optimizer state too, when the directory holds one). */
@@ -65,7 +70,7 @@ export class LocalEngine implements Engine {
 
   async computeLogprobs(sequences: number[][], opts: { temperature?: number } = {}): Promise<(number | null)[][]> {
     sequences.forEach((s, i) => this.checkTokens(s, `sequence ${i}`));
-    return computeLogprobs(this.model, sequences, opts.temperature ?? 1, this.tokenBudget);
+    return computeLogprobs(this.model, sequences, opts.temperature ?? 1, this.plan);
   }
 
   async forwardBackward(datums: Datum[], loss: LossSpec): Promise<ForwardBackwardResult> {
@@ -75,7 +80,7 @@ export class LocalEngine implements Engine {
       this.checkTokens(d.tokens, `datum ${i} tokens`);
       this.checkTokens(d.targetTokens, `datum ${i} targetTokens`);
     });
-    return policyForwardBackward(this.trainable, datums, spec, this.tokenBudget);
+    return policyForwardBackward(this.trainable, datums, spec, this.plan);
   }
 
   async optimStep(params: AdamParams): Promise<OptimStepResult> {
@@ -87,7 +92,7 @@ export class LocalEngine implements Engine {
   async createCritic(): Promise<LocalCritic> {
     const weights = this.model.toHostWeights();
     const model = Transformer.fromHostWeights(this.config, weights, "(policy weights)", "value");
-    return new LocalCritic(model, this.tokenizer, this.sourceDir, this.tokenBudget);
+    return new LocalCritic(model, this.tokenizer, this.sourceDir, this.plan);
   }
 
   async save(dir: string): Promise<void> {
@@ -117,8 +122,6 @@ export class LocalEngine implements Engine {
   }
 
   private checkTokens(tokens: number[], what: string): void {
-    const V = this.config.vocabSize;
-    const bad = tokens.find((t) => !Number.isInteger(t) || t < 0 || t >= V);
-    if (bad !== undefined) throw new InputError(`${what}: token ${bad} is outside the vocabulary [0, ${V})`);
+    assertTokens(tokens, this.config.vocabSize, what);
   }
 }

@@ -9,7 +9,7 @@ import type { Trainable } from "./trainable.js";
 import type { Transformer } from "../../model/transformer.js";
 import type { Datum, ForwardBackwardResult } from "../types.js";
 import { aggregationCoefficients, klValue, LOG_RATIO_CLAMP, policyTokenLoss, type ResolvedLoss } from "../loss-math.js";
-import { packMicroBatches } from "../micro-batches.js";
+import { toPlanner, type MicroBatchPlanner } from "../micro-batches.js";
 
 /** Per-token log-probabilities (N) of `targets` and the entropies (N) of logits (N, V). */
 function pickLogprobs(logits: tf.Tensor2D, targets: Int32Array, temperature: number) {
@@ -28,13 +28,13 @@ function padded(rows: number[][], T: number, fill = 0): Float32Array {
   return out;
 }
 
-export function policyForwardBackward(tr: Trainable, datums: Datum[], loss: ResolvedLoss, tokenBudget: number): ForwardBackwardResult {
+export function policyForwardBackward(tr: Trainable, datums: Datum[], loss: ResolvedLoss, plan: number | MicroBatchPlanner): ForwardBackwardResult {
   const model = tr.model;
   const coef = aggregationCoefficients(datums.map((d) => d.weights), loss.aggregation, loss.normalizer);
   const logprobs: number[][] = new Array(datums.length);
   let lossSum = 0, entropySum = 0;
   const vars = [...model.params.values()];
-  for (const idx of packMicroBatches(datums.map((d) => d.tokens.length), tokenBudget)) {
+  for (const idx of toPlanner(plan)(datums.map((d) => d.tokens.length))) {
     const group = idx.map((i) => datums[i]);
     const B = group.length, T = Math.max(...group.map((d) => d.tokens.length)), N = B * T;
     const tokens = Int32Array.from(padded(group.map((d) => d.tokens), T));
@@ -125,9 +125,9 @@ function klTensor(p: tf.Tensor1D, ref: tf.Tensor1D, form: "k1" | "k2" | "k3"): t
 }
 
 /** Logprobs of each token given the ones before it (entry 0 null), batched by the token budget. */
-export function computeLogprobs(model: Transformer, sequences: number[][], temperature: number, tokenBudget: number): (number | null)[][] {
+export function computeLogprobs(model: Transformer, sequences: number[][], temperature: number, plan: number | MicroBatchPlanner): (number | null)[][] {
   const out: (number | null)[][] = new Array(sequences.length);
-  for (const idx of packMicroBatches(sequences.map((s) => s.length), tokenBudget)) {
+  for (const idx of toPlanner(plan)(sequences.map((s) => s.length))) {
     const group = idx.map((i) => sequences[i]);
     const B = group.length, T = Math.max(...group.map((s) => s.length)), N = B * T;
     const tokens = Int32Array.from(padded(group, T));

@@ -10,6 +10,7 @@ import { drawToken, type DrawParams } from "../sampling.js";
 import { Rng, randomSeed } from "../../util/rng.js";
 import type { SampledSequence, SampleResult, SamplingParams } from "../types.js";
 import { InputError } from "../../util/errors.js";
+import { assertTokens } from "../validate.js";
 
 export interface StopSet {
   ids: Set<number>;
@@ -114,9 +115,7 @@ function isStop(s: Running, token: number, stops: StopSet): boolean {
 }
 
 function checkParams(prompt: number[], n: number, maxTokens: number, d: DrawParams, vocab: number): void {
-  if (prompt.length === 0) throw new InputError("sample: the prompt is empty");
-  const bad = prompt.find((t) => !Number.isInteger(t) || t < 0 || t >= vocab);
-  if (bad !== undefined) throw new InputError(`sample: prompt token ${bad} is outside the vocabulary [0, ${vocab})`);
+  assertTokens(prompt, vocab, "sample: the prompt");
   if (!Number.isInteger(n) || n < 1) throw new InputError(`sample: n must be a positive integer, got ${n}`);
   if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new InputError(`sample: maxTokens must be a positive integer, got ${maxTokens}`);
   if (!(d.temperature >= 0)) throw new InputError(`sample: temperature must be >= 0, got ${d.temperature}`);

@@ -52,8 +52,10 @@ export class Trainable {
   optimStep(p: AdamParams): OptimStepResult {
     const beta1 = p.beta1 ?? 0.9, beta2 = p.beta2 ?? 0.999, eps = p.eps ?? 1e-8;
     const wd = p.weightDecay ?? 0, clip = p.gradClipNorm ?? 0;
+    // Nothing accumulated: nothing to apply, and the step does not count (Adam's bias correction).
+    if (this.grads.size === 0) return { gradNorm: 0, skipped: true, step: this.step };
     const sq = tf.tidy(() => tf.addN([...this.grads.values()].map((g) => g.square().sum())));
-    const gradNorm = this.grads.size ? Math.sqrt(sq.dataSync()[0]) : 0;
+    const gradNorm = Math.sqrt(sq.dataSync()[0]);
     sq.dispose();
     if (!Number.isFinite(gradNorm)) {
       this.zeroGrad();
