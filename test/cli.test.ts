@@ -105,3 +105,13 @@ test("the installed bin exits non-zero with one line and no stack trace", () => 
   assert.equal(lines.length, 1, res.stderr);
   assert.match(lines[0], /^error: /);
 });
+
+test("a model loaded and saved back is byte-identical (fp32)", async () => {
+  const engine = await LocalEngine.load(model);
+  const out = join(tempDir(), "copy");
+  await engine.save(out);
+  engine.dispose();
+  assert.ok(readFileSync(join(out, "model.safetensors")).equals(readFileSync(join(model, "model.safetensors"))));
+  assert.deepEqual(JSON.parse(readFileSync(join(out, "config.json"), "utf8")), JSON.parse(readFileSync(join(model, "config.json"), "utf8")));
+  assert.ok(readFileSync(join(out, "tokenizer.json")).equals(readFileSync(join(model, "tokenizer.json"))));
+});
