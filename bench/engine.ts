@@ -56,8 +56,7 @@ async function main() {
     benchTokenizer(tokDir, shape.vocab);
     const dir = join(root, name);
     await initModel({ preset: shape.preset, out: dir, tokenizer: tokDir, overrides: { vocab_size: shape.vocab } });
-    const engine = await LocalEngine.load(dir);
-    void workers;
+    const engine = await LocalEngine.load(dir, workers !== undefined ? { workers } : {});
     const params = parameterCount(parseModelConfig(presetConfigJson(shape.preset, shape.vocab)));
     const rng = new Rng(7);
 

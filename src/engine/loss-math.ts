@@ -10,7 +10,7 @@
  *  - KL to the reference (added as coef·kl): k1 = p - ref; k2 = ½(p - ref)²;
  *    k3 = exp(ref - p) - (ref - p) - 1, with ref - p clamped to ±20 and the result to ±10.
  */
-import type { Datum, KlForm, LossAggregation, LossSpec } from "./types.js";
+import type { Datum, ForwardBackwardResult, KlForm, LossAggregation, LossSpec } from "./types.js";
 import { InputError } from "../util/errors.js";
 
 export const LOG_RATIO_CLAMP = 20;
@@ -99,4 +99,27 @@ export function validateDatums(datums: Datum[], loss: ResolvedLoss): void {
       if (arr && arr.some((x) => !Number.isFinite(x))) throw new InputError(`datum ${i}: ${key} holds a non-finite number`);
     }
   });
+}
+
+/** Metrics of a forwardBackward call from the learner logprobs: clip fraction, sampler and reference KL, entropy. */
+export function summarizeForwardBackward(datums: Datum[], loss: ResolvedLoss, logprobs: number[][], lossSum: number, entropySum: number): ForwardBackwardResult {
+  let n = 0, clipped = 0, approxKl = 0, klRef = 0;
+  datums.forEach((d, i) => {
+    d.weights.forEach((w, t) => {
+      if (w <= 0) return;
+      n++;
+      const p = logprobs[i][t];
+      if (d.logprobs) {
+        clipped += policyTokenLoss(loss, p, d.logprobs[t], d.advantages?.[t] ?? 0).clipped ? 1 : 0;
+        approxKl += klValue(p, d.logprobs[t], "k3");
+      }
+      if (d.refLogprobs) klRef += klValue(p, d.refLogprobs[t], loss.kl?.form ?? "k3");
+    });
+  });
+  const denom = Math.max(1, n);
+  const metrics: ForwardBackwardResult["metrics"] = { loss: lossSum, tokens: n, entropy: entropySum / denom };
+  if (loss.type === "ppo") metrics.clipFraction = clipped / denom;
+  if (datums[0].logprobs) metrics.approxKl = approxKl / denom;
+  if (datums[0].refLogprobs) metrics.klRef = klRef / denom;
+  return { logprobs, metrics };
 }

@@ -23,6 +23,13 @@ export interface KVCache {
   length: number;
 }
 
+/** Per-row positions and key mask for batched decoding over a padded cache. */
+export interface DecodeRows {
+  positions: number[];
+  /** (B, S) additive: 0 where row b sees key s, -1e9 elsewhere. */
+  keyMask: tf.Tensor2D;
+}
+
 export function disposeCache(c: KVCache | undefined): void {
   if (!c) return;
   tf.dispose([...c.k, ...c.v]);
@@ -62,6 +69,7 @@ const isLinear = (name: string) => name.endsWith("_proj.weight") || name === "lm
 export class Transformer {
   readonly params: Map<string, tf.Variable>;
   private readonly invFreq: Float64Array;
+  private headT?: tf.Tensor2D;
 
   private constructor(readonly config: ModelConfig, params: Map<string, tf.Variable>, readonly head: "lm" | "value") {
     this.params = params;
@@ -123,6 +131,7 @@ export class Transformer {
   }
 
   dispose(): void {
+    this.weightsChanged();
     tf.dispose([...this.params.values()]);
   }
 
@@ -137,13 +146,25 @@ export class Transformer {
    * With `cache` (length = start), attends to the cached keys too and returns
    * the extended cache (the caller disposes the old one). Returns the final
    * hidden states (B, T, H), after the last norm.
+   *
+   * `rows` serves batched decoding over a padded cache (T = 1): row b's new
+   * token sits at position `rows.positions[b]`, and `rows.keyMask` (B, S) is
+   * 0 on the keys row b may see (its own cached keys and the new one) and
+   * -1e9 on padding.
    */
-  forward(tokens: tf.Tensor2D, cache?: KVCache): { hidden: tf.Tensor3D; cache: KVCache } {
+  forward(tokens: tf.Tensor2D, cache?: KVCache, rows?: DecodeRows): { hidden: tf.Tensor3D; cache: KVCache } {
     const c = this.config;
     const [B, T] = tokens.shape;
     const start = cache?.length ?? 0;
-    const { cos, sin } = this.ropeTables(start, T); // (1, T, 1, hd/2) each
-    const mask = causalMask(T, start, c.numHeads / c.numKvHeads); // (G*T, S)
+    let cos: tf.Tensor, sin: tf.Tensor, mask: tf.Tensor;
+    if (rows) {
+      if (T !== 1) throw new Error("internal: per-row positions are for single-token decoding");
+      ({ cos, sin } = this.ropeTables(rows.positions, 1)); // (B, 1, 1, hd/2)
+      mask = rows.keyMask.reshape([B, 1, 1, start + 1]); // (B, 1, 1, S)
+    } else {
+      ({ cos, sin } = this.ropeTables([start], T)); // (1, T, 1, hd/2)
+      mask = causalMask(T, start, c.numHeads / c.numKvHeads); // (G*T, S)
+    }
     let x = tf.gather(this.p("model.embed_tokens.weight"), tokens.reshape([B * T])).reshape([B, T, c.hiddenSize]) as tf.Tensor3D;
     const ks: tf.Tensor4D[] = [], vs: tf.Tensor4D[] = [];
     for (let i = 0; i < c.numLayers; i++) {
@@ -164,6 +185,23 @@ export class Transformer {
     return this.config.tieWordEmbeddings
       ? tf.matMul(hidden, this.p("model.embed_tokens.weight"), false, true)
       : tf.matMul(hidden, this.p("lm_head.weight"));
+  }
+
+  /**
+   * Logits (N, V) off the gradient tape (sampling, scoring): a tied head uses a
+   * pre-transposed copy of the embedding, which the wasm matmul runs about 4x
+   * faster than the transposed product. `weightsChanged()` drops the copy.
+   */
+  inferenceLogits(hidden: tf.Tensor2D): tf.Tensor2D {
+    if (!this.config.tieWordEmbeddings) return this.logits(hidden);
+    this.headT ??= tf.keep(this.p("model.embed_tokens.weight").transpose() as tf.Tensor2D); // (H, V)
+    return tf.matMul(hidden, this.headT);
+  }
+
+  /** Call after the weights change in place (optimizer step). */
+  weightsChanged(): void {
+    this.headT?.dispose();
+    this.headT = undefined;
   }
 
   /** Scalar values (N) for hidden states (N, H). */
@@ -189,7 +227,7 @@ export class Transformer {
     return this.linear(gate.mul(gate.sigmoid()).mul(up), p + "mlp.down_proj"); // (B, T, H)
   }
 
-  private attention(x: tf.Tensor3D, p: string, cos: tf.Tensor, sin: tf.Tensor, mask: tf.Tensor2D, pastK?: tf.Tensor4D, pastV?: tf.Tensor4D) {
+  private attention(x: tf.Tensor3D, p: string, cos: tf.Tensor, sin: tf.Tensor, mask: tf.Tensor, pastK?: tf.Tensor4D, pastV?: tf.Tensor4D) {
     const c = this.config;
     const [B, T] = x.shape;
     const nh = c.numHeads, kv = c.numKvHeads, hd = c.headDim, G = nh / kv;
@@ -216,18 +254,24 @@ export class Transformer {
     return { out: this.linear(ctx, p + "self_attn.o_proj"), k: kAll, v: vAll };
   }
 
-  /** cos and sin of position x frequency for positions start..start+T-1: (1, T, 1, hd/2). */
-  private ropeTables(start: number, T: number): { cos: tf.Tensor; sin: tf.Tensor } {
-    const half = this.invFreq.length;
-    const cos = new Float32Array(T * half), sin = new Float32Array(T * half);
-    for (let t = 0; t < T; t++) {
-      for (let i = 0; i < half; i++) {
-        const a = (start + t) * this.invFreq[i];
-        cos[t * half + i] = Math.cos(a);
-        sin[t * half + i] = Math.sin(a);
+  /**
+   * cos and sin of position x frequency, (R, T, 1, hd/2) each, for R rows whose
+   * T positions start at starts[r].
+   */
+  private ropeTables(starts: number[], T: number): { cos: tf.Tensor; sin: tf.Tensor } {
+    const half = this.invFreq.length, R = starts.length;
+    const cos = new Float32Array(R * T * half), sin = new Float32Array(R * T * half);
+    for (let r = 0; r < R; r++) {
+      for (let t = 0; t < T; t++) {
+        const o = (r * T + t) * half;
+        for (let i = 0; i < half; i++) {
+          const a = (starts[r] + t) * this.invFreq[i];
+          cos[o + i] = Math.cos(a);
+          sin[o + i] = Math.sin(a);
+        }
       }
     }
-    return { cos: tf.tensor(cos, [1, T, 1, half]), sin: tf.tensor(sin, [1, T, 1, half]) };
+    return { cos: tf.tensor(cos, [R, T, 1, half]), sin: tf.tensor(sin, [R, T, 1, half]) };
   }
 }
 

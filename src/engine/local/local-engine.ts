@@ -1,127 +1,249 @@
 /**
- * The in-process engine on TensorFlow.js (wasm): one policy model that samples
- * and trains, saved and loaded as a Hugging Face directory plus optimizer state.
+ * The in-process engine on TensorFlow.js (wasm). It runs one replica of the
+ * models per worker thread (each with its own wasm instance, so both cores
+ * work) or a single replica in this thread, and splits every call across them:
+ *  - sample: n sequences split across replicas (sequence i keeps random stream
+ *    i wherever it runs); a single sequence goes to the replica whose prefix
+ *    cache already holds the longest part of its prompt, else the least loaded;
+ *  - computeLogprobs / forwardBackward: datums split by token count, with the
+ *    loss aggregation computed over the whole call so the split changes nothing;
+ *  - optimStep: each replica writes its gradients to shared memory, then every
+ *    replica applies the same sum, in the same order: the weights stay identical.
  */
+import { availableParallelism } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { initBackend, tf } from "./tf-backend.js";
-import { Trainable } from "./trainable.js";
-import { sampleWithCache } from "./sampler.js";
-import { computeLogprobs, policyForwardBackward } from "./policy-train.js";
+import { Replica, type ReplicaApi, type ReplicaOptions, type ReplicaStats, type Role } from "./replica.js";
+import { WorkerReplica } from "./worker-replica.js";
 import { LocalCritic } from "./critic.js";
-import { Transformer } from "../../model/transformer.js";
-import { loadModelDir } from "../../model/model-dir.js";
-import { loadTrainableState, saveTrainable } from "./trainable-io.js";
+import { readModelConfig } from "../../model/model-dir.js";
+import { Tokenizer } from "../../model/tokenizer.js";
 import type { ModelConfig } from "../../model/config.js";
-import type { Tokenizer } from "../../model/tokenizer.js";
-import { memoryPlanner, DEFAULT_ACTIVATION_BUDGET, type MicroBatchPlanner } from "../micro-batches.js";
-import { resolvedLoss, validateDatums } from "../loss-math.js";
+import type { Transformer } from "../../model/transformer.js";
+import type { Trainable } from "./trainable.js";
+import { aggregationCoefficients, resolvedLoss, summarizeForwardBackward, validateDatums } from "../loss-math.js";
 import type { AdamParams, Datum, Engine, ForwardBackwardResult, LossSpec, OptimStepResult, SampleResult, SamplingParams } from "../types.js";
-import { InputError } from "../../util/errors.js";
+import { InputError, ModelFormatError } from "../../util/errors.js";
 import { assertTokens } from "../validate.js";
+import { randomSeed } from "../../util/rng.js";
+import { AffinityRouter, splitByCost, splitCount } from "./routing.js";
+import { readTrainerStep } from "./trainable-io.js";
 
-export interface LocalEngineOptions {
-  /** Cap on padded tokens per micro-batch in forwardBackward and computeLogprobs. Default: none. */
-  microBatchTokens?: number;
-  /** Bytes of activations the gradient tape may hold per micro-batch. Default 1.25 GiB (the wasm heap is 4 GiB). */
-  microBatchBytes?: number;
+export interface LocalEngineOptions extends ReplicaOptions {
+  /** Worker threads, one model replica each; 0 runs a single replica in this thread. Default: 2 when the machine has 2+ cores (env AGENT_R1_WORKERS overrides). */
+  workers?: number;
+}
+
+export interface EngineStats extends ReplicaStats {
+  replicas: number;
+  /** Share of looked-up prompt tokens served from the prefix cache. */
+  prefixHitRate: number;
+}
+
+export function defaultWorkers(): number {
+  const env = process.env.AGENT_R1_WORKERS;
+  if (env !== undefined && env !== "") {
+    const n = Number(env);
+    if (!Number.isInteger(n) || n < 0) throw new InputError(`AGENT_R1_WORKERS must be a non-negative integer, got '${env}'`);
+    return n;
+  }
+  return availableParallelism() >= 2 ? 2 : 0;
 }
 
 export class LocalEngine implements Engine {
-  private trainable: Trainable;
-  readonly plan: MicroBatchPlanner;
+  private gradBuffers = new Map<Role, Float32Array[]>();
+  private router: AffinityRouter;
+  private policyStep: number;
 
   private constructor(
-    model: Transformer,
-    readonly tokenizer: Tokenizer,
+    private replicas: ReplicaApi[],
+    public tokenizer: Tokenizer,
+    public config: ModelConfig,
     private sourceDir: string,
-    opts: LocalEngineOptions,
   ) {
-    this.trainable = new Trainable(model);
-    const c = model.config;
-    const shape = { vocabSize: c.vocabSize, hiddenSize: c.hiddenSize, intermediateSize: c.intermediateSize, numLayers: c.numLayers, numHeads: c.numHeads };
-    this.plan = memoryPlanner(shape, opts.microBatchBytes ?? DEFAULT_ACTIVATION_BUDGET, opts.microBatchTokens ?? Infinity);
+    this.router = new AffinityRouter(replicas.length);
+    this.policyStep = readTrainerStep(sourceDir);
   }
 
   /** Loads a Hugging Face model directory (optimizer state too, when the directory holds one). */
   static async load(dir: string, opts: LocalEngineOptions = {}): Promise<LocalEngine> {
-    await initBackend();
-    const m = loadModelDir(dir);
-    const model = Transformer.fromHostWeights(m.config, m.weights, join(dir, "model.safetensors"));
-    const engine = new LocalEngine(model, m.tokenizer, dir, opts);
-    engine.loadOptimizer(dir);
-    return engine;
+    const workers = opts.workers ?? defaultWorkers();
+    if (workers === 0) {
+      const r = await Replica.load(dir, opts);
+      return new LocalEngine([r], r.tokenizer, r.trainable.model.config, dir);
+    }
+    const config = readModelConfig(dir);
+    if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
+    const tokenizer = Tokenizer.fromDir(dir);
+    const started = await Promise.allSettled(Array.from({ length: workers }, () => WorkerReplica.start(dir, opts)));
+    const ok = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+    const failed = started.find((s) => s.status === "rejected") as PromiseRejectedResult | undefined;
+    if (failed) {
+      await Promise.all(ok.map((r) => r.dispose()));
+      throw failed.reason;
+    }
+    return new LocalEngine(ok, tokenizer, config, dir);
   }
 
-  get config(): ModelConfig {
-    return this.trainable.model.config;
+  get workers(): number {
+    return this.replicas[0] instanceof Replica ? 0 : this.replicas.length;
   }
 
+  /** @internal The in-process replica's policy (single-replica engines only; tests). */
+  get trainable(): Trainable {
+    const r = this.replicas[0];
+    if (!(r instanceof Replica)) throw new Error("the model lives in worker threads; load with { workers: 0 } to reach it");
+    return r.trainable;
+  }
+
+  /** @internal The in-process policy model (single-replica engines only). */
   get model(): Transformer {
     return this.trainable.model;
   }
 
+  /** Optimizer steps taken by the policy (restored by load). */
   get step(): number {
-    return this.trainable.step;
+    return this.policyStep;
+  }
+
+  get sourceDirectory(): string {
+    return this.sourceDir;
   }
 
   async sample(prompt: number[], params: SamplingParams = {}): Promise<SampleResult> {
-    return sampleWithCache(this.model, this.tokenizer, prompt, params);
+    assertTokens(prompt, this.config.vocabSize, "sample: the prompt");
+    const n = params.n ?? 1;
+    if (this.replicas.length === 1) return this.replicas[0].sample(prompt, params, 0);
+    if (n === 1) {
+      const i = this.router.pick(prompt);
+      this.router.started(i, 1);
+      try {
+        const res = await this.replicas[i].sample(prompt, params, 0);
+        this.router.remember(i, [...prompt, ...res.sequences[0].tokens]);
+        return res;
+      } finally {
+        this.router.finished(i, 1);
+      }
+    }
+    const seed = params.seed ?? randomSeed();
+    const counts = splitCount(n, this.replicas.length);
+    let first = 0;
+    const parts = counts.map((count, i) => {
+      const start = first;
+      first += count;
+      return count === 0 ? Promise.resolve({ sequences: [] }) : this.replicas[i].sample(prompt, { ...params, n: count, seed }, start);
+    });
+    return { sequences: (await Promise.all(parts)).flatMap((p) => p.sequences) };
   }
 
   async computeLogprobs(sequences: number[][], opts: { temperature?: number } = {}): Promise<(number | null)[][]> {
-    sequences.forEach((s, i) => this.checkTokens(s, `sequence ${i}`));
-    return computeLogprobs(this.model, sequences, opts.temperature ?? 1, this.plan);
+    sequences.forEach((s, i) => assertTokens(s, this.config.vocabSize, `sequence ${i}`));
+    const parts = splitByCost(sequences.map((s) => s.length), this.replicas.length);
+    const res = await Promise.all(parts.map((idx, r) => (idx.length ? this.replicas[r].computeLogprobs(idx.map((i) => sequences[i]), opts.temperature ?? 1) : [])));
+    return gather(parts, res, sequences.length);
   }
 
   async forwardBackward(datums: Datum[], loss: LossSpec): Promise<ForwardBackwardResult> {
     const spec = resolvedLoss(loss);
     validateDatums(datums, spec);
     datums.forEach((d, i) => {
-      this.checkTokens(d.tokens, `datum ${i} tokens`);
-      this.checkTokens(d.targetTokens, `datum ${i} targetTokens`);
+      assertTokens(d.tokens, this.config.vocabSize, `datum ${i} tokens`);
+      assertTokens(d.targetTokens, this.config.vocabSize, `datum ${i} targetTokens`);
     });
-    return policyForwardBackward(this.trainable, datums, spec, this.plan);
+    const coef = aggregationCoefficients(datums.map((d) => d.weights), spec.aggregation, spec.normalizer);
+    const parts = splitByCost(datums.map((d) => d.tokens.length), this.replicas.length);
+    const raws = await Promise.all(
+      parts.map((idx, r) => (idx.length ? this.replicas[r].forwardBackward(idx.map((i) => datums[i]), spec, idx.map((i) => coef[i])) : undefined)),
+    );
+    const logprobs = gather(parts, raws.map((x) => x?.logprobs ?? []), datums.length);
+    const lossSum = raws.reduce((s, x) => s + (x?.lossSum ?? 0), 0);
+    const entropySum = raws.reduce((s, x) => s + (x?.entropySum ?? 0), 0);
+    return summarizeForwardBackward(datums, spec, logprobs, lossSum, entropySum);
   }
 
   async optimStep(params: AdamParams): Promise<OptimStepResult> {
+    const res = await this.stepRole("policy", params);
+    this.policyStep = res.step;
+    return res;
+  }
+
+  /** @internal Shared by the policy and the critic. */
+  async stepRole(role: Role, params: AdamParams): Promise<OptimStepResult> {
     if (!(params.lr >= 0)) throw new InputError(`optimStep: lr must be >= 0, got ${params.lr}`);
-    return this.trainable.optimStep(params);
+    if (this.replicas.length === 1) return this.replicas[0].optimStep(role, params);
+    let buffers = this.gradBuffers.get(role);
+    if (!buffers) {
+      const size = await this.replicas[0].gradientSize(role);
+      buffers = this.replicas.map(() => new Float32Array(new SharedArrayBuffer(size * 4)));
+      this.gradBuffers.set(role, buffers);
+    }
+    const had = await Promise.all(this.replicas.map((r, i) => r.exportGradients(role, buffers![i])));
+    // No replica has gradients: a single-replica step with nothing accumulated is a no-op that reports the step.
+    if (!had.some(Boolean)) return this.replicas[0].optimStep(role, params);
+    const results = await Promise.all(this.replicas.map((r) => r.optimStepWithSum(role, buffers!, params)));
+    return results[0];
   }
 
   /** A value model of the same architecture, initialized from the policy's current weights. */
   async createCritic(): Promise<LocalCritic> {
-    const weights = this.model.toHostWeights();
-    const model = Transformer.fromHostWeights(this.config, weights, "(policy weights)", "value");
-    return new LocalCritic(model, this.tokenizer, this.sourceDir, this.plan);
+    await Promise.all(this.replicas.map((r) => r.createCritic()));
+    return new LocalCritic(this, this.replicas);
   }
 
   async save(dir: string): Promise<void> {
-    saveTrainable(this.trainable, dir, this.sourceDir);
+    await this.replicas[0].save("policy", dir, this.sourceDir);
   }
 
   async load(dir: string): Promise<void> {
-    const m = loadModelDir(dir);
-    const model = Transformer.fromHostWeights(m.config, m.weights, join(dir, "model.safetensors"));
-    this.trainable.dispose();
-    this.trainable = new Trainable(model);
+    const config = readModelConfig(dir);
+    await Promise.all(this.replicas.map((r) => r.load("policy", dir)));
+    this.config = config;
+    this.tokenizer = Tokenizer.fromDir(dir);
     this.sourceDir = dir;
-    this.loadOptimizer(dir);
+    this.router = new AffinityRouter(this.replicas.length);
+    this.policyStep = readTrainerStep(dir);
   }
 
-  /** Live tensors in the backend, for leak checks. */
-  liveTensors(): number {
-    return tf.memory().numTensors;
+  /** Fingerprints of every replica's weights: all equal while replicas are in sync. */
+  async weightChecksums(role: Role = "policy"): Promise<number[]> {
+    return Promise.all(this.replicas.map((r) => r.weightsChecksum(role)));
   }
 
-  dispose(): void {
-    this.trainable.dispose();
+  async stats(): Promise<EngineStats> {
+    const all = await Promise.all(this.replicas.map((r) => r.stats()));
+    const sum = <T extends object>(pick: (s: ReplicaStats) => T): T => {
+      const out = { ...pick(all[0]) } as Record<string, number>;
+      for (const s of all.slice(1)) for (const [k, v] of Object.entries(pick(s))) out[k] += v as number;
+      return out as T;
+    };
+    const prefixCache = sum((s) => s.prefixCache);
+    return {
+      replicas: all.length,
+      liveTensors: all.reduce((a, s) => a + s.liveTensors, 0),
+      cacheTensors: all.reduce((a, s) => a + s.cacheTensors, 0),
+      prefixCache,
+      scheduler: sum((s) => s.scheduler),
+      prefixHitRate: prefixCache.promptTokens ? prefixCache.reusedTokens / prefixCache.promptTokens : 0,
+    };
   }
 
-  private loadOptimizer(dir: string): void {
-    loadTrainableState(this.trainable, dir);
+  /** Live tensors over all replicas, for leak checks. */
+  async liveTensors(): Promise<number> {
+    return (await this.stats()).liveTensors;
   }
 
-  private checkTokens(tokens: number[], what: string): void {
-    assertTokens(tokens, this.config.vocabSize, what);
+  async clearPrefixCache(): Promise<void> {
+    await Promise.all(this.replicas.map((r) => r.clearPrefixCache()));
   }
+
+  async dispose(): Promise<void> {
+    await Promise.all(this.replicas.map((r) => r.dispose()));
+  }
+}
+
+/** Puts per-replica results back in the caller's order. */
+export function gather<T>(parts: number[][], results: T[][], n: number): T[] {
+  const out = new Array<T>(n);
+  parts.forEach((idx, r) => idx.forEach((i, j) => (out[i] = results[r][j])));
+  return out;
 }

@@ -8,7 +8,7 @@ import { tf } from "./tf-backend.js";
 import type { Trainable } from "./trainable.js";
 import type { Transformer } from "../../model/transformer.js";
 import type { Datum, ForwardBackwardResult } from "../types.js";
-import { aggregationCoefficients, klValue, LOG_RATIO_CLAMP, policyTokenLoss, type ResolvedLoss } from "../loss-math.js";
+import { aggregationCoefficients, LOG_RATIO_CLAMP, summarizeForwardBackward, type ResolvedLoss } from "../loss-math.js";
 import { toPlanner, type MicroBatchPlanner } from "../micro-batches.js";
 
 /** Per-token log-probabilities (N) of `targets` and the entropies (N) of logits (N, V). */
@@ -28,9 +28,22 @@ function padded(rows: number[][], T: number, fill = 0): Float32Array {
   return out;
 }
 
-export function policyForwardBackward(tr: Trainable, datums: Datum[], loss: ResolvedLoss, plan: number | MicroBatchPlanner): ForwardBackwardResult {
+/** What one replica's pass over its datums returns; `summarizeForwardBackward` turns passes into metrics. */
+export interface RawForwardBackward {
+  logprobs: number[][];
+  lossSum: number;
+  /** Sum of next-token entropies over weighted tokens. */
+  entropySum: number;
+}
+
+/**
+ * Accumulates the gradient of Σ c·l over `datums` into `tr`. `coef` are the
+ * aggregation coefficients of the whole call (computed here when omitted), so
+ * a call split across micro-batches or replicas adds up to the same loss.
+ */
+export function policyPass(tr: Trainable, datums: Datum[], loss: ResolvedLoss, plan: number | MicroBatchPlanner, coef?: number[][]): RawForwardBackward {
   const model = tr.model;
-  const coef = aggregationCoefficients(datums.map((d) => d.weights), loss.aggregation, loss.normalizer);
+  coef ??= aggregationCoefficients(datums.map((d) => d.weights), loss.aggregation, loss.normalizer);
   const logprobs: number[][] = new Array(datums.length);
   let lossSum = 0, entropySum = 0;
   const vars = [...model.params.values()];
@@ -39,7 +52,7 @@ export function policyForwardBackward(tr: Trainable, datums: Datum[], loss: Reso
     const B = group.length, T = Math.max(...group.map((d) => d.tokens.length)), N = B * T;
     const tokens = Int32Array.from(padded(group.map((d) => d.tokens), T));
     const targets = Int32Array.from(padded(group.map((d) => d.targetTokens), T));
-    const c = padded(idx.map((i) => coef[i]), T);
+    const c = padded(idx.map((i) => coef![i]), T);
     const q = padded(group.map((d) => d.logprobs ?? []), T);
     const a = padded(group.map((d) => d.advantages ?? []), T);
     const ref = padded(group.map((d) => d.refLogprobs ?? []), T);
@@ -62,31 +75,13 @@ export function policyForwardBackward(tr: Trainable, datums: Datum[], loss: Reso
       for (let t = 0; t < d.tokens.length; t++) entropySum += d.weights[t] > 0 ? ent[b * T + t] : 0;
     });
   }
-  const summary = summarize(datums, logprobs, loss);
-  return { logprobs, metrics: { loss: lossSum, entropy: entropySum / Math.max(1, summary.tokens), ...summary } };
+  return { logprobs, lossSum, entropySum };
 }
 
-/** Clip fraction, sampler-learner KL and reference KL over weighted tokens, from the returned logprobs. */
-function summarize(datums: Datum[], logprobs: number[][], loss: ResolvedLoss) {
-  let n = 0, clipped = 0, approxKl = 0, klRef = 0;
-  datums.forEach((d, i) => {
-    d.weights.forEach((w, t) => {
-      if (w <= 0) return;
-      n++;
-      const p = logprobs[i][t];
-      if (d.logprobs) {
-        clipped += policyTokenLoss(loss, p, d.logprobs[t], d.advantages?.[t] ?? 0).clipped ? 1 : 0;
-        approxKl += klValue(p, d.logprobs[t], "k3");
-      }
-      if (d.refLogprobs) klRef += klValue(p, d.refLogprobs[t], loss.kl?.form ?? "k3");
-    });
-  });
-  const out: { tokens: number; clipFraction?: number; approxKl?: number; klRef?: number } = { tokens: n };
-  const denom = Math.max(1, n);
-  if (loss.type === "ppo") out.clipFraction = clipped / denom;
-  if (datums[0].logprobs) out.approxKl = approxKl / denom;
-  if (datums[0].refLogprobs) out.klRef = klRef / denom;
-  return out;
+/** forwardBackward on one in-process model: the pass plus its metrics. */
+export function policyForwardBackward(tr: Trainable, datums: Datum[], loss: ResolvedLoss, plan: number | MicroBatchPlanner): ForwardBackwardResult {
+  const raw = policyPass(tr, datums, loss, plan);
+  return summarizeForwardBackward(datums, loss, raw.logprobs, raw.lossSum, raw.entropySum);
 }
 
 /** The per-token loss of loss-math.ts, on tensors; differentiable in p. Constants are padded (N) arrays. */
@@ -135,7 +130,7 @@ export function computeLogprobs(model: Transformer, sequences: number[][], tempe
     group.forEach((s, b) => s.forEach((tok, t) => t > 0 && (targets[b * T + t - 1] = tok)));
     const p = tf.tidy(() => {
       const { hidden } = model.forward(tf.tensor2d(tokens, [B, T], "int32"));
-      return pickLogprobs(model.logits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, temperature).picked;
+      return pickLogprobs(model.inferenceLogits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, temperature).picked;
     });
     const data = p.dataSync();
     p.dispose();

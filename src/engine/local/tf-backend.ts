@@ -87,9 +87,31 @@ function wrapBatchMatMul(): void {
   tf.registerKernel(config);
 }
 
-/** Moves transposes out of the matmul and loops over the batch so every call hits the fast path. */
+/** Below this many flops per batch item, looping over items is slower than the batched kernel (measured here). */
+const LOOP_MIN_FLOPS = 2e6;
+
+function batchOf(t: TensorInfo): number {
+  return t.shape.slice(0, -2).reduce((a, b) => a * b, 1);
+}
+
+function perItemFlops(a: number[], b: number[], attrs: Record<string, unknown>): number {
+  const m = attrs.transposeA ? a[a.length - 1] : a[a.length - 2];
+  const k = attrs.transposeA ? a[a.length - 2] : a[a.length - 1];
+  const n = attrs.transposeB ? b[b.length - 2] : b[b.length - 1];
+  return 2 * m * k * n;
+}
+
+/**
+ * Moves transposes out of the matmul and loops over the batch so every call
+ * hits the fast path (batch 1, no transpose), unless the items are small.
+ */
 function fastBatchMatMul(args: Parameters<KernelFn>[0], matmul: KernelFn): TensorInfo {
   const { inputs, backend, attrs } = args;
+  if (perItemFlops(inputs.a.shape, inputs.b.shape, attrs!) < LOOP_MIN_FLOPS && batchOf(inputs.a) * batchOf(inputs.b) > 1) {
+    // Many small products (decode-time attention): XNNPACK's per-call set-up (about 0.5 ms,
+    // it packs the right operand anew) costs more than the slow batched kernel.
+    return matmul(args) as TensorInfo;
+  }
   const transposeA = attrs!.transposeA as boolean, transposeB = attrs!.transposeB as boolean;
   const temps: TensorInfo[] = [];
   const to3d = (t: TensorInfo, transpose: boolean): TensorInfo => {

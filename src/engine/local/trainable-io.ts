@@ -22,8 +22,13 @@ export function saveTrainable(tr: Trainable, dir: string, tokenizerFrom: string)
   });
 }
 
+/** The optimizer step recorded in a directory (0 when it holds none). */
+export function readTrainerStep(dir: string): number {
+  return existsSync(join(dir, STATE_FILE)) ? (JSON.parse(readFileSync(join(dir, STATE_FILE), "utf8")).step as number) : 0;
+}
+
 export function loadTrainableState(tr: Trainable, dir: string): void {
-  const step = existsSync(join(dir, STATE_FILE)) ? (JSON.parse(readFileSync(join(dir, STATE_FILE), "utf8")).step as number) : 0;
+  const step = readTrainerStep(dir);
   if (existsSync(join(dir, OPTIMIZER_FILE))) tr.loadOptimizerState(readSafetensorsFile(join(dir, OPTIMIZER_FILE)).tensors, step);
   else tr.step = step;
 }

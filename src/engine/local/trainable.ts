@@ -40,6 +40,50 @@ export class Trainable {
     }
   }
 
+  /** Floats in all parameters, the length of a flat gradient. */
+  get size(): number {
+    let n = 0;
+    for (const v of this.model.params.values()) n += v.size;
+    return n;
+  }
+
+  /** Writes the accumulated gradients, parameters in model order, into `target` (zeros where none); returns whether any existed. */
+  exportGradients(target: Float32Array): boolean {
+    let offset = 0;
+    for (const [name, v] of this.model.params) {
+      const g = this.grads.get(name);
+      if (g) target.set(g.dataSync() as Float32Array, offset);
+      else target.fill(0, offset, offset + v.size);
+      offset += v.size;
+    }
+    return this.grads.size > 0;
+  }
+
+  /** Replaces the accumulated gradients by the sum of flat gradients, added in the order given. */
+  setGradientsFromSum(sources: Float32Array[]): void {
+    this.zeroGrad();
+    let offset = 0;
+    for (const [name, v] of this.model.params) {
+      const sum = new Float32Array(v.size);
+      for (const src of sources) {
+        for (let i = 0; i < v.size; i++) sum[i] += src[offset + i];
+      }
+      this.grads.set(name, tf.tensor(sum, v.shape));
+      offset += v.size;
+    }
+  }
+
+  /** A cheap fingerprint of the weights (for checking replicas stay identical). */
+  weightsChecksum(): number {
+    let h = 0;
+    for (const v of this.model.params.values()) {
+      const d = v.dataSync() as Float32Array;
+      const bits = new Uint32Array(d.buffer, d.byteOffset, d.length);
+      for (let i = 0; i < bits.length; i++) h = (Math.imul(h, 31) + bits[i]) | 0;
+    }
+    return h >>> 0;
+  }
+
   hasGradients(): boolean {
     return this.grads.size > 0;
   }
@@ -78,6 +122,7 @@ export class Trainable {
       });
     }
     this.zeroGrad();
+    this.model.weightsChanged();
     return { gradNorm, skipped: false, step: this.step };
   }
 

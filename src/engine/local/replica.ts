@@ -1,0 +1,192 @@
+/**
+ * One copy of the engine's models and their compute: the policy (with its
+ * sampling scheduler and prefix cache) and, once created, the critic. The local
+ * engine runs one replica in-process or one per worker thread; every method is
+ * async so the two are interchangeable behind `ReplicaApi`.
+ */
+import { join } from "node:path";
+import { initBackend, tf } from "./tf-backend.js";
+import { Trainable } from "./trainable.js";
+import { Scheduler, type SchedulerOptions, type SchedulerStats } from "./scheduler.js";
+import { computeLogprobs, policyPass, type RawForwardBackward } from "./policy-train.js";
+import { criticPass, criticValues, type RawValuePass } from "./critic-train.js";
+import { loadTrainableState, saveTrainable } from "./trainable-io.js";
+import { Transformer } from "../../model/transformer.js";
+import { loadModelDir } from "../../model/model-dir.js";
+import type { Tokenizer } from "../../model/tokenizer.js";
+import { memoryPlanner, DEFAULT_ACTIVATION_BUDGET, type MicroBatchPlanner } from "../micro-batches.js";
+import type { ResolvedLoss } from "../loss-math.js";
+import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../types.js";
+import type { PrefixCacheStats } from "./prefix-cache.js";
+
+export type Role = "policy" | "critic";
+
+export interface ReplicaOptions extends SchedulerOptions {
+  /** Cap on padded tokens per micro-batch. Default: none. */
+  microBatchTokens?: number;
+  /** Bytes of activations the gradient tape may hold per micro-batch. Default 1.25 GiB (the wasm heap is 4 GiB). */
+  microBatchBytes?: number;
+}
+
+export interface ReplicaStats {
+  liveTensors: number;
+  /** Tensors held by the prefix cache and the running decode batch. */
+  cacheTensors: number;
+  prefixCache: PrefixCacheStats;
+  scheduler: SchedulerStats;
+}
+
+/** The replica interface, as the engine calls it in-process or over a worker channel. */
+export interface ReplicaApi {
+  sample(prompt: number[], params: SamplingParams, firstStream: number): Promise<SampleResult>;
+  computeLogprobs(sequences: number[][], temperature: number): Promise<(number | null)[][]>;
+  forwardBackward(datums: Datum[], loss: ResolvedLoss, coef: number[][]): Promise<RawForwardBackward>;
+  createCritic(): Promise<void>;
+  disposeCritic(): Promise<void>;
+  criticValues(sequences: number[][]): Promise<number[][]>;
+  criticForwardBackward(datums: ValueDatum[], clip: number, total: number): Promise<RawValuePass>;
+  /** Single replica: apply the accumulated gradients. */
+  optimStep(role: Role, params: AdamParams): Promise<OptimStepResult>;
+  /** Several replicas: write gradients to `target`; then apply the sum of every replica's. */
+  exportGradients(role: Role, target: Float32Array): Promise<boolean>;
+  optimStepWithSum(role: Role, sources: Float32Array[], params: AdamParams): Promise<OptimStepResult>;
+  gradientSize(role: Role): Promise<number>;
+  save(role: Role, dir: string, tokenizerFrom: string): Promise<void>;
+  load(role: Role, dir: string): Promise<void>;
+  zeroGrad(role: Role): Promise<void>;
+  weightsChecksum(role: Role): Promise<number>;
+  clearPrefixCache(): Promise<void>;
+  stats(): Promise<ReplicaStats>;
+  dispose(): Promise<void>;
+}
+
+export class Replica implements ReplicaApi {
+  private critic?: Trainable;
+  private constructor(
+    private policy: Trainable,
+    private scheduler: Scheduler,
+    readonly tokenizer: Tokenizer,
+    private readonly plan: MicroBatchPlanner,
+  ) {}
+
+  static async load(dir: string, opts: ReplicaOptions = {}): Promise<Replica> {
+    await initBackend();
+    const m = loadModelDir(dir);
+    const model = Transformer.fromHostWeights(m.config, m.weights, join(dir, "model.safetensors"));
+    const policy = new Trainable(model);
+    loadTrainableState(policy, dir);
+    const c = m.config;
+    const plan = memoryPlanner(
+      { vocabSize: c.vocabSize, hiddenSize: c.hiddenSize, intermediateSize: c.intermediateSize, numLayers: c.numLayers, numHeads: c.numHeads },
+      opts.microBatchBytes ?? DEFAULT_ACTIVATION_BUDGET,
+      opts.microBatchTokens ?? Infinity,
+    );
+    return new Replica(policy, new Scheduler(model, m.tokenizer, opts), m.tokenizer, plan);
+  }
+
+  /** The in-process policy (tests and single-replica engines only). */
+  get trainable(): Trainable {
+    return this.policy;
+  }
+
+  private role(role: Role): Trainable {
+    const t = role === "policy" ? this.policy : this.critic;
+    if (!t) throw new Error("the critic has not been created (call createCritic first)");
+    return t;
+  }
+
+  async sample(prompt: number[], params: SamplingParams, firstStream: number): Promise<SampleResult> {
+    return this.scheduler.submit(prompt, params, { first: firstStream });
+  }
+
+  async computeLogprobs(sequences: number[][], temperature: number) {
+    return computeLogprobs(this.policy.model, sequences, temperature, this.plan);
+  }
+
+  async forwardBackward(datums: Datum[], loss: ResolvedLoss, coef: number[][]) {
+    return policyPass(this.policy, datums, loss, this.plan, coef);
+  }
+
+  async createCritic(): Promise<void> {
+    this.critic?.dispose();
+    const model = Transformer.fromHostWeights(this.policy.model.config, this.policy.model.toHostWeights(), "(policy weights)", "value");
+    this.critic = new Trainable(model);
+  }
+
+  async disposeCritic(): Promise<void> {
+    this.critic?.dispose();
+    this.critic = undefined;
+  }
+
+  async criticValues(sequences: number[][]) {
+    return criticValues(this.role("critic").model, sequences, this.plan);
+  }
+
+  async criticForwardBackward(datums: ValueDatum[], clip: number, total: number) {
+    return criticPass(this.role("critic"), datums, clip, total, this.plan);
+  }
+
+  async optimStep(role: Role, params: AdamParams) {
+    return this.role(role).optimStep(params);
+  }
+
+  async exportGradients(role: Role, target: Float32Array) {
+    return this.role(role).exportGradients(target);
+  }
+
+  async optimStepWithSum(role: Role, sources: Float32Array[], params: AdamParams) {
+    const t = this.role(role);
+    t.setGradientsFromSum(sources);
+    return t.optimStep(params);
+  }
+
+  async gradientSize(role: Role) {
+    return this.role(role).size;
+  }
+
+  async save(role: Role, dir: string, tokenizerFrom: string) {
+    saveTrainable(this.role(role), dir, tokenizerFrom);
+  }
+
+  async load(role: Role, dir: string) {
+    const m = loadModelDir(dir);
+    const model = Transformer.fromHostWeights(m.config, m.weights, join(dir, "model.safetensors"), role === "policy" ? "lm" : "value");
+    const next = new Trainable(model);
+    loadTrainableState(next, dir);
+    if (role === "policy") {
+      this.scheduler.setModel(model);
+      this.policy.dispose();
+      this.policy = next;
+    } else {
+      this.critic?.dispose();
+      this.critic = next;
+    }
+  }
+
+  async zeroGrad(role: Role) {
+    this.role(role).zeroGrad();
+  }
+
+  async weightsChecksum(role: Role) {
+    return this.role(role).weightsChecksum();
+  }
+
+  async clearPrefixCache() {
+    this.scheduler.prefix.clear();
+  }
+
+  async stats(): Promise<ReplicaStats> {
+    return {
+      liveTensors: tf.memory().numTensors,
+      cacheTensors: this.scheduler.prefix.tensorCount() + this.scheduler.tensorCount(),
+      prefixCache: this.scheduler.prefix.stats(),
+      scheduler: this.scheduler.stats(),
+    };
+  }
+
+  async dispose() {
+    this.scheduler.prefix.clear();
+    this.policy.dispose();
+    this.critic?.dispose();
+  }
+}

@@ -1,0 +1,73 @@
+/** How the engine spreads work over replicas: pure helpers plus the sampling router. */
+
+/** n items over k replicas, as evenly as possible, earlier replicas first. */
+export function splitCount(n: number, k: number): number[] {
+  return Array.from({ length: k }, (_, i) => Math.floor(n / k) + (i < n % k ? 1 : 0));
+}
+
+/**
+ * Contiguous index ranges, one per replica, with near-equal total cost
+ * (contiguous so each replica's micro-batches keep the caller's packing).
+ */
+export function splitByCost(costs: number[], k: number): number[][] {
+  const parts: number[][] = Array.from({ length: k }, () => []);
+  const total = costs.reduce((a, b) => a + b, 0);
+  let acc = 0, r = 0;
+  costs.forEach((c, i) => {
+    // Move on once this replica's share is filled, keeping at least the remaining replicas' worth of items.
+    while (r < k - 1 && acc + c / 2 > (total * (r + 1)) / k) r++;
+    parts[r].push(i);
+    acc += c;
+  });
+  return parts;
+}
+
+function commonPrefix(a: number[], b: number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+/**
+ * Sends a single-sequence request to the replica whose prefix cache likely
+ * holds the longest part of its prompt (it remembers what each replica saw),
+ * else to the replica with the fewest sequences in flight.
+ */
+export class AffinityRouter {
+  private seen: number[][][];
+  private load: number[];
+
+  constructor(replicas: number, private readonly memory = 256) {
+    this.seen = Array.from({ length: replicas }, () => []);
+    this.load = new Array(replicas).fill(0);
+  }
+
+  pick(prompt: number[]): number {
+    let best = -1, bestLen = Math.min(32, Math.floor(prompt.length / 2));
+    this.seen.forEach((contexts, r) => {
+      for (const c of contexts) {
+        const l = commonPrefix(prompt, c);
+        if (l > bestLen) [best, bestLen] = [r, l];
+      }
+    });
+    if (best >= 0) return best;
+    let least = 0;
+    this.load.forEach((l, r) => l < this.load[least] && (least = r));
+    return least;
+  }
+
+  started(r: number, n: number): void {
+    this.load[r] += n;
+  }
+
+  finished(r: number, n: number): void {
+    this.load[r] -= n;
+  }
+
+  remember(r: number, context: number[]): void {
+    const list = this.seen[r];
+    list.push(context);
+    if (list.length > this.memory) list.shift();
+  }
+}

@@ -1,0 +1,86 @@
+/** The engine's side of a replica in a worker thread: every ReplicaApi method becomes a message. */
+import { existsSync } from "node:fs";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { Worker } from "node:worker_threads";
+import type { ReplicaApi, ReplicaOptions } from "./replica.js";
+import { AgentR1Error, InputError, ModelFormatError } from "../../util/errors.js";
+
+type Pending = { resolve: (v: unknown) => void; reject: (e: unknown) => void };
+type SerializedError = { name: string; message: string; hint?: string; stack?: string };
+
+/** Rebuilds a worker's error with its class, so callers can still tell bad input from bugs. */
+function reviveError(e: SerializedError): Error {
+  const classes: Record<string, { prototype: object }> = { InputError, ModelFormatError, AgentR1Error };
+  const proto = classes[e.name]?.prototype ?? Error.prototype;
+  const err = Object.create(proto) as Error & { hint?: string };
+  Object.assign(err, { name: e.name, message: e.message, hint: e.hint, stack: e.stack });
+  return err;
+}
+
+function workerEntry(): string {
+  const js = fileURLToPath(new URL("./replica-worker.js", import.meta.url));
+  return existsSync(js) ? js : js.replace(/\.js$/, ".ts");
+}
+
+export class WorkerReplica {
+  private pending = new Map<number, Pending>();
+  private nextId = 0;
+  private dead?: Error;
+
+  private constructor(private worker: Worker) {
+    worker.on("message", (msg: { id: number; result?: unknown; error?: SerializedError }) => {
+      const p = this.pending.get(msg.id);
+      if (!p) return;
+      this.pending.delete(msg.id);
+      if (this.pending.size === 0) worker.unref();
+      if (msg.error) p.reject(reviveError(msg.error));
+      else p.resolve(msg.result);
+    });
+    const fail = (e: Error) => {
+      this.dead = e;
+      for (const p of this.pending.values()) p.reject(e);
+      this.pending.clear();
+    };
+    worker.on("error", fail);
+    worker.on("exit", (code) => fail(new Error(`engine worker exited (code ${code})`)));
+    worker.unref();
+  }
+
+  static async start(dir: string, opts: ReplicaOptions): Promise<ReplicaApi> {
+    const entry = workerEntry();
+    const worker = entry.endsWith(".ts")
+      ? // Sources run under tsx (tests): register its loader in the worker before importing the entry.
+        new Worker(
+          `import(${JSON.stringify(import.meta.resolve("tsx/esm/api"))}).then((m) => { m.register(); return import(${JSON.stringify(pathToFileURL(entry).href)}); });`,
+          { eval: true, workerData: { dir, opts } },
+        )
+      : new Worker(entry, { workerData: { dir, opts } });
+    await new Promise<void>((resolve, reject) => {
+      worker.once("message", (m: { ready: boolean; error?: SerializedError }) => (m.ready ? resolve() : reject(reviveError(m.error!))));
+      worker.once("error", reject);
+    });
+    const self = new WorkerReplica(worker);
+    return new Proxy(self, {
+      get(target, prop: string) {
+        if (prop === "dispose") return () => target.terminate();
+        if (prop === "then") return undefined; // not a thenable
+        return (...args: unknown[]) => target.call(prop, args);
+      },
+    }) as unknown as ReplicaApi;
+  }
+
+  call(method: string, args: unknown[]): Promise<unknown> {
+    if (this.dead) return Promise.reject(this.dead);
+    const id = this.nextId++;
+    if (this.pending.size === 0) this.worker.ref();
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, method, args });
+    });
+  }
+
+  async terminate(): Promise<void> {
+    this.dead ??= new Error("engine disposed");
+    await this.worker.terminate();
+  }
+}
