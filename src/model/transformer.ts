@@ -70,6 +70,7 @@ export class Transformer {
   readonly params: Map<string, tf.Variable>;
   private readonly invFreq: Float64Array;
   private headT?: tf.Tensor2D;
+  private headTFor?: object;
 
   private constructor(readonly config: ModelConfig, params: Map<string, tf.Variable>, readonly head: "lm" | "value") {
     this.params = params;
@@ -194,14 +195,21 @@ export class Transformer {
    */
   inferenceLogits(hidden: tf.Tensor2D): tf.Tensor2D {
     if (!this.config.tieWordEmbeddings) return this.logits(hidden);
-    this.headT ??= tf.keep(this.p("model.embed_tokens.weight").transpose() as tf.Tensor2D); // (H, V)
-    return tf.matMul(hidden, this.headT);
+    const embed = this.p("model.embed_tokens.weight");
+    // Variable.assign swaps the data id, so a stale copy is detected even without weightsChanged().
+    if (this.headTFor !== embed.dataId) {
+      this.weightsChanged();
+      this.headT = tf.keep(embed.transpose() as tf.Tensor2D); // (H, V)
+      this.headTFor = embed.dataId;
+    }
+    return tf.matMul(hidden, this.headT!);
   }
 
   /** Call after the weights change in place (optimizer step). */
   weightsChanged(): void {
     this.headT?.dispose();
     this.headT = undefined;
+    this.headTFor = undefined;
   }
 
   /** Scalar values (N) for hidden states (N, H). */
