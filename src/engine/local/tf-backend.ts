@@ -87,6 +87,32 @@ function wrapBatchMatMul(): void {
   tf.registerKernel(config);
 }
 
+/**
+ * (B, R, C) → (B, C, R) in JS with 16x16 blocks: about 5x faster here than the
+ * wasm Transpose kernel, which dominated the cost of transposed products.
+ */
+function transposeLastTwo(x: TensorInfo, backend: WasmBackend): TensorInfo {
+  const [B, R, C] = x.shape;
+  const out = backend.makeOutput([B, C, R], "float32");
+  // Views after the allocation: growing the heap detaches older views.
+  const dst = backend.typedArrayFromHeap(out), src = backend.typedArrayFromHeap(x);
+  const S = 16;
+  for (let b = 0; b < B; b++) {
+    const o = b * R * C;
+    for (let i0 = 0; i0 < R; i0 += S) {
+      const iMax = Math.min(i0 + S, R);
+      for (let j0 = 0; j0 < C; j0 += S) {
+        const jMax = Math.min(j0 + S, C);
+        for (let i = i0; i < iMax; i++) {
+          const row = o + i * C;
+          for (let j = j0; j < jMax; j++) dst[o + j * R + i] = src[row + j];
+        }
+      }
+    }
+  }
+  return out;
+}
+
 /** Below this many flops per batch item, looping over items is slower than the batched kernel (measured here). */
 const LOOP_MIN_FLOPS = 2e6;
 
@@ -120,7 +146,7 @@ function fastBatchMatMul(args: Parameters<KernelFn>[0], matmul: KernelFn): Tenso
     let x = kernel("Reshape")({ inputs: { x: t }, backend, attrs: { shape: [batch, t.shape[r - 2], t.shape[r - 1]] } }) as TensorInfo;
     temps.push(x);
     if (transpose) {
-      x = kernel("Transpose")({ inputs: { x }, backend, attrs: { perm: [0, 2, 1] } }) as TensorInfo;
+      x = transposeLastTwo(x, backend);
       temps.push(x);
     }
     return x;
