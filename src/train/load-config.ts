@@ -1,0 +1,93 @@
+/**
+ * Reading a recipe: YAML file, then `key.path=value` overrides, then the
+ * schema. Errors name the key and what is allowed, in one line.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { configSchema, type TrainConfig } from "./config.js";
+import { InputError } from "../util/errors.js";
+
+type Json = Record<string, unknown>;
+
+/** "a.b.c=value" → sets obj.a.b.c; the value is parsed as YAML (numbers, booleans, lists), else kept as a string. */
+export function applyOverride(obj: Json, override: string): void {
+  const eq = override.indexOf("=");
+  if (eq <= 0) throw new InputError(`override '${override}' must look like key.path=value`);
+  const path = override.slice(0, eq).split(".");
+  if (path.some((p) => p === "")) throw new InputError(`override '${override}': empty key in '${override.slice(0, eq)}'`);
+  const raw = override.slice(eq + 1);
+  let value: unknown;
+  try {
+    value = raw === "" ? "" : parseYaml(raw);
+  } catch {
+    value = raw;
+  }
+  let cur: Json = obj;
+  for (const key of path.slice(0, -1)) {
+    const next = cur[key];
+    if (next === undefined || next === null) cur[key] = {};
+    else if (typeof next !== "object" || Array.isArray(next)) throw new InputError(`override '${override}': '${key}' is not a section`);
+    cur = cur[key] as Json;
+  }
+  cur[path[path.length - 1]] = value;
+}
+
+/** The keys a schema object accepts at a path, for error messages. */
+function allowedKeys(path: PropertyKey[]): string[] {
+  let s: z.ZodType = configSchema;
+  for (const key of path) {
+    s = unwrap(s);
+    if (!(s instanceof z.ZodObject)) return [];
+    s = (s.shape as Record<string, z.ZodType>)[String(key)];
+    if (!s) return [];
+  }
+  s = unwrap(s);
+  return s instanceof z.ZodObject ? Object.keys(s.shape) : [];
+}
+
+function unwrap(s: z.ZodType): z.ZodType {
+  for (;;) {
+    const def = (s as unknown as { _zod: { def: { innerType?: z.ZodType } } })._zod.def;
+    if (!def.innerType) return s;
+    s = def.innerType;
+  }
+}
+
+export function formatConfigIssue(issue: z.core.$ZodIssue, source: string): string {
+  const where = issue.path.map(String).join(".");
+  if (issue.code === "unrecognized_keys") {
+    const keys = issue.keys.map((k) => (where ? `${where}.${k}` : k));
+    return `${source}: unknown key '${keys[0]}'; allowed here: ${allowedKeys(issue.path).join(", ")}`;
+  }
+  if (issue.code === "invalid_value") return `${source}: ${where}: must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+  return `${source}: ${where}: ${issue.message.replace(/^Invalid input: /, "")}`;
+}
+
+export function parseConfig(raw: unknown, source = "config"): TrainConfig {
+  if (raw === null || raw === undefined) raw = {};
+  if (typeof raw !== "object" || Array.isArray(raw)) throw new InputError(`${source}: the recipe must be a mapping of sections`);
+  const res = configSchema.safeParse(raw);
+  if (!res.success) throw new InputError(formatConfigIssue(res.error.issues[0], source));
+  const c = res.data;
+  if (!c.model.path && !c.model.preset) c.model.preset = "tiny";
+  if (c.model.path && c.model.preset) throw new InputError(`${source}: model: give either path or preset, not both`);
+  if (c.loss.aggregation === "seq-mean-token-sum-norm" && !c.loss.normalizer) c.loss.normalizer = c.rollout.maxTotalTokens;
+  return c;
+}
+
+/** Reads a YAML recipe (optional) and applies overrides. */
+export function loadConfig(file: string | undefined, overrides: string[] = []): TrainConfig {
+  let raw: Json = {};
+  if (file) {
+    if (!existsSync(file)) throw new InputError(`${file}: recipe not found`);
+    try {
+      raw = (parseYaml(readFileSync(file, "utf8")) ?? {}) as Json;
+    } catch (e) {
+      throw new InputError(`${file}: not valid YAML (${(e as Error).message.split("\n")[0]})`);
+    }
+    if (typeof raw !== "object" || Array.isArray(raw)) throw new InputError(`${file}: the recipe must be a mapping of sections`);
+  }
+  for (const o of overrides) applyOverride(raw, o);
+  return parseConfig(raw, file ?? "config");
+}

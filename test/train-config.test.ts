@@ -1,0 +1,54 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { applyOverride, loadConfig, parseConfig } from "../src/train/load-config.js";
+import { InputError } from "../src/util/errors.js";
+import { tempDir } from "./helpers.js";
+
+test("defaults fill every field; a preset model is the default", () => {
+  const c = parseConfig({});
+  assert.equal(c.model.preset, "tiny");
+  assert.equal(c.algorithm.estimator, "grpo");
+  assert.equal(c.rollout.n, 8);
+  assert.equal(c.optim.lr, 1e-3);
+});
+
+test("overrides set nested keys with YAML-typed values", () => {
+  const raw: Record<string, unknown> = { optim: { lr: 0.1 } };
+  applyOverride(raw, "optim.lr=3e-4");
+  applyOverride(raw, "train.iterations=5");
+  applyOverride(raw, "algorithm.kl.inReward=true");
+  applyOverride(raw, "task.name=multihop");
+  const c = parseConfig(raw);
+  assert.equal(c.optim.lr, 3e-4);
+  assert.equal(c.train.iterations, 5);
+  assert.equal(c.algorithm.kl.inReward, true);
+  assert.equal(c.task.name, "multihop");
+});
+
+test("recipes load from YAML and overrides win", () => {
+  const f = join(tempDir(), "r.yaml");
+  writeFileSync(f, "train:\n  iterations: 3\nrollout:\n  n: 4\n");
+  const c = loadConfig(f, ["rollout.n=2"]);
+  assert.equal(c.train.iterations, 3);
+  assert.equal(c.rollout.n, 2);
+});
+
+function throwsLike(fn: () => unknown, re: RegExp) {
+  assert.throws(fn, (e: unknown) => e instanceof InputError && re.test((e as Error).message));
+}
+
+test("unknown keys, wrong types and out-of-range values name the key and what is allowed", () => {
+  throwsLike(() => parseConfig({ optim: { lrr: 1 } }), /unknown key 'optim\.lrr'; allowed here: lr, schedule/);
+  throwsLike(() => parseConfig({ bogus: 1 }), /unknown key 'bogus'; allowed here: model, engine, task/);
+  throwsLike(() => parseConfig({ train: { iterations: "ten" } }), /train\.iterations: expected number, received string/);
+  throwsLike(() => parseConfig({ train: { iterations: -2 } }), /train\.iterations: Too small/);
+  throwsLike(() => parseConfig({ algorithm: { estimator: "ppo2" } }), /algorithm\.estimator: must be one of "grpo", "dr-grpo"/);
+  throwsLike(() => parseConfig({ model: { path: "x", preset: "tiny" } }), /either path or preset/);
+  throwsLike(() => applyOverride({}, "novalue"), /key\.path=value/);
+  throwsLike(() => loadConfig("/nonexistent.yaml"), /recipe not found/);
+  const f = join(tempDir(), "bad.yaml");
+  writeFileSync(f, "train: [1, 2\n");
+  throwsLike(() => loadConfig(f), /bad\.yaml: not valid YAML/);
+});
