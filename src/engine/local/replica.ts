@@ -24,7 +24,7 @@ export type Role = "policy" | "critic";
 export interface ReplicaOptions extends SchedulerOptions {
   /** Cap on padded tokens per micro-batch. Default: none. */
   microBatchTokens?: number;
-  /** Bytes of activations the gradient tape may hold per micro-batch. Default 1.25 GiB (the wasm heap is 4 GiB). */
+  /** Bytes of activations the gradient tape may hold per micro-batch. Default 640 MiB (the wasm heap is 4 GiB). */
   microBatchBytes?: number;
 }
 
