@@ -10,7 +10,7 @@
  * Shapes: B batch, T new tokens, S keys (cache + new), H hidden, nh query heads,
  * kv key/value heads, G = nh / kv, hd head dim, F ffn size, V vocab.
  */
-import { tf } from "../engine/local/tf-backend.js";
+import { recordingGradients, tf } from "../engine/local/tf-backend.js";
 import type { ModelConfig } from "./config.js";
 import type { HostTensor } from "./safetensors.js";
 import { ModelFormatError } from "../util/errors.js";
@@ -70,6 +70,7 @@ export class Transformer {
   readonly params: Map<string, tf.Variable>;
   private readonly invFreq: Float64Array;
   private headT?: tf.Tensor2D;
+  private transposes = new Map<tf.Variable, { t: tf.Tensor2D; for: object }>();
   private headTFor?: object;
 
   private constructor(readonly config: ModelConfig, params: Map<string, tf.Variable>, readonly head: "lm" | "value") {
@@ -136,7 +137,7 @@ export class Transformer {
     tf.dispose([...this.params.values()]);
   }
 
-  private p(name: string): tf.Tensor {
+  private p(name: string): tf.Variable {
     const v = this.params.get(name);
     if (!v) throw new Error(`internal: parameter ${name} missing`);
     return v;
@@ -210,6 +211,8 @@ export class Transformer {
     this.headT?.dispose();
     this.headT = undefined;
     this.headTFor = undefined;
+    for (const { t } of this.transposes.values()) t.dispose();
+    this.transposes.clear();
   }
 
   /** Scalar values (N) for hidden states (N, H). */
@@ -224,9 +227,26 @@ export class Transformer {
 
   private linear(x: tf.Tensor3D, name: string, bias = false): tf.Tensor3D {
     const [B, T, I] = x.shape;
-    let y = tf.matMul(x.reshape([B * T, I]), this.p(name + ".weight"));
+    const w = this.p(name + ".weight");
+    const x2 = x.reshape([B * T, I]) as tf.Tensor2D;
+    let y = recordingGradients() ? matMulWithCachedTranspose(x2, w, this.transposed(w)) : tf.matMul(x2, w);
     if (bias) y = y.add(this.p(name + ".bias"));
     return y.reshape([B, T, -1]);
+  }
+
+  /**
+   * A kept (out, in) copy of a weight for the backward pass, rebuilt when the
+   * weight's data changes (after an optimizer step). The wasm matmul caches its
+   * packed right operand per tensor, so multiplying by a persistent transpose
+   * saves both the transpose and the re-packing on every micro-batch.
+   */
+  private transposed(w: tf.Variable): tf.Tensor2D {
+    const hit = this.transposes.get(w);
+    if (hit && hit.for === w.dataId) return hit.t;
+    hit?.t.dispose();
+    const t = tf.keep(tf.transpose(w) as tf.Tensor2D);
+    this.transposes.set(w, { t, for: w.dataId });
+    return t;
   }
 
   private mlp(x: tf.Tensor3D, p: string): tf.Tensor3D {
@@ -281,6 +301,21 @@ export class Transformer {
     }
     return { cos: tf.tensor(cos, [R, T, 1, half]), sin: tf.tensor(sin, [R, T, 1, half]) };
   }
+}
+
+/** x (N, I) @ w (I, O), whose gradient for x multiplies by the given wT (O, I) instead of transposing w. */
+function matMulWithCachedTranspose(x: tf.Tensor2D, w: tf.Variable, wT: tf.Tensor2D): tf.Tensor2D {
+  const op = tf.customGrad(((xIn: tf.Tensor, wIn: tf.Tensor, save: tf.GradSaveFunc) => {
+    save([xIn]);
+    return {
+      value: tf.matMul(xIn as tf.Tensor2D, wIn as tf.Tensor2D),
+      gradFunc: (dy: tf.Tensor | tf.Tensor[], saved: tf.Tensor[]) => {
+        const g = dy as tf.Tensor2D;
+        return [tf.matMul(g, wT), tf.matMul(saved[0] as tf.Tensor2D, g, true, false)];
+      },
+    };
+  }) as unknown as Parameters<typeof tf.customGrad>[0]);
+  return op(x, w) as tf.Tensor2D;
 }
 
 /** Rotate-half rotary embedding of x (B, T, heads, hd). */

@@ -27,6 +27,7 @@ export function initBackend(): Promise<void> {
     registerUnsortedSegmentSum();
     wrapBatchMatMul();
     shareIdentity();
+    fastMatrixTranspose();
     // The emscripten module installs process-wide handlers that rethrow and print
     // its whole minified source; errors must reach our own handler instead.
     const before = new Set([...process.listeners("uncaughtException"), ...process.listeners("unhandledRejection")]);
@@ -92,6 +93,35 @@ function shareIdentity(): void {
       return { dataId: x.dataId, shape: x.shape.slice(), dtype: x.dtype };
     }) as unknown as tf.KernelFunc,
   } as tf.KernelConfig);
+}
+
+/** Transposes of the last two axes (rank 2 or 3) go through the JS blocked transpose; others keep the wasm kernel. */
+function fastMatrixTranspose(): void {
+  const original = tf.getKernel("Transpose", "wasm");
+  if (!original || (original as { fast?: boolean }).fast) return;
+  const fallback = original.kernelFunc as unknown as KernelFn;
+  tf.unregisterKernel("Transpose", "wasm");
+  tf.registerKernel({
+    kernelName: "Transpose",
+    backendName: "wasm",
+    setupFunc: original.setupFunc,
+    fast: true,
+    kernelFunc: ((args: Parameters<KernelFn>[0]) => {
+      const { inputs, backend, attrs } = args;
+      const perm = attrs!.perm as number[], x = inputs.x;
+      const swapLastTwo = (perm.length === 2 && perm[0] === 1) || (perm.length === 3 && perm[0] === 0 && perm[1] === 2 && perm[2] === 1);
+      if (!swapLastTwo || x.dtype !== "float32") return fallback(args);
+      const as3d = { ...x, shape: x.shape.length === 2 ? [1, ...x.shape] : x.shape };
+      const out = transposeLastTwo(as3d, backend);
+      out.shape = x.shape.length === 2 ? [x.shape[1], x.shape[0]] : out.shape;
+      return out;
+    }) as unknown as tf.KernelFunc,
+  } as tf.KernelConfig);
+}
+
+/** True while a gradient tape records (inside tf.grads / variableGrads). */
+export function recordingGradients(): boolean {
+  return (tf.engine() as unknown as { state: { gradientDepth: number } }).state.gradientDepth > 0;
 }
 
 function wrapBatchMatMul(): void {
