@@ -10,3 +10,5 @@ export { initModel } from "./model/init-model.js";
 export { loadModelDir, writeModelDir, readModelConfig } from "./model/model-dir.js";
 export { loadModelWeights, saveModelWeights, readSafetensorsFile, writeSafetensorsFile } from "./model/safetensors.js";
 export { trainByteLevelBpe } from "./model/bpe-trainer.js";
+export * from "./agent/index.js";
+export * from "./rl/index.js";

@@ -2,7 +2,7 @@
 import { Template } from "@huggingface/jinja";
 import { ModelFormatError } from "../util/errors.js";
 
-export type ChatRole = "system" | "user" | "assistant" | "tool";
+export type ChatRole = "system" | "user" | "assistant" | "tool" | "ipython";
 
 export interface ToolCall {
   type?: "function";
