@@ -54,6 +54,8 @@ interface Row {
   rng: Rng;
   decoder?: IncrementalDecoder;
   text: string;
+  /** Finished: still in the batch until the next compaction, its results ignored. */
+  dead?: boolean;
   /** Tokens whose keys are in the cache: the prompt, then every sampled token but the newest. */
   context: number[];
   logits: Float32Array;
@@ -138,12 +140,14 @@ export class Scheduler {
 
   /** Prefills waiting requests and adds their sequences to the batch. */
   private admit(): void {
-    while (this.queue.length > 0 && this.rows.length + this.queue[0].n <= Math.max(this.maxBatch, this.queue[0].n)) {
+    const live = () => this.rows.filter((r) => !r.dead).length;
+    while (this.queue.length > 0 && live() + this.queue[0].n <= Math.max(this.maxBatch, this.queue[0].n)) {
       const req = this.queue.shift()!;
       if (req.budget <= 0) {
         for (let i = 0; i < req.n; i++) this.finish(req, i, { tokens: [], logprobs: [], stopReason: "length" });
         continue;
       }
+      if (this.rows.some((r) => r.dead)) this.compact();
       const { logits, kv } = this.prefill(req.prompt);
       const rows: Row[] = Array.from({ length: req.n }, (_, i) => ({
         req,
@@ -202,17 +206,24 @@ export class Scheduler {
 
   /** Draws the next token of every row; rows that stop leave the batch (their context goes to the prefix cache). */
   private drawAndRetire(): void {
-    const keep: number[] = [];
     this.rows.forEach((row, r) => {
+      if (row.dead) return;
       const { token, logprob } = drawToken(row.logits, row.req.draw, row.rng);
       row.out.tokens.push(token);
       row.out.logprobs.push(logprob);
       const stopped = this.isStop(row, token);
       if (stopped) row.out.stopReason = "stop";
       if (stopped || row.out.tokens.length >= row.req.budget) this.retire(row, r);
-      else keep.push(r);
     });
-    if (keep.length === this.rows.length) return;
+    // Finished rows stay in the batch (decoded and ignored) until a quarter of it is done:
+    // dropping them copies every layer's cache, which cost more than the wasted rows.
+    const dead = this.rows.filter((r) => r.dead).length;
+    if (dead > 0 && dead * 4 >= this.rows.length) this.compact();
+  }
+
+  /** Drops finished rows from the batch and trims key columns no live row needs. */
+  private compact(): void {
+    const keep = this.rows.flatMap((r, i) => (r.dead ? [] : [i]));
     const rows = keep.map((r) => this.rows[r]);
     if (rows.length === 0) {
       disposeCache(this.cache);
@@ -222,7 +233,7 @@ export class Scheduler {
       const need = Math.max(...rows.map((r) => r.context.length));
       const idx = tf.tensor1d(keep, "int32");
       const pick = (t: tf.Tensor4D) => tf.tidy(() => {
-        const g = tf.gather(t, idx);
+        const g = keep.length === this.rows.length ? t.clone() : tf.gather(t, idx);
         return need < W ? g.slice([0, 0, W - need, 0], [-1, -1, need, -1]) : g;
       }) as tf.Tensor4D;
       const next = { k: this.cache!.k.map(pick), v: this.cache!.v.map(pick), length: need };
@@ -239,6 +250,7 @@ export class Scheduler {
       const take = (t: tf.Tensor4D) => t.slice([r, 0, W - L, 0], [1, -1, L, -1]);
       this.prefix.insert(row.context, { k: this.cache!.k.map(take), v: this.cache!.v.map(take), length: L });
     }
+    row.dead = true;
     this.finish(row.req, row.index, row.out);
   }
 
@@ -266,6 +278,7 @@ export class Scheduler {
     res.logits.dispose();
     const V = this.model.config.vocabSize;
     this.rows.forEach((row, r) => {
+      if (row.dead) return;
       row.context.push(tokens[r]);
       row.logits = logits.subarray(r * V, (r + 1) * V);
     });
