@@ -208,3 +208,23 @@ test("memory stays flat over 50 RL-shaped iterations with workers and the prefix
     await e.dispose();
   }
 });
+
+test("an optimizer step drops the prefix cache (its keys belong to the old weights)", async () => {
+  const e = await LocalEngine.load(model, { workers: 0 });
+  try {
+    const prompt = prompts(e)[2];
+    const { sequences } = await e.sample(prompt, { n: 2, maxTokens: 6, seed: 4, stop: [] });
+    assert.ok((await e.stats()).prefixCache.entries > 0);
+    await e.forwardBackward(datums(e, sequences, prompt), { type: "importance_sampling" });
+    await e.optimStep({ lr: 1e-2 });
+    assert.equal((await e.stats()).prefixCache.entries, 0);
+    const after = (await e.sample(prompt, { maxTokens: 6, seed: 5, stop: [] })).sequences;
+    const dir = path.join(root, "stepped");
+    await e.save(dir);
+    const fresh = await LocalEngine.load(dir, { workers: 0 });
+    assertSameSequences(after, (await fresh.sample(prompt, { maxTokens: 6, seed: 5, stop: [] })).sequences, "after the step");
+    await fresh.dispose();
+  } finally {
+    await e.dispose();
+  }
+});

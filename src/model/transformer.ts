@@ -15,6 +15,7 @@ import type { ModelConfig } from "./config.js";
 import type { HostTensor } from "./safetensors.js";
 import { ModelFormatError } from "../util/errors.js";
 import { ropeInverseFrequencies } from "./rope.js";
+import { Rng } from "../util/rng.js";
 
 /** Keys and values of every layer for the tokens seen so far: (B, kv, S, hd) each. */
 export interface KVCache {
@@ -78,22 +79,28 @@ export class Transformer {
     this.invFreq = ropeInverseFrequencies(config);
   }
 
-  /** Random initialization (normal, std 0.02; norms at 1; biases at 0), seeded. */
+  /**
+   * Random initialization, seeded: matrices normal with std 0.02 truncated at 2
+   * std; norms at 1; biases and the value head at 0. Drawn with our own RNG
+   * (tfjs treats seed 0 as "no seed"), so a seed gives the same weights anywhere.
+   */
   static random(config: ModelConfig, seed: number, head: "lm" | "value" = "lm"): Transformer {
-    const params = new Map<string, tf.Variable>();
-    let s = seed;
+    const weights = new Map<string, HostTensor>();
+    let stream = 0;
     for (const [name, shape] of parameterShapes(config, head)) {
-      const init = tf.tidy(() => {
-        if (name.endsWith("norm.weight")) return tf.ones(shape);
-        if (name.endsWith(".bias")) return tf.zeros(shape);
-        if (name === "score.weight") return tf.zeros([shape[1], shape[0]]);
-        const w = tf.truncatedNormal(shape, 0, 0.02, "float32", s++);
-        return isLinear(name) ? w.transpose() : w;
-      });
-      params.set(name, tf.variable(init, true));
-      init.dispose();
+      const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
+      if (name.endsWith("norm.weight")) data.fill(1);
+      else if (!name.endsWith(".bias") && name !== "score.weight") {
+        const rng = new Rng(seed, stream++);
+        for (let i = 0; i < data.length; i++) {
+          let x = rng.normal();
+          while (Math.abs(x) > 2) x = rng.normal();
+          data[i] = 0.02 * x;
+        }
+      }
+      weights.set(name, { shape, data });
     }
-    return new Transformer(config, params, head);
+    return Transformer.fromHostWeights(config, weights, "(random init)", head);
   }
 
   /** Builds the model from host weights in Hugging Face layout, checking every name and shape. */

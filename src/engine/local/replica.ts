@@ -127,7 +127,13 @@ export class Replica implements ReplicaApi {
   }
 
   async optimStep(role: Role, params: AdamParams) {
-    return this.role(role).optimStep(params);
+    return this.afterStep(role, this.role(role).optimStep(params));
+  }
+
+  /** Cached keys/values were computed with the old policy weights: drop them once the weights move. */
+  private afterStep(role: Role, res: OptimStepResult): OptimStepResult {
+    if (role === "policy" && !res.skipped) this.scheduler.prefix.clear();
+    return res;
   }
 
   async exportGradients(role: Role, target: Float32Array) {
@@ -137,7 +143,7 @@ export class Replica implements ReplicaApi {
   async optimStepWithSum(role: Role, sources: Float32Array[], params: AdamParams) {
     const t = this.role(role);
     t.setGradientsFromSum(sources);
-    return t.optimStep(params);
+    return this.afterStep(role, t.optimStep(params));
   }
 
   async gradientSize(role: Role) {

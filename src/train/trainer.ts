@@ -1,0 +1,251 @@
+/**
+ * The RL training loop, as a short sequence of named stages per iteration:
+ *   rows → rollout → prepare (filters, rewards, reference, critic, advantages,
+ *   datums) → update (policy, then critic) → validate → record → checkpoint.
+ * A run directory holds config.yaml, metrics.jsonl, samples/iter-N.jsonl and
+ * checkpoints/step-N; `resume` continues from the newest complete checkpoint
+ * with the same data order and no lost or repeated iteration.
+ */
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { stringify as toYaml } from "yaml";
+import { LocalEngine } from "../engine/local/local-engine.js";
+import type { LocalCritic } from "../engine/local/critic.js";
+import { advantageEstimator } from "../rl/advantages/index.js";
+import { decodeTrajectory } from "../agent/trajectory-view.js";
+import { initModel } from "../model/init-model.js";
+import type { Task, TaskRow } from "../tasks/types.js";
+import type { TrainConfig } from "./config.js";
+import { nextBatch, type DataCursor } from "./data-order.js";
+import { latestCheckpoint, writeCheckpoint } from "./checkpoint.js";
+import { prepareBatch } from "./prepare-batch.js";
+import { updateCritic, updatePolicy } from "./update.js";
+import { playRows, type EpisodeSummary } from "./evaluate.js";
+import { InputError } from "../util/errors.js";
+
+export interface TrainState {
+  /** Last completed iteration (0 before the first). */
+  iteration: number;
+  cursor: DataCursor;
+  optimizerSteps: number;
+}
+
+export type IterationMetrics = Record<string, number>;
+
+export interface TrainOptions {
+  out: string;
+  task: Task;
+  /** Continue from the newest complete checkpoint in `out`. */
+  resume?: boolean;
+  onIteration?: (m: IterationMetrics) => void;
+  log?: (line: string) => void;
+}
+
+export class Trainer {
+  private state: TrainState = { iteration: 0, cursor: { epoch: 0, position: 0 }, optimizerSteps: 0 };
+  private critic?: LocalCritic;
+  private reference?: LocalEngine;
+  private trainRows: TaskRow[] = [];
+  private valRows: TaskRow[] = [];
+
+  private constructor(readonly cfg: TrainConfig, private engine: LocalEngine, private opts: TrainOptions) {}
+
+  /** Sets up (or reopens) the run directory and the models. */
+  static async open(cfg: TrainConfig, opts: TrainOptions): Promise<Trainer> {
+    const out = opts.out;
+    mkdirSync(join(out, "samples"), { recursive: true });
+    const found = opts.resume ? latestCheckpoint<TrainState>(out) : undefined;
+    if (opts.resume && !found) throw new InputError(`${out}: no complete checkpoint to resume from`);
+    for (const s of found?.skipped ?? []) opts.log?.(`skipping checkpoint step-${s.step}: ${s.reason}`);
+    if (!opts.resume && existsSync(join(out, "metrics.jsonl"))) throw new InputError(`${out} already holds a run`, "use --resume to continue it, or pick a new --out");
+    writeFileSync(join(out, "config.yaml"), toYaml(cfg));
+    const base = await baseModel(cfg, out);
+    const engineOpts = { workers: cfg.engine.workers, prefixCacheBytes: cfg.engine.prefixCacheMb * 2 ** 20, microBatchBytes: cfg.engine.microBatchMb * 2 ** 20 };
+    const engine = await LocalEngine.load(found ? join(found.dir, "policy") : base, engineOpts);
+    const t = new Trainer(cfg, engine, opts);
+    if (found) {
+      t.state = found.state;
+      truncateMetrics(out, found.state.iteration);
+    }
+    if (cfg.algorithm.kl.coef > 0) t.reference = await LocalEngine.load(base, engineOpts);
+    if (advantageEstimator(cfg.algorithm.estimator).needsValues) {
+      t.critic = await engine.createCritic();
+      if (found) await t.critic.load(join(found.dir, "critic"));
+    }
+    t.trainRows = opts.task.rows("train");
+    t.valRows = opts.task.rows("val").slice(0, cfg.train.valSize);
+    if (t.trainRows.length === 0) throw new InputError(`task '${opts.task.name}' has no training rows`);
+    return t;
+  }
+
+  get iteration(): number {
+    return this.state.iteration;
+  }
+
+  get policy(): LocalEngine {
+    return this.engine;
+  }
+
+  async run(): Promise<void> {
+    while (this.state.iteration < this.cfg.train.iterations) await this.step();
+  }
+
+  /** One iteration, as named stages. */
+  async step(): Promise<IterationMetrics> {
+    const it = this.state.iteration + 1;
+    const rows = this.nextRows();
+    const t0 = performance.now();
+    const ro = await this.rolloutStage(rows, it);
+    const t1 = performance.now();
+    const batch = await prepareBatch(ro.result.trajectories, this.cfg, this.batchModels(), this.cfg.algorithm.kl.coef);
+    const upd = await updatePolicy(this.engine, batch.datums, this.cfg, this.cfg.algorithm.kl.coef, this.state.optimizerSteps, this.totalSteps(), this.cfg.train.seed * 7919 + it);
+    this.state.optimizerSteps += upd.steps;
+    const valueLoss = this.critic ? await updateCritic(this.critic, batch.valueDatums, this.cfg, it) : undefined;
+    const t2 = performance.now();
+    const val = this.validationDue(it) ? await this.validate(it) : undefined;
+    const stats = await this.engine.stats();
+    const m: IterationMetrics = {
+      iteration: it,
+      /** Rows consumed so far, counting epochs: shows the data order is the same after a resume. */
+      data_position: this.state.cursor.epoch * this.trainRows.length + this.state.cursor.position,
+      ...prefixed("", ro.summary),
+      reward_std: std(ro.result.trajectories.map((t) => t.reward)),
+      loss: upd.loss,
+      entropy: upd.entropy,
+      ...(upd.clipFraction !== undefined ? { clip_fraction: upd.clipFraction } : {}),
+      approx_kl: upd.approxKl ?? 0,
+      ...(batch.klRef !== undefined ? { kl_ref: batch.klRef } : {}),
+      grad_norm: upd.gradNorm,
+      lr: upd.lr,
+      skipped_steps: upd.skippedSteps,
+      ...(valueLoss !== undefined ? { value_loss: valueLoss } : {}),
+      groups_dropped: batch.droppedGroups,
+      masked_overlong: batch.maskedOverlong,
+      drift_mismatches: ro.result.metrics.driftMismatches,
+      prefix_hit_rate: stats.prefixHitRate,
+      rollout_s: (t1 - t0) / 1000,
+      train_s: (t2 - t1) / 1000,
+      rollout_tokens_per_s: ro.result.metrics.actionTokensPerSecond,
+      ...(val ? prefixed("val/", val) : {}),
+    };
+    this.state = { ...this.state, iteration: it };
+    this.record(it, m, ro.result.trajectories);
+    if (this.checkpointDue(it)) await this.checkpoint(it);
+    this.opts.onIteration?.(m);
+    return m;
+  }
+
+  private nextRows(): TaskRow[] {
+    const { indices, cursor } = nextBatch(this.trainRows.length, this.cfg.train.seed, this.state.cursor, this.cfg.train.batchSize);
+    this.state.cursor = cursor;
+    return indices.map((i) => this.trainRows[i]);
+  }
+
+  private rolloutStage(rows: TaskRow[], it: number) {
+    const r = this.cfg.rollout;
+    return playRows(this.engine, this.engine.tokenizer, this.opts.task, rows, {
+      n: r.n,
+      temperature: r.temperature,
+      topP: r.topP,
+      maxTurns: r.maxTurns,
+      maxTokensPerTurn: r.maxTokensPerTurn,
+      maxTotalTokens: r.maxTotalTokens,
+      seed: this.cfg.train.seed * 1_000_003 + it,
+    });
+  }
+
+  private batchModels() {
+    return {
+      values: this.critic ? (s: number[][]) => this.critic!.values(s) : undefined,
+      refLogprobs: this.reference ? (s: number[][]) => this.reference!.computeLogprobs(s) : undefined,
+    };
+  }
+
+  /** Held-out rows, greedy (or sampled) with the current policy. */
+  async validate(it: number): Promise<EpisodeSummary> {
+    const r = this.cfg.rollout;
+    const res = await playRows(this.engine, this.engine.tokenizer, this.opts.task, this.valRows, {
+      greedy: this.cfg.train.valGreedy,
+      temperature: r.temperature,
+      topP: r.topP,
+      maxTurns: r.maxTurns,
+      maxTokensPerTurn: r.maxTokensPerTurn,
+      maxTotalTokens: r.maxTotalTokens,
+      seed: this.cfg.train.seed * 31 + it,
+    });
+    return res.summary;
+  }
+
+  private validationDue(it: number): boolean {
+    const every = this.cfg.train.valEvery;
+    return this.valRows.length > 0 && every > 0 && (it % every === 0 || it === this.cfg.train.iterations);
+  }
+
+  private checkpointDue(it: number): boolean {
+    const every = this.cfg.train.checkpointEvery;
+    return (every > 0 && it % every === 0) || it === this.cfg.train.iterations;
+  }
+
+  private totalSteps(): number {
+    return this.cfg.train.iterations * this.cfg.train.ppoEpochs * this.cfg.train.miniBatches;
+  }
+
+  private record(it: number, m: IterationMetrics, trajectories: Parameters<typeof decodeTrajectory>[0][]): void {
+    appendFileSync(join(this.opts.out, "metrics.jsonl"), JSON.stringify(m) + "\n");
+    const k = this.cfg.train.samplesPerIteration;
+    if (k > 0) {
+      const lines = trajectories.slice(0, k).map((t) => JSON.stringify(decodeTrajectory(t, this.engine.tokenizer)));
+      writeFileSync(join(this.opts.out, "samples", `iter-${it}.jsonl`), lines.join("\n") + "\n");
+    }
+  }
+
+  async checkpoint(it: number): Promise<string> {
+    return writeCheckpoint(this.opts.out, it, this.state, async (dir) => {
+      await this.engine.save(join(dir, "policy"));
+      if (this.critic) await this.critic.save(join(dir, "critic"));
+    }, this.cfg.train.keepCheckpoints);
+  }
+
+  async close(): Promise<void> {
+    this.critic?.dispose();
+    await this.reference?.dispose();
+    await this.engine.dispose();
+  }
+}
+
+/** The starting model directory: the configured path, or a preset initialized once inside the run. */
+async function baseModel(cfg: TrainConfig, out: string): Promise<string> {
+  if (cfg.model.path) return cfg.model.path;
+  const dir = join(out, "base-model");
+  if (!existsSync(join(dir, "config.json"))) await initModel({ preset: cfg.model.preset!, out: dir, tokenizer: cfg.model.tokenizer, seed: cfg.train.seed });
+  return dir;
+}
+
+/** A resumed run drops metric lines written after its checkpoint, so no iteration appears twice. */
+function truncateMetrics(out: string, iteration: number): void {
+  const file = join(out, "metrics.jsonl");
+  if (!existsSync(file)) return;
+  const kept = readFileSync(file, "utf8").split("\n").filter((l) => l.trim() && (JSON.parse(l) as { iteration: number }).iteration <= iteration);
+  writeFileSync(file, kept.map((l) => l + "\n").join(""));
+}
+
+function prefixed(prefix: string, s: EpisodeSummary): IterationMetrics {
+  return {
+    [`${prefix}reward`]: s.reward,
+    [`${prefix}em`]: s.em,
+    [`${prefix}f1`]: s.f1,
+    [`${prefix}format`]: s.format,
+    [`${prefix}turns`]: s.turns,
+    [`${prefix}tool_calls`]: s.toolCalls,
+    [`${prefix}tool_errors`]: s.toolErrors,
+    [`${prefix}response_tokens`]: s.responseTokens,
+    [`${prefix}failed`]: s.failed,
+  };
+}
+
+function std(xs: number[]): number {
+  if (xs.length === 0) return 0;
+  const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+  return Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / xs.length);
+}
+

@@ -1,0 +1,99 @@
+/**
+ * The update stage: PPO epochs over the batch, each split into mini-batches;
+ * one forwardBackward + optimStep per mini-batch (the engine packs each
+ * mini-batch into memory-bounded micro-batches itself). Then the critic, the
+ * same way, when there is one.
+ */
+import type { Critic, Datum, Engine, LossSpec, ValueDatum } from "../engine/types.js";
+import { Rng } from "../util/rng.js";
+import type { TrainConfig } from "./config.js";
+import { learningRate } from "./lr-schedule.js";
+
+export interface UpdateResult {
+  loss: number;
+  entropy: number;
+  clipFraction?: number;
+  approxKl?: number;
+  klRef?: number;
+  gradNorm: number;
+  skippedSteps: number;
+  steps: number;
+  lr: number;
+  valueLoss?: number;
+}
+
+function miniBatches<T>(items: T[], count: number, rng: Rng): T[][] {
+  const order = items.map((_, i) => i);
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = rng.int(i + 1);
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  const k = Math.min(count, items.length);
+  return Array.from({ length: k }, (_, b) => order.filter((_, i) => i % k === b).map((i) => items[i]));
+}
+
+export function lossSpec(cfg: TrainConfig, klCoef: number): LossSpec {
+  const l = cfg.loss, kl = cfg.algorithm.kl;
+  return {
+    type: l.type,
+    clipLow: l.clipLow,
+    clipHigh: l.clipHigh,
+    dualClip: l.dualClip,
+    aggregation: l.aggregation,
+    normalizer: l.normalizer,
+    temperature: cfg.rollout.temperature > 0 ? cfg.rollout.temperature : 1,
+    kl: kl.inReward || klCoef === 0 ? undefined : { coef: klCoef, form: kl.form },
+  };
+}
+
+/** `step` is the optimizer step count before this update; `totalSteps` the run's planned total (for the schedule). */
+export async function updatePolicy(engine: Engine, datums: Datum[], cfg: TrainConfig, klCoef: number, step: number, totalSteps: number, seed: number): Promise<UpdateResult> {
+  const rng = new Rng(seed, 7);
+  const spec = lossSpec(cfg, klCoef);
+  const acc = { loss: 0, entropy: 0, clip: 0, approxKl: 0, klRef: 0, gradNorm: 0, skipped: 0, n: 0 };
+  let lr = learningRate(cfg.optim, step, totalSteps);
+  for (let epoch = 0; epoch < cfg.train.ppoEpochs; epoch++) {
+    for (const mb of miniBatches(datums, cfg.train.miniBatches, rng)) {
+      if (mb.every((d) => d.weights.every((w) => w === 0))) continue;
+      lr = learningRate(cfg.optim, step, totalSteps);
+      const fb = await engine.forwardBackward(mb, spec);
+      const os = await engine.optimStep({ lr, beta1: cfg.optim.beta1, beta2: cfg.optim.beta2, weightDecay: cfg.optim.weightDecay, gradClipNorm: cfg.optim.gradClipNorm });
+      if (os.skipped) acc.skipped++;
+      else step++;
+      acc.n++;
+      acc.loss += fb.metrics.loss;
+      acc.entropy += fb.metrics.entropy;
+      acc.clip += fb.metrics.clipFraction ?? 0;
+      acc.approxKl += fb.metrics.approxKl ?? 0;
+      acc.klRef += fb.metrics.klRef ?? 0;
+      acc.gradNorm += Number.isFinite(os.gradNorm) ? os.gradNorm : 0;
+    }
+  }
+  const n = Math.max(1, acc.n);
+  return {
+    loss: acc.loss / n,
+    entropy: acc.entropy / n,
+    clipFraction: spec.type === "ppo" ? acc.clip / n : undefined,
+    approxKl: acc.approxKl / n,
+    klRef: spec.kl ? acc.klRef / n : undefined,
+    gradNorm: acc.gradNorm / n,
+    skippedSteps: acc.skipped,
+    steps: acc.n - acc.skipped,
+    lr,
+  };
+}
+
+export async function updateCritic(critic: Critic, datums: ValueDatum[], cfg: TrainConfig, seed: number): Promise<number | undefined> {
+  if (datums.length === 0) return undefined;
+  const rng = new Rng(seed, 11);
+  let loss = 0, n = 0;
+  for (let epoch = 0; epoch < cfg.train.ppoEpochs; epoch++) {
+    for (const mb of miniBatches(datums, cfg.train.miniBatches, rng)) {
+      const fb = await critic.forwardBackward(mb, { clip: cfg.critic.valueClip });
+      await critic.optimStep({ lr: cfg.critic.lr, gradClipNorm: cfg.optim.gradClipNorm });
+      loss += fb.metrics.loss;
+      n++;
+    }
+  }
+  return loss / Math.max(1, n);
+}
