@@ -12,3 +12,7 @@ export { loadModelWeights, saveModelWeights, readSafetensorsFile, writeSafetenso
 export { trainByteLevelBpe } from "./model/bpe-trainer.js";
 export * from "./agent/index.js";
 export * from "./rl/index.js";
+export * from "./tasks/index.js";
+export * from "./rewards/index.js";
+export * from "./data/index.js";
+export * from "./train/index.js";

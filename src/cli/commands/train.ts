@@ -1,0 +1,45 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { loadConfig } from "../../train/load-config.js";
+import { Trainer } from "../../train/trainer.js";
+import { getTask } from "../../tasks/index.js";
+import { parseFlags } from "../args.js";
+import { Progress } from "../progress.js";
+import { InputError } from "../../util/errors.js";
+import type { Command } from "../command.js";
+
+export const trainCommand: Command = {
+  name: "train",
+  summary: "train an agent with RL from a YAML recipe (resumable)",
+  usage: "agent-r1 train [--config RECIPE.yaml] [--out RUN_DIR] [--resume RUN_DIR] [key.path=value ...]",
+  async run(argv, io) {
+    const { flags, positionals } = parseFlags("train", argv, { config: { type: "string" }, out: { type: "string" }, resume: { type: "string" } });
+    const resume = flags.resume as string | undefined;
+    const out = resume ?? (flags.out as string | undefined) ?? `runs/run-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+    let recipe = flags.config as string | undefined;
+    if (resume) {
+      if (!existsSync(resume)) throw new InputError(`train: --resume ${resume}: run directory not found`);
+      recipe ??= join(resume, "config.yaml");
+    }
+    const overrides = positionals.filter((p) => p.includes("="));
+    const stray = positionals.find((p) => !p.includes("="));
+    if (stray) throw new InputError(`train: unexpected argument '${stray}'`, "overrides look like key.path=value");
+    const cfg = loadConfig(recipe, overrides);
+    const task = getTask(cfg.task.name, cfg.task.options);
+    const trainer = await Trainer.open(cfg, { out, task, resume: Boolean(resume), log: (l) => io.err(l) });
+    io.out(`training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${trainer.iteration})` : ""}`);
+    const progress = new Progress({ label: "train", total: cfg.train.iterations });
+    try {
+      while (trainer.iteration < cfg.train.iterations) {
+        const m = await trainer.step();
+        const figs: Record<string, number> = { reward: m.reward, em: m.em, tools: m.tool_calls };
+        if (m["val/em"] !== undefined) figs["val em"] = m["val/em"];
+        progress.update(m.iteration, figs);
+      }
+    } finally {
+      progress.finish();
+      await trainer.close();
+    }
+    io.out(`done: ${join(out, "metrics.jsonl")}, checkpoints in ${join(out, "checkpoints")}`);
+  },
+};

@@ -1,0 +1,20 @@
+/** The task registry: name -> factory; `getTask` validates options with the task's own schema. */
+import { InputError } from "../util/errors.js";
+import { createCalcTask } from "./calc/task.js";
+import { createMultihopTask } from "./multihop/task.js";
+import type { Task, TaskFactory } from "./types.js";
+
+export const TASKS: Record<string, TaskFactory> = {
+  multihop: createMultihopTask,
+  calc: createCalcTask,
+};
+
+export function getTask(name: string, options: Record<string, unknown> = {}): Task {
+  if (!Object.hasOwn(TASKS, name)) throw new InputError(`unknown task '${name}'; tasks: ${Object.keys(TASKS).join(", ")}`);
+  return TASKS[name](options);
+}
+
+export type { Task, TaskFactory, TaskRow, EpisodeScore, Split } from "./types.js";
+export { parseTaskOptions } from "./options.js";
+export * from "./multihop/index.js";
+export * from "./calc/index.js";

@@ -1,0 +1,93 @@
+/**
+ * The multi-hop search task (the HotpotQA analogue): a generated world,
+ * one document per entity, bridge / comparison / numeric questions, the
+ * `search` (BM25) and `calculator` tools. Reward: normalized exact match
+ * (rewards/qa.ts) shaped by the format component (rewards/format.ts); F1 is
+ * reported by `score`.
+ */
+import { z } from "zod";
+import { ToolEnv } from "../../agent/tool-env.js";
+import { toolSchema } from "../../agent/tool.js";
+import { templateJson } from "../../agent/formats/json-text.js";
+import type { ChatMessage } from "../../model/chat-template.js";
+import type { SearchDocument } from "../../data/documents.js";
+import { exactMatch, f1Score } from "../../rewards/qa.js";
+import { calculatorTool } from "../calc/calculator-tool.js";
+import { envOutcome, scoreEpisode, type Judge } from "../common/episode.js";
+import { makeRow } from "../common/row.js";
+import { GENERATION_ORDER, demoMode, itemForRow } from "../common/splits.js";
+import { parseTaskOptions } from "../options.js";
+import type { Split, Task, TaskRow } from "../types.js";
+import { worldDocuments } from "./documents.js";
+import { MULTIHOP_MISTAKES, multihopExpertTurns } from "./expert.js";
+import { MULTIHOP_SYSTEM_PROMPT } from "./prompt.js";
+import { generateQuestions, type Question } from "./questions.js";
+import { buildSearchIndex, DEFAULT_TOP_K, searchText, searchTool, type SearchIndex } from "./search.js";
+import { generateWorld, type World } from "./world.js";
+
+const size = (n: number) => z.number().int().min(0).max(100_000).default(n);
+
+export const multihopOptionsSchema = z.strictObject({
+  seed: z.number().int().default(0),
+  train: size(384),
+  val: size(64),
+  test: size(64),
+  /** Documents the search tool returns per query. */
+  topK: z.number().int().min(1).max(10).default(DEFAULT_TOP_K),
+});
+export type MultihopOptions = z.output<typeof multihopOptionsSchema>;
+
+export const MULTIHOP_DATA_SOURCE = "synthetic/multihop";
+
+export const qaJudge: Judge = (answer, gold) => ({ correct: exactMatch(answer, gold), f1: f1Score(answer, gold).f1 });
+
+export interface MultihopTask extends Task {
+  readonly options: MultihopOptions;
+  readonly world: World;
+  readonly documents: SearchDocument[];
+  readonly index: SearchIndex;
+  readonly questions: Record<Split, Question[]>;
+}
+
+export function createMultihopTask(options: Record<string, unknown> = {}): MultihopTask {
+  const o = parseTaskOptions("multihop", multihopOptionsSchema, options);
+  const sizes = { train: o.train, val: o.val, test: o.test };
+  const world = generateWorld(o.seed, sizes);
+  const documents = worldDocuments(world);
+  const index = buildSearchIndex(documents);
+  const search = searchTool(index, o.topK);
+  const tools = [search, calculatorTool];
+  const questions = generateQuestions(world, o.seed, sizes);
+  const rows = (split: Split): TaskRow[] =>
+    questions[split].map((q, index) =>
+      makeRow({
+        dataSource: MULTIHOP_DATA_SOURCE, ability: "multihop_qa", system: MULTIHOP_SYSTEM_PROMPT, question: q.question, answer: q.answer,
+        split, index, tools: tools.map((t) => t.name), extra: { type: q.type },
+      }),
+    );
+  const demonstrations = (rs: TaskRow[], opts: { seed: number; quality: number }): ChatMessage[][] =>
+    rs.map((row, i) => {
+      const { mode } = demoMode(opts.seed, i, opts.quality, MULTIHOP_MISTAKES);
+      const q = itemForRow("multihop", questions, row);
+      return [...row.prompt, ...multihopExpertTurns(q, mode, search, (query) => searchText(index, query, o.topK))];
+    });
+  return {
+    name: "multihop",
+    options: o,
+    world,
+    documents,
+    index,
+    questions,
+    rows,
+    makeEnv: () => new ToolEnv<TaskRow>({ tools, outcomeReward: envOutcome(qaJudge) }),
+    score: (t, row, tokenizer) => scoreEpisode(t, row, tokenizer, qaJudge),
+    demonstrations,
+    *corpus() {
+      yield MULTIHOP_SYSTEM_PROMPT;
+      for (const t of tools) yield templateJson(toolSchema(t)); // as the chat template lists it
+      for (const d of documents) yield d.text;
+      for (const split of GENERATION_ORDER) for (const q of questions[split]) yield `${q.question}\n${q.answer}`;
+      for (const demo of demonstrations(rows("train"), { seed: o.seed, quality: 1 })) for (const m of demo.slice(2)) yield m.content;
+    },
+  };
+}

@@ -1,0 +1,9 @@
+/** Training: configuration, the loop, evaluation, checkpoints. */
+export { configSchema, ESTIMATORS, type TrainConfig } from "./config.js";
+export { loadConfig, parseConfig, applyOverride } from "./load-config.js";
+export { Trainer, type TrainOptions, type TrainState, type IterationMetrics } from "./trainer.js";
+export { playRows, summarizeEpisodes, type EpisodeSummary, type PlayOptions } from "./evaluate.js";
+export { learningRate } from "./lr-schedule.js";
+export { writeCheckpoint, latestCheckpoint, verifyCheckpoint } from "./checkpoint.js";
+export { prepareBatch } from "./prepare-batch.js";
+export { updatePolicy, updateCritic, lossSpec } from "./update.js";
