@@ -57,7 +57,9 @@ test("a run killed with SIGKILL resumes with the same data and no lost or repeat
   const a = metrics(whole), b = metrics(broken);
   assert.deepEqual(b.map((x) => x.iteration), [1, 2, 3, 4]);
   // Same seeds, same data order, same weights at the checkpoint: the resumed run repeats the uninterrupted one.
-  for (const key of ["reward", "loss", "response_tokens", "data_position"]) {
+  for (const key of ["reward", "response_tokens", "data_position"]) {
     assert.deepEqual(b.map((x) => x[key]), a.map((x) => x[key]), key);
   }
+  // Sampling logprobs can differ in the last float bits (which prompts shared a cached prefix depends on timing).
+  b.forEach((x, i) => assert.ok(Math.abs(x.loss - a[i].loss) < 1e-5, `loss at iteration ${i + 1}: ${x.loss} vs ${a[i].loss}`));
 });
