@@ -14,69 +14,59 @@ export const ESTIMATORS = ["grpo", "dr-grpo", "rloo", "reinforce", "reinforce++"
 export const configSchema = z.strictObject({
   model: z
     .strictObject({
-      /** A Hugging Face model directory to start from. */
-      path: z.string().optional(),
-      /** Or a fresh random model of a preset (written into the run directory). */
-      preset: z.enum(["tiny", "small", "medium"]).optional(),
-      /** Tokenizer directory for a preset model; default: the shipped tokenizer. */
-      tokenizer: z.string().optional(),
+      path: z.string().optional().describe("A Hugging Face model directory to start from."),
+      preset: z.enum(["tiny", "small", "medium"]).optional().describe("Or a fresh random model of a preset (written into the run directory)."),
+      tokenizer: z.string().optional().describe("Tokenizer directory for a preset model; default: the shipped tokenizer."),
     })
     .prefault({}),
   engine: z
     .strictObject({
-      /** Worker threads, one model replica each; 0 runs in the main thread. Default: 2 on 2+ cores. */
-      workers: nonNegInt.optional(),
-      prefixCacheMb: nonNegInt.default(256),
-      microBatchMb: positiveInt.default(640),
+      workers: nonNegInt.optional().describe("Worker threads, one model replica each; 0 runs in the main thread. Default: 2 on 2+ cores."),
+      prefixCacheMb: nonNegInt.default(256).describe("Prefix (KV) cache budget per replica, MiB; 0 disables."),
+      microBatchMb: positiveInt.default(640).describe("Activation memory per training micro-batch, MiB (the wasm heap is 4 GiB)."),
     })
     .prefault({}),
   task: z
     .strictObject({
-      name: z.string().default("calc"),
-      /** Task-specific options, checked by the task itself. */
-      options: z.record(z.string(), z.unknown()).default({}),
+      name: z.string().default("calc").describe("multihop or calc."),
+      options: z.record(z.string(), z.unknown()).default({}).describe("Task-specific options, checked by the task itself."),
     })
     .prefault({}),
   rollout: z
     .strictObject({
-      /** Samples per prompt (the group size for GRPO / RLOO). */
-      n: positiveInt.default(8),
-      maxTurns: positiveInt.default(4),
-      maxTokensPerTurn: positiveInt.default(96),
-      maxTotalTokens: positiveInt.default(1024),
+      n: positiveInt.default(8).describe("Samples per prompt (the group size for GRPO / RLOO)."),
+      maxTurns: positiveInt.default(4).describe("Assistant turns per episode at most."),
+      maxTokensPerTurn: positiveInt.default(96).describe("New tokens per turn at most."),
+      maxTotalTokens: positiveInt.default(1024).describe("Cap on the whole context."),
       temperature: z.number().nonnegative().default(1),
       topP: z.number().gt(0).max(1).default(1),
     })
     .prefault({}),
   algorithm: z
     .strictObject({
-      estimator: z.enum(ESTIMATORS).default("grpo"),
+      estimator: z.enum(ESTIMATORS).default("grpo").describe("Advantage estimator; gae and gae-step train a critic."),
       gamma: fraction.default(1),
       lambda: fraction.default(1),
-      /** Drop groups whose rewards are all equal (they carry no signal). */
-      filterConstantGroups: z.boolean().default(true),
-      /** Give no gradient to trajectories cut off by a length limit. */
-      maskOverlong: z.boolean().default(false),
-      /** Weight of per-step / per-tool-call rewards against the outcome reward. */
-      processRewardWeight: z.number().nonnegative().default(0),
+      filterConstantGroups: z.boolean().default(true).describe("Drop groups whose rewards are all equal (they carry no signal)."),
+      maskOverlong: z.boolean().default(false).describe("Give no gradient to trajectories cut off by a length limit."),
+      processRewardWeight: z.number().nonnegative().default(0).describe("Weight of per-step / per-tool-call rewards against the outcome reward."),
       kl: z
         .strictObject({
-          coef: z.number().nonnegative().default(0),
+          coef: z.number().nonnegative().default(0).describe("KL coefficient against the starting model; 0 loads no reference."),
           form: z.enum(["k1", "k2", "k3"]).default("k3"),
-          /** Subtract the KL from the reward instead of adding it to the loss. */
-          inReward: z.boolean().default(false),
+          inReward: z.boolean().default(false).describe("Subtract the KL from the reward instead of adding it to the loss."),
         })
         .prefault({}),
     })
     .prefault({}),
   loss: z
     .strictObject({
-      type: z.enum(["importance_sampling", "ppo", "cross_entropy"]).default("ppo"),
-      clipLow: z.number().nonnegative().default(0.2),
-      clipHigh: z.number().nonnegative().default(0.28),
-      dualClip: z.number().nonnegative().default(3),
+      type: z.enum(["importance_sampling", "ppo", "cross_entropy"]).default("ppo").describe("Policy loss."),
+      clipLow: z.number().nonnegative().default(0.2).describe("PPO ratio lower clip: 1 - clipLow."),
+      clipHigh: z.number().nonnegative().default(0.28).describe("PPO ratio upper clip: 1 + clipHigh (DAPO clip-higher)."),
+      dualClip: z.number().nonnegative().default(3).describe("Dual-clip constant for negative advantages; 0 disables."),
       aggregation: z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "sum"]).default("token-mean"),
-      normalizer: z.number().positive().optional(),
+      normalizer: z.number().positive().optional().describe("Fixed normalizer for seq-mean-token-sum-norm; default rollout.maxTotalTokens."),
     })
     .prefault({}),
   optim: z
@@ -88,27 +78,26 @@ export const configSchema = z.strictObject({
       beta1: fraction.default(0.9),
       beta2: fraction.default(0.99),
       weightDecay: z.number().nonnegative().default(0),
-      gradClipNorm: z.number().nonnegative().default(1),
+      gradClipNorm: z.number().nonnegative().default(1).describe("Global gradient-norm clip; 0 disables."),
     })
     .prefault({}),
   critic: z
     .strictObject({
       lr: z.number().positive().default(1e-3),
-      valueClip: z.number().nonnegative().default(0.2),
+      valueClip: z.number().nonnegative().default(0.2).describe("Clip of the value loss around the old values; 0 disables."),
     })
     .prefault({}),
   train: z
     .strictObject({
       iterations: positiveInt.default(20),
-      /** Prompts per iteration (each sampled `rollout.n` times). */
-      batchSize: positiveInt.default(8),
+      batchSize: positiveInt.default(8).describe("Prompts per iteration (each sampled `rollout.n` times)."),
       ppoEpochs: positiveInt.default(1),
       miniBatches: positiveInt.default(1),
       seed: nonNegInt.default(0),
-      valEvery: nonNegInt.default(5),
+      valEvery: nonNegInt.default(5).describe("Validate every N iterations (and at the end); 0 never."),
       valSize: nonNegInt.default(16),
       valGreedy: z.boolean().default(true),
-      checkpointEvery: nonNegInt.default(10),
+      checkpointEvery: nonNegInt.default(10).describe("Checkpoint every N iterations (and at the end)."),
       keepCheckpoints: positiveInt.default(2),
       samplesPerIteration: nonNegInt.default(4),
     })

@@ -119,6 +119,12 @@ function fastMatrixTranspose(): void {
   } as tf.KernelConfig);
 }
 
+/** A float32 tensor's data as a view of the wasm heap (no copy; valid until the next allocation). */
+export function heapView(t: tf.Tensor): Float32Array {
+  const backend = tf.backend() as unknown as WasmBackend;
+  return backend.typedArrayFromHeap({ dataId: t.dataId, shape: t.shape, dtype: t.dtype }) as Float32Array;
+}
+
 /** True while a gradient tape records (inside tf.grads / variableGrads). */
 export function recordingGradients(): boolean {
   return (tf.engine() as unknown as { state: { gradientDepth: number } }).state.gradientDepth > 0;

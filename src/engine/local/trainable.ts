@@ -8,7 +8,7 @@
  * with bias-corrected m̂, v̂ (Loshchilov & Hutter). Weight decay applies to
  * matrices only (rank ≥ 2), not to norms and biases.
  */
-import { tf } from "./tf-backend.js";
+import { heapView, tf } from "./tf-backend.js";
 import type { Transformer } from "../../model/transformer.js";
 import type { AdamParams, OptimStepResult } from "../types.js";
 import type { HostTensor } from "../../model/safetensors.js";
@@ -52,7 +52,7 @@ export class Trainable {
     let offset = 0;
     for (const [name, v] of this.model.params) {
       const g = this.grads.get(name);
-      if (g) target.set(g.dataSync() as Float32Array, offset);
+      if (g) target.set(heapView(g), offset);
       else target.fill(0, offset, offset + v.size);
       offset += v.size;
     }
@@ -64,9 +64,10 @@ export class Trainable {
     this.zeroGrad();
     let offset = 0;
     for (const [name, v] of this.model.params) {
-      const sum = new Float32Array(v.size);
-      for (const src of sources) {
-        for (let i = 0; i < v.size; i++) sum[i] += src[offset + i];
+      // Sources added left to right in float32, so every replica computes the same bits.
+      const sum = sources[0].slice(offset, offset + v.size);
+      for (const src of sources.slice(1)) {
+        for (let i = 0, j = offset; i < sum.length; i++, j++) sum[i] += src[j];
       }
       this.grads.set(name, tf.tensor(sum, v.shape));
       offset += v.size;
