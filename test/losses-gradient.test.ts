@@ -13,6 +13,7 @@ import { computeLogprobs, policyForwardBackward } from "../src/engine/local/poli
 import { aggregationCoefficients, klValue, policyTokenLoss, resolvedLoss, type ResolvedLoss } from "../src/engine/loss-math.js";
 import type { Datum, LossAggregation, LossSpec } from "../src/engine/types.js";
 import { packMicroBatches } from "../src/engine/micro-batches.js";
+import { Rng } from "../src/util/rng.js";
 
 before(async () => {
   await initBackend();
@@ -68,15 +69,10 @@ const CFG: ModelConfig = parseModelConfig({
   num_key_value_heads: 2, intermediate_size: 32, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: true,
 });
 
+/** Deterministic pseudo-random numbers in [0, 1), for weights and tokens. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rng = new Rng(seed);
+  return () => rng.next();
 }
 
 const HOST: Map<string, HostTensor> = (() => {

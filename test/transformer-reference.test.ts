@@ -10,6 +10,7 @@ import { parseModelConfig, type ModelConfig } from "../src/model/config.js";
 import { Transformer, parameterShapes, disposeCache, type KVCache } from "../src/model/transformer.js";
 import { ropeInverseFrequencies } from "../src/model/rope.js";
 import type { HostTensor } from "../src/model/safetensors.js";
+import { Rng } from "../src/util/rng.js";
 
 before(async () => {
   await initBackend();
@@ -131,16 +132,10 @@ function referenceLogits(c: ModelConfig, w: Weights, tokens: number[], o: RefOpt
 // ---------------------------------------------------------------------------
 // Helpers
 
-/** Deterministic pseudo-random numbers (mulberry32), for weights and tokens. */
+/** Deterministic pseudo-random numbers in [0, 1), for weights and tokens. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rng = new Rng(seed);
+  return () => rng.next();
 }
 
 /**
