@@ -63,3 +63,25 @@ test("a run killed with SIGKILL resumes with the same data and no lost or repeat
   // Sampling logprobs can differ in the last float bits (which prompts shared a cached prefix depends on timing).
   b.forEach((x, i) => assert.ok(Math.abs(x.loss - a[i].loss) < 1e-5, `loss at iteration ${i + 1}: ${x.loss} vs ${a[i].loss}`));
 });
+
+test("export turns a checkpoint into a model directory the engine loads with the same weights", async () => {
+  const { runCli } = await import("../src/cli/main.js");
+  const { LocalEngine } = await import("../src/engine/local/local-engine.js");
+  const { captureIO } = await import("./helpers.js");
+  const out = tempDir();
+  const t = await Trainer.open(toyConfig(1), { out, task: toyTask() });
+  await t.run();
+  await t.close();
+  const dir = join(tempDir(), "exported");
+  const io = captureIO();
+  assert.equal(await runCli(["export", "--checkpoint", join(out, "checkpoints", "step-1"), "--out", dir], io), 0, io.stderr.join("\n"));
+  assert.ok(!existsSync(join(dir, "optimizer.safetensors")));
+  const a = await LocalEngine.load(dir, { workers: 0 }), b = await LocalEngine.load(join(out, "checkpoints", "step-1", "policy"), { workers: 0 });
+  const seq = [[1, 5, 9, 14, 20]];
+  assert.deepEqual(await a.computeLogprobs(seq), await b.computeLogprobs(seq));
+  await a.dispose();
+  await b.dispose();
+  const bad = captureIO();
+  assert.equal(await runCli(["export", "--checkpoint", join(out, "nope"), "--out", dir], bad), 1);
+  assert.match(bad.stderr[0], /nope: not found/);
+});

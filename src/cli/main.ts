@@ -10,8 +10,9 @@ import { generateCommand } from "./commands/generate.js";
 import { tokenizeCommand } from "./commands/tokenize.js";
 import { demoCommand } from "./commands/demo.js";
 import { trainCommand } from "./commands/train.js";
+import { exportCommand } from "./commands/export.js";
 
-export const COMMANDS: Command[] = [demoCommand, trainCommand, initModelCommand, generateCommand, scoreCommand, tokenizeCommand];
+export const COMMANDS: Command[] = [demoCommand, trainCommand, exportCommand, initModelCommand, generateCommand, scoreCommand, tokenizeCommand];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

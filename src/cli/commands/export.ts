@@ -1,0 +1,38 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { loadModelDir, writeModelDir } from "../../model/model-dir.js";
+import { verifyCheckpoint } from "../../train/checkpoint.js";
+import type { DType } from "../../model/safetensors.js";
+import { parseFlags, requireString } from "../args.js";
+import { InputError } from "../../util/errors.js";
+import type { Command } from "../command.js";
+
+const DTYPES: Record<string, DType> = { f32: "F32", bf16: "BF16", f16: "F16" };
+
+/** The policy model directory inside a checkpoint (or the directory itself when it is a model). */
+export function policyDir(checkpoint: string): string {
+  if (!existsSync(checkpoint)) throw new InputError(`${checkpoint}: not found`);
+  if (existsSync(join(checkpoint, "manifest.json"))) {
+    const bad = verifyCheckpoint(checkpoint);
+    if (bad) throw new InputError(`${checkpoint}: checkpoint does not verify: ${bad}`);
+    return join(checkpoint, "policy");
+  }
+  if (existsSync(join(checkpoint, "config.json"))) return checkpoint;
+  throw new InputError(`${checkpoint}: neither a checkpoint (manifest.json) nor a model directory (config.json)`);
+}
+
+export const exportCommand: Command = {
+  name: "export",
+  summary: "write a checkpoint's policy as a Hugging Face model directory",
+  usage: "agent-r1 export --checkpoint RUN/checkpoints/step-N --out DIR [--dtype f32|bf16|f16]",
+  async run(argv, io) {
+    const { flags } = parseFlags("export", argv, { checkpoint: { type: "string" }, out: { type: "string" }, dtype: { type: "string", default: "f32" } });
+    const dtype = DTYPES[flags.dtype as string];
+    if (!dtype) throw new InputError(`export: --dtype must be one of ${Object.keys(DTYPES).join(", ")}, got '${flags.dtype}'`);
+    const src = policyDir(requireString("export", flags, "checkpoint"));
+    const out = requireString("export", flags, "out");
+    const m = loadModelDir(src);
+    writeModelDir(out, { config: m.config.raw, weights: m.weights, tokenizerFrom: src, dtype });
+    io.out(`wrote ${out} (${flags.dtype}, from ${src})`);
+  },
+};
