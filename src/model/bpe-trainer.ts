@@ -86,11 +86,15 @@ export function trainByteLevelBpe(corpus: Iterable<string>, opts: BpeTrainOption
   if (opts.vocabSize < 256 + extras) {
     throw new RangeError(`vocabSize ${opts.vocabSize} is smaller than 256 bytes + ${extras} added tokens`);
   }
-  const minFrequency = opts.minFrequency ?? 2;
+  const wordCounts = countWords(corpus, [...special, ...added]);
+  const { symbols, merges } = learnMerges(wordCounts, opts.vocabSize - extras, opts.minFrequency ?? 2);
+  return tokenizerJson(symbols, merges, special, added);
+}
 
-  // 1. Words (byte-level strings) with counts; added tokens are cut out of the text first.
+/** 1. Words (byte-level strings) with counts; added tokens are cut out of the text first. */
+function countWords(corpus: Iterable<string>, addedAll: string[]): Map<string, number> {
   const preTok = new SequencePreTokenizer(preTokenizerConfig());
-  const all = [...special, ...added].sort((a, b) => b.length - a.length);
+  const all = [...addedAll].sort((a, b) => b.length - a.length);
   const cut = all.length > 0 ? new RegExp(all.map(escapeRegex).join("|"), "g") : null;
   const wordCounts = new Map<string, number>();
   for (const text of corpus) {
@@ -99,7 +103,11 @@ export function trainByteLevelBpe(corpus: Iterable<string>, opts: BpeTrainOption
       for (const w of preTok.pre_tokenize_text(piece)) wordCounts.set(w, (wordCounts.get(w) ?? 0) + 1);
     }
   }
+  return wordCounts;
+}
 
+/** 2-3. From the 256-byte alphabet, merge the most frequent pair until `maxSymbols` symbols exist. */
+function learnMerges(wordCounts: Map<string, number>, maxSymbols: number, minFrequency: number): { symbols: string[]; merges: string[] } {
   // 2. Symbols start as the 256-byte alphabet.
   const symbols: string[] = [...BYTE_ALPHABET];
   const symbolId = new Map(symbols.map((s, i) => [s, i]));
@@ -141,7 +149,7 @@ export function trainByteLevelBpe(corpus: Iterable<string>, opts: BpeTrainOption
   // 3. Merge the best pair until the vocabulary is full.
   const merges: string[] = [];
   const seenMerges = new Set<string>();
-  while (symbols.length + extras < opts.vocabSize) {
+  while (symbols.length < maxSymbols) {
     const top = heap.pop();
     if (!top) break;
     const [c, key] = top;
@@ -183,8 +191,11 @@ export function trainByteLevelBpe(corpus: Iterable<string>, opts: BpeTrainOption
     }
     touched.clear();
   }
+  return { symbols, merges };
+}
 
-  // 4. Assemble tokenizer.json; added tokens get the ids after the learned vocab.
+/** 4. tokenizer.json; added tokens get the ids after the learned vocab. */
+function tokenizerJson(symbols: string[], merges: string[], special: string[], added: string[]): object {
   const vocab: Record<string, number> = {};
   symbols.forEach((s, i) => (vocab[s] = i));
   const addedTokens = [...special, ...added].map((content, i) => ({
