@@ -11,8 +11,13 @@ import { tokenizeCommand } from "./commands/tokenize.js";
 import { demoCommand } from "./commands/demo.js";
 import { trainCommand } from "./commands/train.js";
 import { exportCommand } from "./commands/export.js";
+import { mainJobCommand } from "./commands/main-job.js";
+import { pretrainCommand } from "./commands/pretrain.js";
+import { evalCommand } from "./commands/eval.js";
+import { dataCommand } from "./commands/data.js";
+import { tokenizerCommand } from "./commands/tokenizer.js";
 
-export const COMMANDS: Command[] = [demoCommand, trainCommand, exportCommand, initModelCommand, generateCommand, scoreCommand, tokenizeCommand];
+export const COMMANDS: Command[] = [demoCommand, mainJobCommand, trainCommand, evalCommand, pretrainCommand, tokenizerCommand, dataCommand, exportCommand, initModelCommand, generateCommand, scoreCommand, tokenizeCommand];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

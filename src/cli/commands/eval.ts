@@ -1,0 +1,80 @@
+import { extname } from "node:path";
+import { readTaskRowsJsonl, readTaskRowsParquet } from "../../data/index.js";
+import { LocalEngine } from "../../engine/local/local-engine.js";
+import type { TaskRow } from "../../tasks/types.js";
+import { playRows, type EpisodeSummary } from "../../train/evaluate.js";
+import { InputError } from "../../util/errors.js";
+import { optionalNumber, parseFlags, requireString } from "../args.js";
+import type { Command } from "../command.js";
+import { splitFromFlags, TASK_FLAGS, taskFromFlags } from "./task-flags.js";
+
+/** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
+export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
+
+/** Agent-R1 rows from a parquet or JSONL file. */
+export async function readRowsFile(path: string): Promise<TaskRow[]> {
+  const ext = extname(path).toLowerCase();
+  if (ext === ".parquet") return (await readTaskRowsParquet(path)).rows;
+  if (ext === ".jsonl") return readTaskRowsJsonl(path).rows;
+  throw new InputError(`${path}: unknown data file type '${ext}'; expected .parquet or .jsonl`);
+}
+
+/** One table row per labelled summary: exact match (or success), F1, turns, tool calls, tool errors, response tokens. */
+export function summaryTable(rows: [string, EpisodeSummary][], taskName: string): string[] {
+  const head = ["", taskName === "calc" ? "success" : "exact match", "F1", "turns", "tool calls", "tool errors", "tokens", "episodes"];
+  const body = rows.map(([label, s]) => [label, pct(s.em), pct(s.f1), s.turns.toFixed(2), s.toolCalls.toFixed(2), s.toolErrors.toFixed(2), s.responseTokens.toFixed(1), String(s.episodes)]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)));
+  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+  return [line(head), ...body.map(line)];
+}
+
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+/** The one JSON line `eval --json` ends with. */
+export function summaryJson(s: EpisodeSummary): string {
+  return JSON.stringify({ em: s.em, f1: s.f1, turns: s.turns, tool_calls: s.toolCalls, tool_errors: s.toolErrors, response_tokens: s.responseTokens, reward: s.reward, episodes: s.episodes, failed: s.failed });
+}
+
+export const evalCommand: Command = {
+  name: "eval",
+  summary: "play a task's held-out rows greedily with a model and print exact match / success, F1, turns, tool calls",
+  usage:
+    "agent-r1 eval --model DIR --task multihop|calc [--split test|val|train | --data FILE.parquet|.jsonl] [--limit N] [--json] " +
+    `[--max-turns N] [--max-tokens-per-turn N] [--seed N] [--option name=value ...]  (defaults: --split test --max-turns ${EVAL_DEFAULTS.maxTurns} --max-tokens-per-turn ${EVAL_DEFAULTS.maxTokensPerTurn})`,
+  async run(argv, io) {
+    const { flags } = parseFlags("eval", argv, {
+      ...TASK_FLAGS,
+      model: { type: "string" },
+      split: { type: "string" },
+      data: { type: "string" },
+      limit: { type: "string" },
+      json: { type: "boolean", default: false },
+      "max-turns": { type: "string" },
+      "max-tokens-per-turn": { type: "string" },
+      seed: { type: "string" },
+    });
+    const modelDir = requireString("eval", flags, "model");
+    const task = taskFromFlags("eval", flags);
+    if (flags.data !== undefined && flags.split !== undefined) throw new InputError("eval: give --split or --data, not both");
+    const split = flags.data === undefined ? splitFromFlags("eval", flags) : undefined;
+    let rows = split ? task.rows(split) : await readRowsFile(flags.data as string);
+    const limit = optionalNumber("eval", flags, "limit");
+    if (limit !== undefined) rows = rows.slice(0, limit);
+    if (rows.length === 0) throw new InputError(`eval: no rows to evaluate (${split ? `split '${split}'` : String(flags.data)})`);
+    const engine = await LocalEngine.load(modelDir);
+    try {
+      const { summary } = await playRows(engine, engine.tokenizer, task, rows, {
+        greedy: true,
+        maxTurns: optionalNumber("eval", flags, "max-turns") ?? EVAL_DEFAULTS.maxTurns,
+        maxTokensPerTurn: optionalNumber("eval", flags, "max-tokens-per-turn") ?? EVAL_DEFAULTS.maxTokensPerTurn,
+        maxTotalTokens: Math.min(EVAL_DEFAULTS.maxTotalTokens, engine.config.maxPositionEmbeddings),
+        seed: optionalNumber("eval", flags, "seed") ?? 0,
+      });
+      io.out(`eval: ${modelDir} on '${task.name}' ${split ? `${split} split` : String(flags.data)} (${rows.length} rows, greedy)`);
+      for (const l of summaryTable([["model", summary]], task.name)) io.out(l);
+      if (flags.json) io.out(summaryJson(summary));
+    } finally {
+      await engine.dispose();
+    }
+  },
+};

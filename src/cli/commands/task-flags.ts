@@ -1,0 +1,35 @@
+/** Flags shared by the task commands (tokenizer, pretrain, eval, data): --task, --option key=value, --split. */
+import { parse as parseYaml } from "yaml";
+import { getTask, TASKS, type Split, type Task } from "../../tasks/index.js";
+import { InputError } from "../../util/errors.js";
+import type { FlagSpec, Parsed } from "../args.js";
+
+export const SPLIT_NAMES: readonly Split[] = ["train", "val", "test"];
+
+export const TASK_FLAGS: FlagSpec = {
+  task: { type: "string" },
+  option: { type: "string", multiple: true },
+};
+
+/** `--option test=128` → { test: 128 } (values parsed as YAML scalars). */
+export function taskOptions(command: string, flags: Parsed["flags"]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const o of (flags.option as string[] | undefined) ?? []) {
+    const eq = o.indexOf("=");
+    if (eq <= 0) throw new InputError(`${command}: --option '${o}' must look like name=value`, "for example --option test=128");
+    out[o.slice(0, eq)] = parseYaml(o.slice(eq + 1)) as unknown;
+  }
+  return out;
+}
+
+export function taskFromFlags(command: string, flags: Parsed["flags"]): Task {
+  const name = flags.task;
+  if (typeof name !== "string" || name === "") throw new InputError(`${command}: --task is required; tasks: ${Object.keys(TASKS).join(", ")}`);
+  return getTask(name, taskOptions(command, flags));
+}
+
+export function splitFromFlags(command: string, flags: Parsed["flags"], fallback: Split = "test"): Split {
+  const s = (flags.split as string | undefined) ?? fallback;
+  if (!SPLIT_NAMES.includes(s as Split)) throw new InputError(`${command}: unknown --split '${s}'; splits: ${SPLIT_NAMES.join(", ")}`);
+  return s as Split;
+}

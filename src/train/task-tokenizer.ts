@@ -1,0 +1,77 @@
+/**
+ * A byte-level BPE tokenizer trained on one task's text: its corpus (documents,
+ * questions, answers, tool schemas) plus its demonstrations rendered through
+ * the chat template, so the prompt, tool calls and tool responses become a
+ * few tokens each and episodes get short. Written as a standard Hugging Face
+ * pair (tokenizer.json + tokenizer_config.json) with the shipped tokenizer's
+ * special and added tokens, end-of-turn token and default chat template, so a
+ * model made with it loads like any other.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { renderMessages, chatSetup } from "../agent/chat-setup.js";
+import { trainByteLevelBpe } from "../model/bpe-trainer.js";
+import { defaultTokenizerDir } from "../model/default-tokenizer.js";
+import { Tokenizer } from "../model/tokenizer.js";
+import type { Task } from "../tasks/types.js";
+import { InputError } from "../util/errors.js";
+
+export interface TaskTokenizerOptions {
+  /** Total ids (bytes + merges + special/added tokens). */
+  vocabSize: number;
+  /** Directory to write tokenizer.json and tokenizer_config.json into. */
+  out: string;
+  /** Seed of the demonstrations mixed into the corpus. Default 0. */
+  seed?: number;
+  /** Merge a pair only when it occurs this often. Default 40: a name seen only a few times stays split into syllables. */
+  minFrequency?: number;
+}
+
+interface AddedToken {
+  id: number;
+  content: string;
+  special: boolean;
+}
+
+/** The shipped tokenizer's files: the source of the special tokens and the config fields. */
+function shippedTokenizer(): { added: AddedToken[]; config: Record<string, unknown> } {
+  const dir = defaultTokenizerDir();
+  const json = JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")) as { added_tokens: AddedToken[] };
+  const config = JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+  return { added: json.added_tokens, config };
+}
+
+/** Every text the task's episodes are made of: the corpus, then whole rendered demonstrations. */
+export function* taskTokenizerCorpus(task: Task, seed = 0): Generator<string> {
+  yield* task.corpus();
+  const shipped = Tokenizer.fromDir(defaultTokenizerDir());
+  const chat = chatSetup(shipped);
+  const rows = task.rows("train");
+  // quality 0.5: expert and careless turns both appear, as the warm start will show them.
+  const demos = task.demonstrations(rows, { seed, quality: 0.5 });
+  for (const [i, demo] of demos.entries()) {
+    yield renderMessages(chat, demo, { tools: task.makeEnv(rows[i]).tools, addGenerationPrompt: false });
+  }
+}
+
+export async function buildTaskTokenizer(task: Task, opts: TaskTokenizerOptions): Promise<{ dir: string; vocabSize: number }> {
+  const { added, config } = shippedTokenizer();
+  if (!(Number.isInteger(opts.vocabSize) && opts.vocabSize >= 256 + added.length)) {
+    throw new InputError(`tokenizer: --vocab must be an integer of at least ${256 + added.length} (256 bytes + ${added.length} special tokens), got ${opts.vocabSize}`);
+  }
+  const json = trainByteLevelBpe(taskTokenizerCorpus(task, opts.seed ?? 0), {
+    vocabSize: opts.vocabSize,
+    specialTokens: added.filter((t) => t.special).map((t) => t.content),
+    addedTokens: added.filter((t) => !t.special).map((t) => t.content),
+    minFrequency: opts.minFrequency ?? 40,
+  }) as { added_tokens: AddedToken[] };
+  const decoder: Record<string, object> = {};
+  for (const t of json.added_tokens) {
+    decoder[String(t.id)] = { content: t.content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: t.special };
+  }
+  mkdirSync(opts.out, { recursive: true });
+  writeFileSync(join(opts.out, "tokenizer.json"), JSON.stringify(json, null, 2) + "\n");
+  writeFileSync(join(opts.out, "tokenizer_config.json"), JSON.stringify({ ...config, added_tokens_decoder: decoder }, null, 2) + "\n");
+  const tok = Tokenizer.fromDir(opts.out);
+  return { dir: opts.out, vocabSize: tok.vocabSize };
+}

@@ -1,0 +1,107 @@
+/** The task commands (tokenizer, eval, data, main) in-process on a tiny random model: outputs, round trips, one-line errors. */
+import { test, before } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { formatError } from "../src/util/errors.js";
+import type { Command } from "../src/cli/command.js";
+import { dataCommand } from "../src/cli/commands/data.js";
+import { evalCommand } from "../src/cli/commands/eval.js";
+import { mainJobCommand, MAIN_JOB_DEFAULTS } from "../src/cli/commands/main-job.js";
+import { tokenizerCommand } from "../src/cli/commands/tokenizer.js";
+import { initModel } from "../src/model/init-model.js";
+import { readTaskRowsJsonl, readTaskRowsParquet } from "../src/data/index.js";
+import { getTask } from "../src/tasks/index.js";
+import { captureIO, tempDir } from "./helpers.js";
+
+/** What runCli does for a registered command: run it, or print one error line and return 1. */
+async function run(cmd: Command, argv: string[]) {
+  const io = captureIO();
+  try {
+    await cmd.run(argv, io);
+    return { code: 0, ...io };
+  } catch (e) {
+    io.err(formatError(e));
+    return { code: 1, ...io };
+  }
+}
+
+const SMALL = ["--option", "train=9", "--option", "val=9", "--option", "test=4"];
+const FAST = ["--max-turns", "2", "--max-tokens-per-turn", "6"];
+let model: string;
+before(async () => {
+  model = join(tempDir(), "tiny");
+  await initModel({ preset: "tiny", out: model, seed: 2 });
+});
+
+test("eval --json prints a table and ends with a JSON line holding em, f1, turns, tool_calls", async () => {
+  const r = await run(evalCommand, ["--model", model, "--task", "multihop", "--split", "test", "--json", ...SMALL, ...FAST]);
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  assert.match(r.stdout.join("\n"), /exact match\s+F1\s+turns\s+tool calls\s+tool errors\s+tokens/);
+  const last = JSON.parse(r.stdout.at(-1)!) as Record<string, number>;
+  for (const k of ["em", "f1", "turns", "tool_calls"]) assert.equal(typeof last[k], "number", k);
+  assert.equal(last.episodes, 4);
+  const calc = await run(evalCommand, ["--model", model, "--task", "calc", "--limit", "2", "--json", ...FAST]);
+  assert.equal(calc.code, 0, calc.stderr.join("\n"));
+  assert.match(calc.stdout.join("\n"), /success/);
+});
+
+test("data writes a split as JSONL and parquet that read back equal, and eval --data accepts both", async () => {
+  const dir = tempDir();
+  const task = getTask("multihop", { train: 9, val: 9, test: 4 });
+  for (const file of [join(dir, "test.jsonl"), join(dir, "test.parquet")]) {
+    const w = await run(dataCommand, ["--task", "multihop", "--split", "test", "--out", file, ...SMALL]);
+    assert.equal(w.code, 0, w.stderr.join("\n"));
+    const rows = file.endsWith(".jsonl") ? readTaskRowsJsonl(file).rows : (await readTaskRowsParquet(file)).rows;
+    assert.deepEqual(rows, task.rows("test"));
+    const e = await run(evalCommand, ["--model", model, "--task", "multihop", "--data", file, "--limit", "2", "--json", ...SMALL, ...FAST]);
+    assert.equal(e.code, 0, e.stderr.join("\n"));
+    assert.equal((JSON.parse(e.stdout.at(-1)!) as { episodes: number }).episodes, 2);
+  }
+});
+
+test("tokenizer writes tokenizer.json and tokenizer_config.json", async () => {
+  const out = join(tempDir(), "tok");
+  const r = await run(tokenizerCommand, ["--task", "multihop", "--vocab", "512", "--out", out, ...SMALL]);
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  for (const f of ["tokenizer.json", "tokenizer_config.json"]) assert.ok(existsSync(join(out, f)), f);
+});
+
+test("bad input gives one-line errors", async () => {
+  const cases: [Command, string[], RegExp][] = [
+    [evalCommand, ["--model", model, "--task", "nope"], /^error: unknown task 'nope'; tasks: multihop, calc$/],
+    [evalCommand, ["--model", join(model, "missing"), "--task", "multihop", ...SMALL], /^error: .*missing.*model directory not found/],
+    [evalCommand, ["--model", model, "--task", "multihop", "--split", "dev"], /^error: eval: unknown --split 'dev'; splits: train, val, test$/],
+    [evalCommand, ["--task", "multihop"], /^error: eval: --model is required/],
+    [evalCommand, ["--model", model, "--task", "multihop", "--data", "rows.csv"], /^error: rows.csv: unknown data file type '.csv'/],
+    [dataCommand, ["--task", "multihop", "--split", "test", "--out", "x.txt"], /^error: data: --out x.txt: unknown file type '.txt'/],
+    [dataCommand, ["--task", "multihop", "--option", "sizes=3", "--split", "test", "--out", "x.jsonl"], /^error: task 'multihop': unknown option 'sizes'/],
+    [mainJobCommand, ["--base", join(model, "missing")], /^error: main: base checkpoint not found/],
+  ];
+  for (const [cmd, argv, re] of cases) {
+    const r = await run(cmd, argv);
+    assert.equal(r.code, 1, argv.join(" "));
+    assert.equal(r.stderr.length, 1, r.stderr.join("\n"));
+    assert.doesNotMatch(r.stderr[0], /\n/);
+    assert.match(r.stderr[0], re);
+  }
+});
+
+test("main: evaluates, trains, evaluates again and leaves a run directory with eval.json", async () => {
+  assert.ok(existsSync(MAIN_JOB_DEFAULTS.recipe()), "the recipe ships with the package");
+  const out = join(tempDir(), "run");
+  const r = await run(mainJobCommand, [
+    "--base", model, "--out", out,
+    "task.options.train=4", "task.options.val=4", "task.options.test=2",
+    "rollout.n=2", "rollout.maxTurns=2", "rollout.maxTokensPerTurn=6", "train.iterations=1", "train.batchSize=2", "train.valEvery=0",
+  ]);
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  const text = r.stdout.join("\n");
+  assert.match(text, /held-out exact match: \d+\.\d% → \d+\.\d%/);
+  assert.match(text, /tool calls per episode: /);
+  assert.match(text, /response length \(tokens per episode\): /);
+  const saved = JSON.parse(readFileSync(join(out, "eval.json"), "utf8"));
+  assert.equal(saved.iterations, 1);
+  assert.equal(saved.before.episodes, 2);
+  for (const f of ["config.yaml", "metrics.jsonl"]) assert.ok(existsSync(join(out, f)), f);
+});
