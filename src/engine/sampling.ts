@@ -45,7 +45,7 @@ export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng): T
       acc += Math.exp(lp[i]);
       if (u < acc) return { token: i, logprob: lp[i] };
     }
-    const last = argmaxLast(lp);
+    const last = lastWithMass(lp);
     return { token: last, logprob: lp[last] };
   }
   const kept = keptTokens(lp, p.topK, p.topP);
@@ -80,7 +80,7 @@ export function keptTokens(lp: Float64Array, topK: number, topP: number): number
 }
 
 // Rounding can leave the cumulative sum a hair under u; fall back to the last token with mass.
-function argmaxLast(lp: Float64Array): number {
+function lastWithMass(lp: Float64Array): number {
   for (let i = lp.length - 1; i >= 0; i--) if (lp[i] > -Infinity) return i;
   return 0;
 }

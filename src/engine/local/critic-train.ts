@@ -9,6 +9,7 @@
 import { tf } from "./tf-backend.js";
 import type { Trainable } from "./trainable.js";
 import type { Transformer } from "../../model/transformer.js";
+import { padRows, padTokenRows } from "./padding.js";
 import type { MicroBatchPlanner } from "../micro-batches.js";
 import type { ValueDatum } from "../types.js";
 
@@ -17,24 +18,12 @@ function run(m: Transformer, tokens: Int32Array, B: number, T: number): tf.Tenso
   return m.values(hidden.reshape([B * T, -1]) as tf.Tensor2D); // (B*T)
 }
 
-function padInt(rows: number[][], T: number): Int32Array {
-  const out = new Int32Array(rows.length * T);
-  rows.forEach((r, b) => out.set(r, b * T));
-  return out;
-}
-
-function padFloat(rows: number[][], T: number): Float32Array {
-  const out = new Float32Array(rows.length * T);
-  rows.forEach((r, b) => out.set(r, b * T));
-  return out;
-}
-
 export function criticValues(m: Transformer, sequences: number[][], plan: MicroBatchPlanner): number[][] {
   const out: number[][] = new Array(sequences.length);
   for (const idx of plan(sequences.map((s) => s.length))) {
     const group = idx.map((i) => sequences[i]);
     const B = group.length, T = Math.max(...group.map((s) => s.length));
-    const v = tf.tidy(() => run(m, padInt(group, T), B, T));
+    const v = tf.tidy(() => run(m, padTokenRows(group, T), B, T));
     const data = v.dataSync();
     v.dispose();
     group.forEach((s, b) => (out[idx[b]] = Array.from(data.subarray(b * T, b * T + s.length))));
@@ -57,12 +46,12 @@ export function criticPass(tr: Trainable, datums: ValueDatum[], clip: number, to
   for (const idx of plan(datums.map((d) => d.tokens.length))) {
     const group = idx.map((i) => datums[i]);
     const B = group.length, T = Math.max(...group.map((d) => d.tokens.length));
-    const w = padFloat(group.map((d) => d.weights.map((x) => x / Math.max(total, 1e-12))), T);
-    const R = padFloat(group.map((d) => d.returns), T);
-    const old = padFloat(group.map((d) => d.oldValues ?? []), T);
+    const w = padRows(group.map((d) => d.weights.map((x) => x / Math.max(total, 1e-12))), T);
+    const R = padRows(group.map((d) => d.returns), T);
+    const old = padRows(group.map((d) => d.oldValues ?? []), T);
     let kept: tf.Tensor1D | undefined;
     const { value, grads } = tf.variableGrads(() => {
-      const V = run(tr.model, padInt(group.map((d) => d.tokens), T), B, T);
+      const V = run(tr.model, padTokenRows(group.map((d) => d.tokens), T), B, T);
       kept = tf.keep(V);
       const Rt = tf.tensor1d(R);
       let sq = V.sub(Rt).square();

@@ -9,6 +9,7 @@ import type { Trainable } from "./trainable.js";
 import type { Transformer } from "../../model/transformer.js";
 import type { Datum, ForwardBackwardResult } from "../types.js";
 import { aggregationCoefficients, LOG_RATIO_CLAMP, summarizeForwardBackward, type ResolvedLoss } from "../loss-math.js";
+import { padRows, padTokenRows } from "./padding.js";
 import { toPlanner, type MicroBatchPlanner } from "../micro-batches.js";
 
 /** Per-token log-probabilities (N) of `targets` and the entropies (N) of logits (N, V). */
@@ -20,12 +21,6 @@ function pickLogprobs(logits: tf.Tensor2D, targets: Int32Array, temperature: num
   for (let i = 0; i < N; i++) flat[i] = i * V + targets[i];
   const picked = tf.gather(logp.reshape([N * V]), tf.tensor1d(flat, "int32")) as tf.Tensor1D; // (N)
   return { picked, logp };
-}
-
-function padded(rows: number[][], T: number, fill = 0): Float32Array {
-  const out = new Float32Array(rows.length * T).fill(fill);
-  rows.forEach((r, b) => out.set(r, b * T));
-  return out;
 }
 
 /** What one replica's pass over its datums returns; `summarizeForwardBackward` turns passes into metrics. */
@@ -50,12 +45,12 @@ export function policyPass(tr: Trainable, datums: Datum[], loss: ResolvedLoss, p
   for (const idx of toPlanner(plan)(datums.map((d) => d.tokens.length))) {
     const group = idx.map((i) => datums[i]);
     const B = group.length, T = Math.max(...group.map((d) => d.tokens.length)), N = B * T;
-    const tokens = Int32Array.from(padded(group.map((d) => d.tokens), T));
-    const targets = Int32Array.from(padded(group.map((d) => d.targetTokens), T));
-    const c = padded(idx.map((i) => coef![i]), T);
-    const q = padded(group.map((d) => d.logprobs ?? []), T);
-    const a = padded(group.map((d) => d.advantages ?? []), T);
-    const ref = padded(group.map((d) => d.refLogprobs ?? []), T);
+    const tokens = padTokenRows(group.map((d) => d.tokens), T);
+    const targets = padTokenRows(group.map((d) => d.targetTokens), T);
+    const c = padRows(idx.map((i) => coef![i]), T);
+    const q = padRows(group.map((d) => d.logprobs ?? []), T);
+    const a = padRows(group.map((d) => d.advantages ?? []), T);
+    const ref = padRows(group.map((d) => d.refLogprobs ?? []), T);
     let picked: tf.Tensor1D | undefined, entropy: tf.Tensor1D | undefined;
     const { value, grads } = tf.variableGrads(() => {
       const { hidden } = model.forward(tf.tensor2d(tokens, [B, T], "int32"));
@@ -125,7 +120,7 @@ export function computeLogprobs(model: Transformer, sequences: number[][], tempe
   for (const idx of toPlanner(plan)(sequences.map((s) => s.length))) {
     const group = idx.map((i) => sequences[i]);
     const B = group.length, T = Math.max(...group.map((s) => s.length)), N = B * T;
-    const tokens = Int32Array.from(padded(group, T));
+    const tokens = padTokenRows(group, T);
     const targets = new Int32Array(N);
     group.forEach((s, b) => s.forEach((tok, t) => t > 0 && (targets[b * T + t - 1] = tok)));
     const p = tf.tidy(() => {

@@ -6,6 +6,7 @@
  * Entries hold (1, kv, L, hd) tensors per layer; lookups return fresh slices.
  */
 import { tf } from "./tf-backend.js";
+import { commonPrefix } from "../../util/common-prefix.js";
 import { disposeCache, type KVCache } from "../../model/transformer.js";
 
 interface Entry {
@@ -22,13 +23,6 @@ export interface PrefixCacheStats {
   entries: number;
   bytes: number;
   evictions: number;
-}
-
-function commonPrefix(a: number[], b: number[], max: number): number {
-  const n = Math.min(a.length, b.length, max);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 export class PrefixCache {

@@ -1,4 +1,5 @@
 /** How the engine spreads work over replicas: pure helpers plus the sampling router. */
+import { commonPrefix } from "../../util/common-prefix.js";
 
 /** n items over k replicas, as evenly as possible, earlier replicas first. */
 export function splitCount(n: number, k: number): number[] {
@@ -20,13 +21,6 @@ export function splitByCost(costs: number[], k: number): number[][] {
     acc += c;
   });
   return parts;
-}
-
-function commonPrefix(a: number[], b: number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 /**
