@@ -3,7 +3,7 @@
 import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { formatError } from "../util/errors.js";
-import type { Command, CommandIO } from "./command.js";
+import { stdinLines, type Command, type CommandIO } from "./command.js";
 import { initModelCommand } from "./commands/init-model.js";
 import { scoreCommand } from "./commands/score.js";
 import { generateCommand } from "./commands/generate.js";
@@ -16,8 +16,11 @@ import { pretrainCommand } from "./commands/pretrain.js";
 import { evalCommand } from "./commands/eval.js";
 import { dataCommand } from "./commands/data.js";
 import { tokenizerCommand } from "./commands/tokenizer.js";
+import { serveCommand } from "./commands/serve.js";
+import { dashboardCommand } from "./commands/dashboard.js";
+import { chatCommand } from "./commands/chat.js";
 
-export const COMMANDS: Command[] = [demoCommand, mainJobCommand, trainCommand, evalCommand, pretrainCommand, tokenizerCommand, dataCommand, exportCommand, initModelCommand, generateCommand, scoreCommand, tokenizeCommand];
+export const COMMANDS: Command[] = [demoCommand, mainJobCommand, trainCommand, evalCommand, pretrainCommand, tokenizerCommand, dataCommand, exportCommand, initModelCommand, generateCommand, scoreCommand, tokenizeCommand, serveCommand, dashboardCommand, chatCommand];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
@@ -38,6 +41,9 @@ export const stdio: CommandIO = {
     for await (const c of process.stdin) chunks.push(c as Buffer);
     return Buffer.concat(chunks).toString("utf8");
   },
+  readLines: stdinLines,
+  interactive: process.stdin.isTTY === true,
+  color: process.stdout.isTTY === true && !process.env.NO_COLOR,
 };
 
 /** Runs one command line; returns the exit code. */

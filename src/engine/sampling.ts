@@ -61,6 +61,37 @@ export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng): T
   return { token: i, logprob: lp[i] - Math.log(mass) };
 }
 
+/**
+ * The k most likely tokens (most likely first, ties by lower id) under the
+ * distribution `drawToken` draws from with the same parameters, with the same
+ * logprobs it reports: untempered for greedy, renormalized over the kept
+ * tokens when top-k / top-p truncate.
+ */
+export function topAlternatives(logits: ArrayLike<number>, p: DrawParams, k: number): TokenDraw[] {
+  if (k <= 0) return [];
+  const greedy = p.temperature <= 0;
+  const lp = logSoftmax(logits, greedy ? 1 : p.temperature);
+  if (!greedy && ((p.topK > 0 && p.topK < lp.length) || p.topP < 1)) {
+    const kept = keptTokens(lp, p.topK, p.topP);
+    let mass = 0;
+    for (const i of kept) mass += Math.exp(lp[i]);
+    return kept.slice(0, k).map((i) => ({ token: i, logprob: lp[i] - Math.log(mass) }));
+  }
+  // Partial selection: keep the best k seen so far, sorted.
+  const best: number[] = [];
+  const before = (a: number, b: number) => lp[a] > lp[b] || (lp[a] === lp[b] && a < b);
+  for (let i = 0; i < lp.length; i++) {
+    if (best.length === k && !before(i, best[k - 1])) continue;
+    let at = best.length === k ? k - 1 : best.length;
+    while (at > 0 && before(i, best[at - 1])) {
+      best[at] = best[at - 1];
+      at--;
+    }
+    best[at] = i;
+  }
+  return best.map((i) => ({ token: i, logprob: lp[i] }));
+}
+
 /** Token ids kept by top-k then top-p, most likely first (ties by lower id). */
 export function keptTokens(lp: Float64Array, topK: number, topP: number): number[] {
   const order = Array.from(lp.keys()).sort((a, b) => lp[b] - lp[a] || a - b);

@@ -19,6 +19,8 @@ export interface SamplingParams {
   stop?: (string | number)[];
   /** Fixes the draws: sequence i uses the stream (seed, i). Default: random. */
   seed?: number;
+  /** Also report, at every sampled position, the k most likely tokens (at most 20). Default 0: none. */
+  topLogprobs?: number;
 }
 
 export type StopReason = "stop" | "length";
@@ -28,6 +30,13 @@ export interface SampledSequence {
   /** logprob of each sampled token under the distribution it was drawn from (temperature, top-k, top-p applied). Greedy reports the untempered logprob. */
   logprobs: number[];
   stopReason: StopReason;
+  /** Present when `topLogprobs` > 0: per sampled token, the k most likely tokens, most likely first, with their logprobs under the same distribution as `logprobs`. */
+  topLogprobs?: TokenLogprob[][];
+}
+
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
 }
 
 export interface SampleResult {

@@ -20,11 +20,17 @@ export function resolveStops(stop: (string | number)[] | undefined, tokenizer: T
   return { ids, strings };
 }
 
-export function checkSamplingParams(prompt: number[], n: number, maxTokens: number, d: DrawParams, vocab: number): void {
+/** Most alternatives `topLogprobs` may ask for per sampled token. */
+export const MAX_TOP_LOGPROBS = 20;
+
+export function checkSamplingParams(prompt: number[], n: number, maxTokens: number, d: DrawParams, vocab: number, topLogprobs = 0): void {
   assertTokens(prompt, vocab, "sample: the prompt");
   if (!Number.isInteger(n) || n < 1) throw new InputError(`sample: n must be a positive integer, got ${n}`);
   if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new InputError(`sample: maxTokens must be a positive integer, got ${maxTokens}`);
   if (!(d.temperature >= 0)) throw new InputError(`sample: temperature must be >= 0, got ${d.temperature}`);
   if (!(d.topP > 0 && d.topP <= 1)) throw new InputError(`sample: topP must be in (0, 1], got ${d.topP}`);
   if (!(Number.isInteger(d.topK) && d.topK >= 0)) throw new InputError(`sample: topK must be a non-negative integer, got ${d.topK}`);
+  if (!(Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= MAX_TOP_LOGPROBS)) {
+    throw new InputError(`sample: topLogprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${topLogprobs}`);
+  }
 }

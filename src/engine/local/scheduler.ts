@@ -14,7 +14,7 @@
 import { tf } from "./tf-backend.js";
 import { disposeCache, type KVCache, type Transformer } from "../../model/transformer.js";
 import { IncrementalDecoder, type Tokenizer } from "../../model/tokenizer.js";
-import { drawToken, type DrawParams } from "../sampling.js";
+import { drawToken, topAlternatives, type DrawParams } from "../sampling.js";
 import { Rng, randomSeed } from "../../util/rng.js";
 import type { SampledSequence, SampleResult, SamplingParams } from "../types.js";
 import { PrefixCache } from "./prefix-cache.js";
@@ -38,6 +38,8 @@ interface Request {
   draw: DrawParams;
   stops: StopSet;
   seed: number;
+  /** Alternatives reported per sampled token (0: none). */
+  topLogprobs: number;
   firstStream: number;
   budget: number;
   done: SampledSequence[];
@@ -93,12 +95,14 @@ export class Scheduler {
   submit(prompt: number[], params: SamplingParams = {}, stream: StreamRange = { first: 0 }): Promise<SampleResult> {
     const n = params.n ?? 1, maxTokens = params.maxTokens ?? 256;
     const draw: DrawParams = { temperature: params.temperature ?? 1, topK: params.topK ?? 0, topP: params.topP ?? 1 };
-    checkSamplingParams(prompt, n, maxTokens, draw, this.model.config.vocabSize);
+    const topLogprobs = params.topLogprobs ?? 0;
+    checkSamplingParams(prompt, n, maxTokens, draw, this.model.config.vocabSize, topLogprobs);
     return new Promise((resolve, reject) => {
       this.queue.push({
         prompt, n, draw, resolve, reject,
         stops: resolveStops(params.stop, this.tokenizer),
         seed: params.seed ?? randomSeed(),
+        topLogprobs,
         firstStream: stream.first,
         budget: Math.min(maxTokens, this.model.config.maxPositionEmbeddings - prompt.length),
         done: new Array(n),
@@ -144,7 +148,7 @@ export class Scheduler {
     while (this.queue.length > 0 && live() + this.queue[0].n <= Math.max(this.maxBatch, this.queue[0].n)) {
       const req = this.queue.shift()!;
       if (req.budget <= 0) {
-        for (let i = 0; i < req.n; i++) this.finish(req, i, { tokens: [], logprobs: [], stopReason: "length" });
+        for (let i = 0; i < req.n; i++) this.finish(req, i, emptySequence(req));
         continue;
       }
       if (this.rows.some((r) => r.dead)) this.compact();
@@ -152,7 +156,7 @@ export class Scheduler {
       const rows: Row[] = Array.from({ length: req.n }, (_, i) => ({
         req,
         index: i,
-        out: { tokens: [], logprobs: [], stopReason: "length" as const },
+        out: emptySequence(req),
         rng: new Rng(req.seed, req.firstStream + i),
         decoder: req.stops.strings.length ? new IncrementalDecoder(this.tokenizer) : undefined,
         text: "",
@@ -211,6 +215,7 @@ export class Scheduler {
       const { token, logprob } = drawToken(row.logits, row.req.draw, row.rng);
       row.out.tokens.push(token);
       row.out.logprobs.push(logprob);
+      if (row.req.topLogprobs > 0) row.out.topLogprobs!.push(topAlternatives(row.logits, row.req.draw, row.req.topLogprobs));
       const stopped = this.isStop(row, token);
       if (stopped) row.out.stopReason = "stop";
       if (stopped || row.out.tokens.length >= row.req.budget) this.retire(row, r);
@@ -295,4 +300,10 @@ export class Scheduler {
     const tail = row.text.slice(-(longest + 16));
     return stops.strings.some((x) => tail.includes(x));
   }
+}
+
+function emptySequence(req: Request): SampledSequence {
+  const seq: SampledSequence = { tokens: [], logprobs: [], stopReason: "length" };
+  if (req.topLogprobs > 0) seq.topLogprobs = [];
+  return seq;
 }

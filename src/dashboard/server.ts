@@ -1,0 +1,153 @@
+/**
+ * A live dashboard over one run directory, on node:http alone.
+ *
+ *   GET /                  the page (static/page.ts)
+ *   GET /app.js            its script (static/app.ts)
+ *   GET /chart.js          Chart.js's UMD build, from the installed package
+ *   GET /api/info          { run, runDir, config }: the directory and its config.yaml text
+ *   GET /api/metrics?after=N[&gen=G]
+ *                          { generation, reset, after, total, skipped, records }: the metrics.jsonl
+ *                          records from index N on; metrics.jsonl is re-read as it grows. When G is
+ *                          not the current generation (the file was rewritten), every record is
+ *                          returned with reset: true.
+ *   GET /api/samples       { iterations }: iterations with a samples file, newest first
+ *   GET /api/samples/N     { iteration, trajectories, skipped }
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
+import { basename, dirname, join, resolve } from "node:path";
+import { InputError } from "../util/errors.js";
+import { JsonlTail } from "./jsonl-tail.js";
+import { readSamples, sampleIterations } from "./samples.js";
+import { PAGE_HTML } from "./static/page.js";
+import { APP_JS } from "./static/app.js";
+
+export interface DashboardOptions {
+  runDir: string;
+  /** 0 picks a free port. Default 8765. */
+  port?: number;
+  /** Default 127.0.0.1 (this machine only). */
+  host?: string;
+}
+
+export interface Dashboard {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_PORT = 8765;
+export const DEFAULT_HOST = "127.0.0.1";
+
+/** Throws an InputError naming what is missing unless `runDir` is a run directory with metrics. */
+export function checkRunDir(runDir: string): void {
+  if (!existsSync(runDir)) throw new InputError(`dashboard: run directory ${runDir} not found`);
+  if (!statSync(runDir).isDirectory()) throw new InputError(`dashboard: ${runDir} is not a directory`);
+  if (!existsSync(join(runDir, "metrics.jsonl"))) {
+    throw new InputError(`dashboard: ${join(runDir, "metrics.jsonl")} not found`, "not a run directory, or the run has not recorded its first iteration yet");
+  }
+}
+
+/** Where Chart.js's UMD build is, resolved from this module (works from an installed package). */
+export function chartJsPath(): string {
+  const require = createRequire(import.meta.url);
+  let main: string;
+  try {
+    main = require.resolve("chart.js");
+  } catch {
+    throw new InputError("dashboard: the chart.js package is not installed", "run npm install");
+  }
+  const umd = join(dirname(main), "chart.umd.js");
+  if (!existsSync(umd)) throw new InputError(`dashboard: ${umd} not found in the installed chart.js`);
+  return umd;
+}
+
+/** Starts the server; resolves once it listens. */
+export async function startDashboard(opts: DashboardOptions): Promise<Dashboard> {
+  const runDir = opts.runDir;
+  checkRunDir(runDir);
+  const host = opts.host ?? DEFAULT_HOST;
+  const port = opts.port ?? DEFAULT_PORT;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InputError(`dashboard: port must be an integer from 0 to 65535, got ${port}`);
+  const chartJs = readFileSync(chartJsPath());
+  const tail = new JsonlTail(join(runDir, "metrics.jsonl"));
+  const absolute = resolve(runDir);
+
+  const routes: Record<string, (req: IncomingMessage, url: URL, res: ServerResponse) => void> = {
+    "/": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
+    "/index.html": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
+    "/app.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", APP_JS),
+    "/chart.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", chartJs, "public, max-age=3600"),
+    "/api/info": (_q, _u, res) => {
+      const cfg = join(runDir, "config.yaml");
+      json(res, 200, { run: basename(absolute), runDir: absolute, config: existsSync(cfg) ? readFileSync(cfg, "utf8") : null });
+    },
+    "/api/metrics": (_q, url, res) => {
+      tail.refresh();
+      const gen = url.searchParams.get("gen");
+      const reset = gen !== null && Number(gen) !== tail.generation;
+      const after = reset ? 0 : Math.max(0, Math.floor(Number(url.searchParams.get("after") ?? 0)) || 0);
+      const records = tail.records;
+      json(res, 200, { generation: tail.generation, reset, after, total: records.length, skipped: tail.skipped, records: records.slice(after) });
+    },
+    "/favicon.ico": (_q, _u, res) => {
+      res.writeHead(204).end();
+    },
+    "/api/samples": (_q, _u, res) => json(res, 200, { iterations: sampleIterations(runDir) }),
+  };
+
+  const server = createServer((req, res) => {
+    try {
+      const url = new URL(req.url ?? "/", "http://localhost");
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        res.setHeader("Allow", "GET, HEAD");
+        return json(res, 405, { error: "method not allowed" });
+      }
+      const route = routes[url.pathname];
+      if (route) return route(req, url, res);
+      const m = /^\/api\/samples\/(\d+)$/.exec(url.pathname);
+      if (m) {
+        const s = readSamples(runDir, Number(m[1]));
+        return s ? json(res, 200, s) : json(res, 404, { error: `no samples for iteration ${m[1]}` });
+      }
+      json(res, 404, { error: `not found: ${url.pathname}` });
+    } catch (e) {
+      json(res, 500, { error: (e as Error).message });
+    }
+  });
+
+  await new Promise<void>((ok, fail) => {
+    const onError = (e: NodeJS.ErrnoException) => {
+      if (e.code === "EADDRINUSE") fail(new InputError(`dashboard: port ${port} on ${host} is already in use`, "pick another --port, or --port 0 for a free one"));
+      else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND") fail(new InputError(`dashboard: cannot listen on host ${host} (${e.code})`));
+      else fail(e);
+    };
+    server.once("error", onError);
+    server.listen(port, host, () => {
+      server.off("error", onError);
+      ok();
+    });
+  });
+  const address = server.address();
+  const actualPort = typeof address === "object" && address ? address.port : port;
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  return {
+    url: `http://${urlHost}:${actualPort}`,
+    port: actualPort,
+    close: () =>
+      new Promise<void>((ok) => {
+        server.close(() => ok());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string | Buffer, cache = "no-store"): void {
+  res.writeHead(status, { "Content-Type": type, "Cache-Control": cache, "X-Content-Type-Options": "nosniff" });
+  res.end(res.req.method === "HEAD" ? undefined : body);
+}
+
+function json(res: ServerResponse, status: number, value: unknown): void {
+  send(res, status, "application/json; charset=utf-8", JSON.stringify(value));
+}

@@ -1,0 +1,123 @@
+/**
+ * POST /v1/chat/completions: messages rendered with the model's own chat
+ * template (tools included unless tool_choice is "none"), sampled on the
+ * engine, and answered as a chat.completion, or as chat.completion.chunk
+ * events when `stream` is set. Tool calls are read from the answer's text
+ * (Hermes format); the text outside them stays the message content.
+ */
+import type { ServerResponse } from "node:http";
+import { renderMessages } from "../agent/chat-setup.js";
+import { newId, unixNow, type ServeContext } from "./context.js";
+import { badRequest } from "./errors.js";
+import { sendJson } from "./http.js";
+import { chatLogprobEntries, type ChatTokenLogprob } from "./logprobs.js";
+import { decodeSequence, TokenStrings, type DecodedSequence } from "./output-text.js";
+import { rejectUnsupported, resolveStops, roomAfter, samplingParams } from "./sampling-options.js";
+import { chatRequestSchema, parseRequest, type ChatRequest } from "./schemas.js";
+import { SseWriter } from "./sse.js";
+import { extractToolCalls, templateMessages, toolSchemas, type AnswerWithCalls } from "./tool-calls.js";
+
+type FinishReason = "stop" | "length" | "tool_calls";
+
+interface Choice {
+  index: number;
+  out: DecodedSequence;
+  /** Set when the answer holds tool calls (and tools were offered). */
+  calls?: AnswerWithCalls;
+  finishReason: FinishReason;
+}
+
+export async function chatCompletions(ctx: ServeContext, body: unknown, res: ServerResponse): Promise<void> {
+  const req = parseRequest(chatRequestSchema, body);
+  ctx.checkModel(req.model);
+  rejectUnsupported(req);
+  if (req.response_format && req.response_format.type !== "text") throw badRequest(`response_format '${req.response_format.type}' is not supported by this server`, "response_format");
+  if (req.top_logprobs && !req.logprobs) throw badRequest("top_logprobs requires logprobs: true", "top_logprobs");
+
+  const tokenizer = ctx.engine.tokenizer;
+  const chat = ctx.chat();
+  const messages = templateMessages(req.messages);
+  const useTools = (req.tools?.length ?? 0) > 0 && req.tool_choice !== "none";
+  const prompt = tokenizer.encode(renderMessages(chat, messages, { tools: useTools ? toolSchemas(req.tools!) : undefined, addGenerationPrompt: true }));
+  const room = roomAfter(ctx, prompt.length, "messages");
+  const maxTokens = Math.min(req.max_completion_tokens ?? req.max_tokens ?? ctx.defaultMaxTokens ?? room, room);
+  const stops = resolveStops(req, [chat.endOfTurnId, tokenizer.eosTokenId]);
+  const topLogprobs = req.logprobs ? req.top_logprobs ?? 0 : 0;
+
+  const { sequences } = await ctx.engine.sample(prompt, samplingParams(req, stops, maxTokens, topLogprobs));
+
+  const choices: Choice[] = sequences.map((seq, index) => {
+    const out = decodeSequence(tokenizer, seq, stops);
+    const calls = useTools ? extractToolCalls(out.text) : undefined;
+    return { index, out, calls, finishReason: calls ? "tool_calls" : out.finishReason };
+  });
+  const completionTokens = sequences.reduce((s, q) => s + q.tokens.length, 0);
+  const usage = { prompt_tokens: prompt.length, completion_tokens: completionTokens, total_tokens: prompt.length + completionTokens };
+  const head = { id: newId("chatcmpl-"), created: unixNow(), model: ctx.modelId, system_fingerprint: null };
+  const strings = new TokenStrings(tokenizer);
+  const logprobsOf = (c: Choice) => (req.logprobs ? chatLogprobEntries(strings, c.out.seq, 0, c.out.kept) : undefined);
+
+  if (req.stream) return streamChoices(res, req, head, choices, usage, logprobsOf, strings);
+
+  sendJson(res, 200, {
+    ...head,
+    object: "chat.completion",
+    choices: choices.map((c) => {
+      const entries = logprobsOf(c);
+      const message = c.calls
+        ? { role: "assistant", content: c.calls.content, tool_calls: c.calls.toolCalls, refusal: null }
+        : { role: "assistant", content: c.out.text, refusal: null };
+      return { index: c.index, message, logprobs: entries ? { content: entries, refusal: null } : null, finish_reason: c.finishReason };
+    }),
+    usage,
+  });
+}
+
+/**
+ * The same answers as chunks: per choice a role delta, then the content one
+ * token's text at a time (or, for tool calls, the content and one delta per
+ * call), then the finish reason. The sequences are complete before the first
+ * chunk is sent: the engine returns whole sequences.
+ */
+function streamChoices(
+  res: ServerResponse,
+  req: ChatRequest,
+  head: { id: string; created: number; model: string; system_fingerprint: null },
+  choices: Choice[],
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number },
+  logprobsOf: (c: Choice) => ChatTokenLogprob[] | undefined,
+  strings: TokenStrings,
+): void {
+  const sse = new SseWriter(res);
+  const includeUsage = req.stream_options?.include_usage === true;
+  const send = (choice: object) => sse.send({ ...head, object: "chat.completion.chunk", choices: [choice], ...(includeUsage ? { usage: null } : {}) });
+  const lp = (entries: ChatTokenLogprob[] | undefined) => (entries ? { content: entries, refusal: null } : null);
+
+  for (const c of choices) {
+    send({ index: c.index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null });
+    if (c.calls) {
+      let entries = logprobsOf(c);
+      if (c.calls.content !== null) {
+        send({ index: c.index, delta: { content: c.calls.content }, logprobs: lp(entries), finish_reason: null });
+        entries = undefined;
+      }
+      c.calls.toolCalls.forEach((call, j) => {
+        send({ index: c.index, delta: { tool_calls: [{ index: j, id: call.id, type: "function", function: call.function }] }, logprobs: lp(entries), finish_reason: null });
+        entries = undefined;
+      });
+    } else {
+      // Tokens that add no text yet (part of a character) ride along with the next one that does.
+      let from = 0;
+      for (let i = 0; i < c.out.kept; i++) {
+        const piece = c.out.pieces[i];
+        if (piece === "" && i < c.out.kept - 1) continue;
+        const entries = req.logprobs ? chatLogprobEntries(strings, c.out.seq, from, i + 1) : undefined;
+        send({ index: c.index, delta: { content: piece }, logprobs: lp(entries), finish_reason: null });
+        from = i + 1;
+      }
+    }
+    send({ index: c.index, delta: {}, logprobs: null, finish_reason: c.finishReason });
+  }
+  if (includeUsage) sse.send({ ...head, object: "chat.completion.chunk", choices: [], usage });
+  sse.done();
+}

@@ -1,0 +1,42 @@
+/** What every handler needs: the served model's id, its engine, and its chat format. */
+import { randomBytes } from "node:crypto";
+import type { LocalEngine } from "../engine/local/local-engine.js";
+import { chatSetup, type ChatSetup } from "../agent/chat-setup.js";
+import { ApiError } from "./errors.js";
+
+/** The part of the engine the server uses. */
+export type ServedEngine = Pick<LocalEngine, "sample" | "computeLogprobs" | "tokenizer" | "config">;
+
+export class ServeContext {
+  /** Unix seconds, reported as the model's `created`. */
+  readonly created = Math.floor(Date.now() / 1000);
+  private chatFormat?: ChatSetup;
+
+  constructor(
+    readonly modelId: string,
+    readonly engine: ServedEngine,
+    /** New tokens when a chat request gives no max_tokens; default the rest of the context window. */
+    readonly defaultMaxTokens?: number,
+  ) {}
+
+  /** The model's chat template and end-of-turn token (InputError, hence a 400, when the tokenizer has none). */
+  chat(): ChatSetup {
+    this.chatFormat ??= chatSetup(this.engine.tokenizer);
+    return this.chatFormat;
+  }
+
+  /** A request may omit `model`; when it names one, it must be ours. */
+  checkModel(model: string | undefined): void {
+    if (model !== undefined && model !== this.modelId) {
+      throw new ApiError(404, `The model '${model}' does not exist; this server serves '${this.modelId}'.`, { code: "model_not_found", param: "model" });
+    }
+  }
+}
+
+export function newId(prefix: string): string {
+  return `${prefix}${randomBytes(12).toString("hex")}`;
+}
+
+export function unixNow(): number {
+  return Math.floor(Date.now() / 1000);
+}

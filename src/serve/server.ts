@@ -1,0 +1,158 @@
+/**
+ * The OpenAI-compatible HTTP server over one LocalEngine (node:http, no
+ * framework). Every request goes straight to the engine, so concurrent
+ * requests share its continuous batching. Routes:
+ *   POST /v1/chat/completions, POST /v1/completions,
+ *   GET /v1/models, GET /v1/models/{id}, GET /health.
+ * Every failure is answered with the OpenAI error object and a 4xx/5xx
+ * status; the server keeps serving.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { basename, resolve } from "node:path";
+import { LocalEngine, type LocalEngineOptions } from "../engine/local/local-engine.js";
+import { InputError } from "../util/errors.js";
+import { chatCompletions } from "./chat-completions.js";
+import { completions } from "./completions.js";
+import { ServeContext, type ServedEngine } from "./context.js";
+import { ApiError, toApiError } from "./errors.js";
+import { DEFAULT_BODY_LIMIT, readJsonBody, sendJson } from "./http.js";
+
+export interface ServeOptions {
+  /** A Hugging Face model directory to load (or pass `engine`). */
+  model?: string;
+  /** An engine already loaded (or anything with its sample / computeLogprobs / tokenizer / config); the server does not dispose it on close. */
+  engine?: ServedEngine;
+  /** Model id clients see. Default: the model directory's basename (the engine's source directory for a given LocalEngine). */
+  name?: string;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** 0 picks a free port. Default 8000. */
+  port?: number;
+  /** Request bodies above this many bytes get a 413. Default 1 MiB. */
+  bodyLimit?: number;
+  /** New tokens for a chat request that sets no max_tokens. Default: the rest of the context window. */
+  defaultMaxTokens?: number;
+  /** Options for loading the engine from `model`. */
+  engineOptions?: LocalEngineOptions;
+  /** Where unexpected (500) errors are reported. Default: stderr. */
+  log?: (line: string) => void;
+}
+
+export interface RunningServer {
+  /** http://host:port */
+  url: string;
+  host: string;
+  port: number;
+  modelId: string;
+  engine: ServedEngine;
+  /** Stops accepting connections, lets running requests finish (a few seconds at most), and disposes an engine the server loaded. */
+  close(): Promise<void>;
+}
+
+type Handler = (ctx: ServeContext, req: IncomingMessage, res: ServerResponse) => Promise<void>;
+
+export async function startServer(opts: ServeOptions): Promise<RunningServer> {
+  if (!opts.engine && !opts.model) throw new InputError("serve: a model directory (or a loaded engine) is required");
+  const host = opts.host ?? "127.0.0.1";
+  const port = opts.port ?? 8000;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InputError(`serve: the port must be an integer in [0, 65535], got ${port}`);
+  const loaded = opts.engine ? undefined : await LocalEngine.load(opts.model!, opts.engineOptions);
+  const engine: ServedEngine = opts.engine ?? loaded!;
+  const dir = opts.model ?? (engine instanceof LocalEngine ? engine.sourceDirectory : undefined);
+  const modelId = opts.name ?? (dir !== undefined ? basename(resolve(dir)) : "model");
+  const ctx = new ServeContext(modelId, engine, opts.defaultMaxTokens);
+  const limit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const log = opts.log ?? ((line: string) => process.stderr.write(line + "\n"));
+
+  const routes: Record<string, Partial<Record<string, Handler>>> = {
+    "/v1/chat/completions": { POST: async (c, req, res) => chatCompletions(c, await readJsonBody(req, limit), res) },
+    "/v1/completions": { POST: async (c, req, res) => completions(c, await readJsonBody(req, limit), res) },
+    "/v1/models": { GET: async (c, _req, res) => sendJson(res, 200, { object: "list", data: [modelCard(c)] }) },
+    "/health": { GET: async (_c, _req, res) => sendJson(res, 200, { status: "ok", model: modelId }) },
+  };
+
+  let inFlight = 0;
+  let idle: (() => void) | undefined;
+  const server = createServer((req, res) => {
+    inFlight++;
+    res.on("close", () => {
+      inFlight--;
+      if (inFlight === 0) idle?.();
+    });
+    handle(ctx, routes, req, res).catch((e) => {
+      const err = toApiError(e);
+      if (err.status >= 500) log(`serve: ${req.method} ${req.url}: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
+      if (!res.headersSent) sendJson(res, err.status, err.body());
+      else res.end();
+    });
+  });
+
+  try {
+    await listen(server, port, host);
+  } catch (e) {
+    await loaded?.dispose();
+    throw e;
+  }
+  const actual = (server.address() as AddressInfo).port;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host.includes(":") ? `[${host}]` : host}:${actual}`,
+    host,
+    port: actual,
+    modelId,
+    engine,
+    close() {
+      closing ??= (async () => {
+        const closed = new Promise<void>((r) => server.close(() => r()));
+        server.closeIdleConnections();
+        if (inFlight > 0) {
+          await Promise.race([new Promise<void>((r) => (idle = r)), new Promise((r) => setTimeout(r, 5000).unref())]);
+        }
+        server.closeAllConnections();
+        await closed;
+        await loaded?.dispose();
+      })();
+      return closing;
+    },
+  };
+}
+
+async function handle(ctx: ServeContext, routes: Record<string, Partial<Record<string, Handler>>>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const path = new URL(req.url ?? "/", "http://localhost").pathname.replace(/\/+$/, "") || "/";
+  const method = req.method ?? "GET";
+  if (path.startsWith("/v1/models/") && method === "GET") {
+    const id = decodeURIComponent(path.slice("/v1/models/".length));
+    ctx.checkModel(id);
+    return sendJson(res, 200, modelCard(ctx));
+  }
+  const route = routes[path];
+  if (!route) throw new ApiError(404, `Unknown route: ${method} ${path}`, { code: "unknown_url" });
+  const handler = route[method];
+  if (!handler) {
+    const allowed = Object.keys(route).join(", ");
+    res.setHeader("Allow", allowed);
+    throw new ApiError(405, `${path} accepts ${allowed}, not ${method}`, { code: "method_not_allowed" });
+  }
+  await handler(ctx, req, res);
+}
+
+function modelCard(ctx: ServeContext) {
+  return { id: ctx.modelId, object: "model", created: ctx.created, owned_by: "agent-r1", max_model_len: ctx.engine.config.maxPositionEmbeddings };
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolvePromise, reject) => {
+    const onError = (e: NodeJS.ErrnoException) => {
+      if (e.code === "EADDRINUSE") reject(new InputError(`serve: port ${port} on ${host} is already in use`, "pick another --port, or --port 0 for a free one"));
+      else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND") reject(new InputError(`serve: cannot listen on host '${host}' (${e.code})`));
+      else if (e.code === "EACCES") reject(new InputError(`serve: no permission to listen on port ${port}`, "ports below 1024 need privileges; pick another --port"));
+      else reject(e);
+    };
+    server.once("error", onError);
+    server.listen(port, host, () => {
+      server.off("error", onError);
+      resolvePromise();
+    });
+  });
+}
