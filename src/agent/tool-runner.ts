@@ -2,10 +2,14 @@
  * Runs one parsed tool call against a tool set and always returns a record:
  * an unreadable call, an unknown tool, arguments that fail the schema, a
  * timeout and a thrown exception each become error text the model reads.
+ * Whatever a tool returns or throws, the text is made well-formed (lone
+ * surrogates become U+FFFD) and cut to the tool's maxResponseChars with a
+ * marker; a tool that ignores its abort signal is still abandoned at the
+ * timeout (a late result or rejection is ignored).
  */
 import type { z } from "zod";
 import type { AnyTool, ToolContext, ToolOutput } from "./tool.js";
-import { DEFAULT_MAX_RESPONSE_CHARS, truncateResponse } from "./tool.js";
+import { DEFAULT_MAX_RESPONSE_CHARS, truncateResponse, wellFormed } from "./tool.js";
 import type { ParsedToolCall } from "./formats/types.js";
 
 export const TOOL_ERROR_KINDS = ["parse_error", "unknown_tool", "invalid_arguments", "timeout", "tool_error"] as const;
@@ -47,6 +51,15 @@ function describeIssues(error: z.ZodError): string {
   return error.issues.map((i) => `${i.path.length ? i.path.join(".") : "(arguments)"}: ${i.message}`).join("; ");
 }
 
+/** What a tool threw, as text; never throws itself (a thrown value's toString may). */
+function describeThrown(err: unknown): string {
+  try {
+    return err instanceof Error ? err.message : String(err);
+  } catch {
+    return "a value that cannot be shown as text";
+  }
+}
+
 /** Accepts text or { text, reward?, metadata? }; anything else is the tool's bug, reported as such. */
 function checkOutput(out: unknown): ToolOutput | string {
   if (typeof out === "string") return { text: out };
@@ -79,11 +92,11 @@ async function executeWithTimeout(tool: AnyTool, args: unknown, ctx: Omit<ToolCo
 export async function runToolCall(call: ParsedToolCall, tools: ReadonlyMap<string, AnyTool>, ctx: CallContext): Promise<ToolCallRecord> {
   const startedAt = Date.now(), t0 = performance.now();
   const base = { index: ctx.callIndex, turn: ctx.turn, raw: call.raw, startedAt };
-  const fail = (kind: ToolErrorKind, message: string, name: string | null, args: Record<string, unknown> | null): ToolCallRecord => ({
-    ...base, name, arguments: args, ok: false, error: { kind, message },
-    text: truncateResponse(`Error: ${message}`, (name !== null ? tools.get(name)?.maxResponseChars : undefined) ?? DEFAULT_MAX_RESPONSE_CHARS),
-    durationMs: performance.now() - t0,
-  });
+  const fail = (kind: ToolErrorKind, message: string, name: string | null, args: Record<string, unknown> | null): ToolCallRecord => {
+    const max = (name !== null ? tools.get(name)?.maxResponseChars : undefined) ?? DEFAULT_MAX_RESPONSE_CHARS;
+    const clean = truncateResponse(wellFormed(message), max);
+    return { ...base, name, arguments: args, ok: false, error: { kind, message: clean }, text: truncateResponse(`Error: ${clean}`, max), durationMs: performance.now() - t0 };
+  };
   if (!call.ok) return fail("parse_error", `could not parse tool call: ${call.error}. ${ctx.usage}`, call.name ?? null, null);
   const tool = tools.get(call.name);
   if (!tool) {
@@ -96,7 +109,7 @@ export async function runToolCall(call: ParsedToolCall, tools: ReadonlyMap<strin
   try {
     out = await executeWithTimeout(tool, parsed.data, { row: ctx.row, groundTruth: ctx.groundTruth, callIndex: ctx.callIndex, turn: ctx.turn });
   } catch (err) {
-    return fail("tool_error", `tool '${tool.name}' failed: ${err instanceof Error ? err.message : String(err)}`, tool.name, call.arguments);
+    return fail("tool_error", `tool '${tool.name}' failed: ${describeThrown(err)}`, tool.name, call.arguments);
   }
   if (out === TIMEOUT) return fail("timeout", `tool '${tool.name}' timed out after ${tool.timeoutMs} ms.`, tool.name, call.arguments);
   const checked = checkOutput(out);
@@ -106,7 +119,7 @@ export async function runToolCall(call: ParsedToolCall, tools: ReadonlyMap<strin
     name: tool.name,
     arguments: call.arguments,
     ok: true,
-    text: truncateResponse(checked.text, tool.maxResponseChars),
+    text: truncateResponse(wellFormed(checked.text), tool.maxResponseChars),
     ...(checked.reward !== undefined ? { reward: checked.reward } : {}),
     ...(checked.metadata !== undefined ? { metadata: checked.metadata } : {}),
     durationMs: performance.now() - t0,

@@ -97,6 +97,18 @@ export function toolSchema(tool: AnyTool): ToolSchema {
   return s;
 }
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Text that can be encoded: each lone UTF-16 surrogate (text that is not valid
+ * Unicode, e.g. from slicing a string mid-pair or from binary data) becomes
+ * U+FFFD, the replacement character a UTF-8 encoder would write for it anyway.
+ * So what a tool returned, what is recorded and what the model reads agree.
+ */
+export function wellFormed(text: string): string {
+  return text.replace(LONE_SURROGATE, "\uFFFD");
+}
+
 /** Cuts text to `max` characters (never inside a surrogate pair) and says how much was dropped. */
 export function truncateResponse(text: string, max: number): string {
   if (text.length <= max) return text;

@@ -34,7 +34,7 @@ export function collectRows<R, T>(file: string, unit: "line" | "row" | "record",
       rows.push(convert(raw, rows.length));
     } catch (err) {
       if (!(err instanceof BadRow || err instanceof InputError)) throw err;
-      if (!opts.skipBadRows) throw new InputError(`${file}: ${unit} ${n}: ${err.message}`, "fix the row, or pass skipBadRows to skip and count bad rows");
+      if (!opts.skipBadRows) throw new InputError(`${file}: ${unit} ${n}: ${err.message}`, "fix the row, or skip and count bad rows: --skip-bad-rows on the command line, skipBadRows in code");
       skipped++;
     }
   }

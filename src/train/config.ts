@@ -32,6 +32,13 @@ export const configSchema = z.strictObject({
       options: z.record(z.string(), z.unknown()).default({}).describe("Task-specific options, checked by the task itself."),
     })
     .prefault({}),
+  data: z
+    .strictObject({
+      train: z.string().optional().describe("Training rows from a file (.jsonl or .parquet, Agent-R1 rows) instead of the task's generated train split."),
+      val: z.string().optional().describe("Validation rows from a file, likewise."),
+      skipBadRows: z.boolean().default(false).describe("Skip and count rows that fail the row schema instead of stopping at the first (`train --skip-bad-rows`)."),
+    })
+    .prefault({}),
   rollout: z
     .strictObject({
       n: positiveInt.default(8).describe("Samples per prompt (the group size for GRPO / RLOO)."),

@@ -5,6 +5,10 @@
  * A run directory holds config.yaml, metrics.jsonl, samples/iter-N.jsonl and
  * checkpoints/step-N; `resume` continues from the newest complete checkpoint
  * with the same data order and no lost or repeated iteration.
+ *
+ * Opening a run reads and checks everything first (checkpoint, data files,
+ * models) and only then writes to the run directory, so a bad input leaves it
+ * as it was. Guarantees and their tests: docs/reliability.md.
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -17,11 +21,14 @@ import { initModel } from "../model/init-model.js";
 import type { Task, TaskRow } from "../tasks/types.js";
 import type { TrainConfig } from "./config.js";
 import { nextBatch, type DataCursor } from "./data-order.js";
-import { latestCheckpoint, writeCheckpoint } from "./checkpoint.js";
+import { removeUnfinishedCheckpoints, scanCheckpoints, writeCheckpoint, type FoundCheckpoint } from "./checkpoint.js";
 import { prepareBatch } from "./prepare-batch.js";
 import { updateCritic, updatePolicy } from "./update.js";
 import { playRows, type EpisodeSummary } from "./evaluate.js";
-import { InputError } from "../util/errors.js";
+import { faultsFromEnv, type TrainFaults } from "./faults.js";
+import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
+import type { Trajectory } from "../agent/trajectory.js";
+import { AgentR1Error, InputError } from "../util/errors.js";
 
 export interface TrainState {
   /** Last completed iteration (0 before the first). */
@@ -39,6 +46,8 @@ export interface TrainOptions {
   resume?: boolean;
   onIteration?: (m: IterationMetrics) => void;
   log?: (line: string) => void;
+  /** Test-only fault injection (src/train/faults.ts). Default: what AGENT_R1_FAULT asks for, usually nothing. */
+  faults?: TrainFaults;
 }
 
 export class Trainer {
@@ -48,33 +57,53 @@ export class Trainer {
   private trainRows: TaskRow[] = [];
   private valRows: TaskRow[] = [];
 
-  private constructor(readonly cfg: TrainConfig, private engine: LocalEngine, private opts: TrainOptions) {}
+  private constructor(readonly cfg: TrainConfig, private engine: LocalEngine, private opts: TrainOptions, private faults: TrainFaults | undefined) {}
 
-  /** Sets up (or reopens) the run directory and the models. */
+  /**
+   * Sets up (or reopens) the run directory and the models. Everything that
+   * can be wrong with the inputs (no checkpoint to resume, a run already in
+   * `out`, bad data rows, a broken model directory) fails before anything in
+   * the run directory is written.
+   */
   static async open(cfg: TrainConfig, opts: TrainOptions): Promise<Trainer> {
     const out = opts.out;
-    mkdirSync(join(out, "samples"), { recursive: true });
-    const found = opts.resume ? latestCheckpoint<TrainState>(out) : undefined;
-    if (opts.resume && !found) throw new InputError(`${out}: no complete checkpoint to resume from`);
-    for (const s of found?.skipped ?? []) opts.log?.(`skipping checkpoint step-${s.step}: ${s.reason}`);
-    if (!opts.resume && existsSync(join(out, "metrics.jsonl"))) throw new InputError(`${out} already holds a run`, "use --resume to continue it, or pick a new --out");
-    writeFileSync(join(out, "config.yaml"), toYaml(cfg));
+    // Logged once the inputs are known good, so a failure is the only line printed.
+    const notes: string[] = [];
+    let found: FoundCheckpoint<TrainState> | undefined;
+    if (opts.resume) {
+      const scan = scanCheckpoints<TrainState>(out);
+      const why = scan.skipped.map((s) => `${join(out, "checkpoints", `step-${s.step}`)}: ${s.reason}`);
+      if (!scan.found) throw new InputError(`${out}: no complete checkpoint to resume from${why.length ? ` (${why.join("; ")})` : ""}`);
+      found = scan.found;
+      notes.push(...why.map((w) => `skipping checkpoint ${w}; resuming from step-${scan.found!.step}`));
+    } else if (existsSync(join(out, "metrics.jsonl"))) throw new InputError(`${out} already holds a run`, "use --resume to continue it, or pick a new --out");
+    const rows = await readRows(cfg, opts.task, notes);
+    const faults = opts.faults ?? faultsFromEnv();
     const base = await baseModel(cfg, out);
     const engineOpts = { workers: cfg.engine.workers, prefixCacheBytes: cfg.engine.prefixCacheMb * 2 ** 20, microBatchBytes: cfg.engine.microBatchMb * 2 ** 20 };
     const engine = await LocalEngine.load(found ? join(found.dir, "policy") : base, engineOpts);
-    const t = new Trainer(cfg, engine, opts);
+    const t = new Trainer(cfg, engine, opts, faults);
+    try {
+      if (cfg.algorithm.kl.coef > 0) t.reference = await LocalEngine.load(base, engineOpts);
+      if (advantageEstimator(cfg.algorithm.estimator).needsValues) {
+        t.critic = await engine.createCritic();
+        if (found) await t.critic.load(join(found.dir, "critic"));
+      }
+    } catch (e) {
+      await t.close();
+      throw e;
+    }
+    t.trainRows = rows.train;
+    t.valRows = rows.val;
+    // Inputs are good: now the run directory changes.
+    mkdirSync(join(out, "samples"), { recursive: true });
+    writeFileSync(join(out, "config.yaml"), toYaml(cfg));
     if (found) {
       t.state = found.state;
       truncateMetrics(out, found.state.iteration);
+      for (const n of removeUnfinishedCheckpoints(out)) notes.push(`removed ${join(out, "checkpoints", n)} (a checkpoint write that never finished)`);
     }
-    if (cfg.algorithm.kl.coef > 0) t.reference = await LocalEngine.load(base, engineOpts);
-    if (advantageEstimator(cfg.algorithm.estimator).needsValues) {
-      t.critic = await engine.createCritic();
-      if (found) await t.critic.load(join(found.dir, "critic"));
-    }
-    t.trainRows = opts.task.rows("train");
-    t.valRows = opts.task.rows("val").slice(0, cfg.train.valSize);
-    if (t.trainRows.length === 0) throw new InputError(`task '${opts.task.name}' has no training rows`);
+    for (const n of notes) opts.log?.(n);
     return t;
   }
 
@@ -94,12 +123,17 @@ export class Trainer {
   async step(): Promise<IterationMetrics> {
     const it = this.state.iteration + 1;
     const rows = this.nextRows();
+    await this.faults?.at?.("rollout", it);
     const t0 = performance.now();
     const ro = await this.rolloutStage(rows, it);
+    this.reportFailedEpisodes(it, rows, ro.result.trajectories, ro.result.failed);
     const t1 = performance.now();
     const batch = await prepareBatch(ro.result.trajectories, this.cfg, this.batchModels(), this.cfg.algorithm.kl.coef);
-    const upd = await updatePolicy(this.engine, batch.datums, this.cfg, this.cfg.algorithm.kl.coef, this.state.optimizerSteps, this.totalSteps(), this.cfg.train.seed * 7919 + it);
+    const upd = await updatePolicy(this.engine, batch.datums, this.cfg, this.cfg.algorithm.kl.coef, this.state.optimizerSteps, this.totalSteps(), this.cfg.train.seed * 7919 + it, {
+      poisonLoss: this.faults?.nanLoss?.(it),
+    });
     this.state.optimizerSteps += upd.steps;
+    await this.faults?.at?.("update", it);
     const valueLoss = this.critic ? await updateCritic(this.critic, batch.valueDatums, this.cfg, it) : undefined;
     const t2 = performance.now();
     const val = this.validationDue(it) ? await this.validate(it) : undefined;
@@ -139,6 +173,24 @@ export class Trainer {
     const { indices, cursor } = nextBatch(this.trainRows.length, this.cfg.train.seed, this.state.cursor, this.cfg.train.batchSize);
     this.state.cursor = cursor;
     return indices.map((i) => this.trainRows[i]);
+  }
+
+  /**
+   * Episodes whose env threw (at reset, step or close) are left out of the
+   * batch, counted in the `failed` metric, and the first is logged with its row.
+   * When every episode of an iteration failed the run stops: the env is broken,
+   * and training on nothing would only hide it.
+   */
+  private reportFailedEpisodes(it: number, rows: TaskRow[], ok: Trajectory[], failed: Trajectory[]): void {
+    if (failed.length === 0) return;
+    const first = failed[0], row = rows[first.rowIndex];
+    const where = `row ${first.rowIndex + 1} of the batch (${row?.data_source ?? "?"} #${row?.extra_info?.index ?? "?"})`;
+    const what = `${where}: env ${first.error?.stage ?? "?"}: ${first.error?.message ?? "unknown error"}`;
+    const total = failed.length + ok.length;
+    if (ok.length === 0) {
+      throw new AgentR1Error(`iteration ${it}: all ${total} episodes failed; first: ${what}`, "fix the task's environment, then continue with --resume (the run directory holds the last checkpoint)");
+    }
+    this.opts.log?.(`iteration ${it}: ${failed.length} of ${total} episodes failed and were left out of the batch; first: ${what}`);
   }
 
   private rolloutStage(rows: TaskRow[], it: number) {
@@ -199,9 +251,11 @@ export class Trainer {
     }
   }
 
+  /** Throws a CheckpointError when the write fails (earlier checkpoints stay as they were). */
   async checkpoint(it: number): Promise<string> {
     return writeCheckpoint(this.opts.out, it, this.state, async (dir) => {
       await this.engine.save(join(dir, "policy"));
+      await this.faults?.at?.("checkpoint", it);
       if (this.critic) await this.critic.save(join(dir, "critic"));
     }, this.cfg.train.keepCheckpoints);
   }
@@ -213,6 +267,21 @@ export class Trainer {
   }
 }
 
+/** Training rows (the task's, or data.train's), and the first valSize validation rows; bad rows fail, or are skipped and noted. */
+async function readRows(cfg: TrainConfig, task: Task, notes: string[]): Promise<{ train: TaskRow[]; val: TaskRow[] }> {
+  const fromFile = async (file: string) => {
+    const r = await readTaskRowsFile(file, { skipBadRows: cfg.data.skipBadRows });
+    if (r.rows.length === 0) throw new InputError(`${file}: no rows left${r.skipped ? ` (all ${r.skipped} were bad and skipped)` : ""}`);
+    const note = skippedRowsNote(file, r);
+    if (note) notes.push(note);
+    return r.rows;
+  };
+  const train = cfg.data.train ? await fromFile(cfg.data.train) : task.rows("train");
+  if (train.length === 0) throw new InputError(`task '${task.name}' has no training rows`);
+  const val = (cfg.data.val ? await fromFile(cfg.data.val) : task.rows("val")).slice(0, cfg.train.valSize);
+  return { train, val };
+}
+
 /** The starting model directory: the configured path, or a preset initialized once inside the run. */
 async function baseModel(cfg: TrainConfig, out: string): Promise<string> {
   if (cfg.model.path) return cfg.model.path;
@@ -221,11 +290,21 @@ async function baseModel(cfg: TrainConfig, out: string): Promise<string> {
   return dir;
 }
 
-/** A resumed run drops metric lines written after its checkpoint, so no iteration appears twice. */
+/**
+ * A resumed run drops metric lines written after its checkpoint, so no
+ * iteration appears twice; a line torn by a kill mid-write is dropped too.
+ */
 function truncateMetrics(out: string, iteration: number): void {
   const file = join(out, "metrics.jsonl");
   if (!existsSync(file)) return;
-  const kept = readFileSync(file, "utf8").split("\n").filter((l) => l.trim() && (JSON.parse(l) as { iteration: number }).iteration <= iteration);
+  const kept = readFileSync(file, "utf8").split("\n").filter((l) => {
+    try {
+      const it = (JSON.parse(l) as { iteration?: unknown }).iteration;
+      return typeof it === "number" && it <= iteration;
+    } catch {
+      return false;
+    }
+  });
   writeFileSync(file, kept.map((l) => l + "\n").join(""));
 }
 

@@ -1,5 +1,4 @@
-import { extname } from "node:path";
-import { readTaskRowsJsonl, readTaskRowsParquet } from "../../data/index.js";
+import { readTaskRowsFile, skippedRowsNote } from "../../data/index.js";
 import { LocalEngine } from "../../engine/local/local-engine.js";
 import type { TaskRow } from "../../tasks/types.js";
 import { playRows, type EpisodeSummary } from "../../train/evaluate.js";
@@ -11,12 +10,9 @@ import { splitFromFlags, TASK_FLAGS, taskFromFlags } from "./task-flags.js";
 /** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
 export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
 
-/** Agent-R1 rows from a parquet or JSONL file. */
+/** Agent-R1 rows from a parquet or JSONL file (the first bad row is an error naming its line or row). */
 export async function readRowsFile(path: string): Promise<TaskRow[]> {
-  const ext = extname(path).toLowerCase();
-  if (ext === ".parquet") return (await readTaskRowsParquet(path)).rows;
-  if (ext === ".jsonl") return readTaskRowsJsonl(path).rows;
-  throw new InputError(`${path}: unknown data file type '${ext}'; expected .parquet or .jsonl`);
+  return (await readTaskRowsFile(path)).rows;
 }
 
 /** One table row per labelled summary: exact match (or success), F1, turns, tool calls, tool errors, response tokens. */
@@ -39,7 +35,7 @@ export const evalCommand: Command = {
   name: "eval",
   summary: "play a task's held-out rows greedily with a model and print exact match / success, F1, turns, tool calls",
   usage:
-    "agent-r1 eval --model DIR --task multihop|calc [--split test|val|train | --data FILE.parquet|.jsonl] [--limit N] [--json] " +
+    "agent-r1 eval --model DIR --task multihop|calc [--split test|val|train | --data FILE.parquet|.jsonl [--skip-bad-rows]] [--limit N] [--json] " +
     `[--max-turns N] [--max-tokens-per-turn N] [--seed N] [--option name=value ...]  (defaults: --split test --max-turns ${EVAL_DEFAULTS.maxTurns} --max-tokens-per-turn ${EVAL_DEFAULTS.maxTokensPerTurn})`,
   async run(argv, io) {
     const { flags } = parseFlags("eval", argv, {
@@ -47,6 +43,7 @@ export const evalCommand: Command = {
       model: { type: "string" },
       split: { type: "string" },
       data: { type: "string" },
+      "skip-bad-rows": { type: "boolean", default: false },
       limit: { type: "string" },
       json: { type: "boolean", default: false },
       "max-turns": { type: "string" },
@@ -56,12 +53,21 @@ export const evalCommand: Command = {
     const modelDir = requireString("eval", flags, "model");
     const task = taskFromFlags("eval", flags);
     if (flags.data !== undefined && flags.split !== undefined) throw new InputError("eval: give --split or --data, not both");
+    if (flags["skip-bad-rows"] && flags.data === undefined) throw new InputError("eval: --skip-bad-rows applies to --data FILE only");
     const split = flags.data === undefined ? splitFromFlags("eval", flags) : undefined;
-    let rows = split ? task.rows(split) : await readRowsFile(flags.data as string);
+    let rows: TaskRow[];
+    let note: string | undefined;
+    if (split) rows = task.rows(split);
+    else {
+      const read = await readTaskRowsFile(flags.data as string, { skipBadRows: flags["skip-bad-rows"] === true });
+      note = skippedRowsNote(flags.data as string, read);
+      rows = read.rows;
+    }
     const limit = optionalNumber("eval", flags, "limit");
     if (limit !== undefined) rows = rows.slice(0, limit);
     if (rows.length === 0) throw new InputError(`eval: no rows to evaluate (${split ? `split '${split}'` : String(flags.data)})`);
     const engine = await LocalEngine.load(modelDir);
+    if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
     try {
       const { summary } = await playRows(engine, engine.tokenizer, task, rows, {
         greedy: true,

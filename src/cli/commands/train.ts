@@ -11,9 +11,16 @@ import type { Command } from "../command.js";
 export const trainCommand: Command = {
   name: "train",
   summary: "train an agent with RL from a YAML recipe (resumable)",
-  usage: "agent-r1 train [--config RECIPE.yaml] [--out RUN_DIR] [--resume RUN_DIR] [key.path=value ...]",
+  usage:
+    "agent-r1 train [--config RECIPE.yaml] [--out RUN_DIR] [--resume RUN_DIR] [--skip-bad-rows] [key.path=value ...]  " +
+    "(data.train / data.val read rows from .jsonl or .parquet files; --skip-bad-rows skips and counts rows that fail the schema instead of stopping at the first)",
   async run(argv, io) {
-    const { flags, positionals } = parseFlags("train", argv, { config: { type: "string" }, out: { type: "string" }, resume: { type: "string" } });
+    const { flags, positionals } = parseFlags("train", argv, {
+      config: { type: "string" },
+      out: { type: "string" },
+      resume: { type: "string" },
+      "skip-bad-rows": { type: "boolean", default: false },
+    });
     const resume = flags.resume as string | undefined;
     const out = resume ?? (flags.out as string | undefined) ?? `runs/run-${new Date().toISOString().replace(/[:.]/g, "-")}`;
     let recipe = flags.config as string | undefined;
@@ -24,6 +31,7 @@ export const trainCommand: Command = {
     const overrides = positionals.filter((p) => p.includes("="));
     const stray = positionals.find((p) => !p.includes("="));
     if (stray) throw new InputError(`train: unexpected argument '${stray}'`, "overrides look like key.path=value");
+    if (flags["skip-bad-rows"]) overrides.push("data.skipBadRows=true");
     const cfg = loadConfig(recipe, overrides);
     const task = getTask(cfg.task.name, cfg.task.options);
     const trainer = await Trainer.open(cfg, { out, task, resume: Boolean(resume), log: (l) => io.err(l) });
