@@ -6,9 +6,10 @@
  *         M = hidden 512, 8 layers, 8 heads, 2 kv heads, ffn 1536, vocab 2048.
  * Train: 16 x 256 tokens, importance-sampling loss, forward + backward + AdamW.
  * Sample: 32 prompts of 64 tokens, 192 new tokens each, submitted at once; and one prompt alone.
- *   npm run bench:engine [-- --only S|M] [-- --workers N]
+ * The summary line also names the compute backend ("backend":"native"|"tfjs").
+ *   npm run bench:engine [-- --only S|M] [-- --workers N] [-- --backend auto|native|tfjs]
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
 import { parseArgs } from "node:util";
@@ -17,10 +18,11 @@ import { DEFAULT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
 import { initModel } from "../src/model/init-model.js";
 import { parameterCount, parseModelConfig, presetConfigJson } from "../src/model/config.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
+import { parseBackend, resolveBackend } from "../src/engine/local/native.js";
 import type { Datum } from "../src/engine/types.js";
 import { Rng } from "../src/util/rng.js";
 
-const { values: args } = parseArgs({ options: { only: { type: "string" }, workers: { type: "string" } } });
+const { values: args } = parseArgs({ options: { only: { type: "string" }, workers: { type: "string" }, backend: { type: "string" } } });
 
 const SHAPES = {
   S: { preset: "small" as const, vocab: 512 },
@@ -48,7 +50,10 @@ async function timeIt(fn: () => Promise<unknown>, reps: number): Promise<number>
 
 async function main() {
   const root = join(tmpdir(), `agent-r1-bench-${process.pid}`);
-  const summary = { train_tokens_per_s: {} as Record<string, number>, sample_tokens_per_s: {} as Record<string, number>, peak_rss_mb: 0 };
+  const choice = args.backend !== undefined ? parseBackend(args.backend, "--backend") : undefined;
+  const { backend, fallback } = resolveBackend(choice);
+  if (fallback) console.error(`bench: native backend unavailable (${fallback}); using tfjs`);
+  const summary = { train_tokens_per_s: {} as Record<string, number>, sample_tokens_per_s: {} as Record<string, number>, peak_rss_mb: 0, backend };
   const workers = args.workers !== undefined ? Number(args.workers) : undefined;
   for (const [name, shape] of Object.entries(SHAPES)) {
     if (args.only && args.only !== name) continue;
@@ -56,7 +61,7 @@ async function main() {
     benchTokenizer(tokDir, shape.vocab);
     const dir = join(root, name);
     await initModel({ preset: shape.preset, out: dir, tokenizer: tokDir, overrides: { vocab_size: shape.vocab } });
-    const engine = await LocalEngine.load(dir, workers !== undefined ? { workers } : {});
+    const engine = await LocalEngine.load(dir, { backend, ...(workers !== undefined ? { workers } : {}) });
     const params = parameterCount(parseModelConfig(presetConfigJson(shape.preset, shape.vocab)));
     const rng = new Rng(7);
 
@@ -85,6 +90,7 @@ async function main() {
     }
     await engine.dispose();
   }
+  rmSync(root, { recursive: true, force: true });
   summary.peak_rss_mb = Math.round(process.resourceUsage().maxRSS / 1024);
   console.log(JSON.stringify(summary));
 }

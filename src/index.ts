@@ -16,3 +16,6 @@ export * from "./tasks/index.js";
 export * from "./rewards/index.js";
 export * from "./data/index.js";
 export * from "./train/index.js";
+export * from "./tools/index.js";
+export { startServer, type ServeOptions, type RunningServer } from "./serve/server.js";
+export { startDashboard, type Dashboard, type DashboardOptions } from "./dashboard/index.js";

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DEFAULT_CHAT_TEMPLATE, renderChatTemplate, type ChatMessage, type ToolSchema } from "../src/model/chat-template.js";
+import { COMPACT_CHAT_TEMPLATE, DEFAULT_CHAT_TEMPLATE, renderChatTemplate, type ChatMessage, type ToolSchema } from "../src/model/chat-template.js";
 import { ModelFormatError } from "../src/util/errors.js";
 
 const TOOLS: ToolSchema[] = [
@@ -94,5 +94,28 @@ test("template errors are ModelFormatErrors on tokenizer_config.json (chat_templ
   assert.throws(
     () => renderChatTemplate("{{ raise_exception('roles must alternate') }}", { messages: [] }),
     (e: unknown) => isTemplateError(e) && /roles must alternate/.test((e as Error).message),
+  );
+});
+
+test("compact template: tools in a few lines; every turn renders exactly as in the default", () => {
+  const messages: ChatMessage[] = [
+    { role: "system", content: "Be useful." },
+    { role: "user", content: "Q" },
+    { role: "assistant", content: "<think>t</think>", tool_calls: [{ function: { name: "search", arguments: { query: "x" } } }] },
+    { role: "tool", name: "search", content: "r1" },
+    { role: "assistant", content: "<answer>a</answer>" },
+  ];
+  const compact = renderChatTemplate(COMPACT_CHAT_TEMPLATE, { messages, tools: TOOLS, addGenerationPrompt: true });
+  const full = renderChatTemplate(DEFAULT_CHAT_TEMPLATE, { messages, tools: TOOLS, addGenerationPrompt: true });
+  const system =
+    "<|im_start|>system\nBe useful.\nTools:\n- search(query: string): Search the wiki.\n- calculator(expression: string)\n" +
+    'Call one as <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call><|im_end|>\n';
+  assert.ok(compact.startsWith(system), compact);
+  const afterSystem = (s: string) => s.slice(s.indexOf("<|im_end|>\n") + "<|im_end|>\n".length);
+  assert.equal(afterSystem(compact), afterSystem(full));
+  assert.equal(
+    renderChatTemplate(COMPACT_CHAT_TEMPLATE, { messages: messages.slice(0, 2) }),
+    renderChatTemplate(DEFAULT_CHAT_TEMPLATE, { messages: messages.slice(0, 2) }),
+    "without tools the two templates agree",
   );
 });

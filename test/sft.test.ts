@@ -11,6 +11,7 @@ import { Tokenizer } from "../src/model/tokenizer.js";
 import { createMultihopTask } from "../src/tasks/multihop/index.js";
 import { meanCrossEntropy, sftDatums, trainSft } from "../src/train/sft.js";
 import { buildTaskTokenizer } from "../src/train/task-tokenizer.js";
+import { COMPACT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
 import { chatmlTokenizer } from "./conformance/fixtures.js";
 import { replayRollout } from "./task-helpers.js";
 import { tempDir } from "./helpers.js";
@@ -72,8 +73,16 @@ test("task tokenizer: standard files, the shipped special tokens and chat templa
   assert.ok(tok.vocabSize <= 600);
   const specials = (dir: string) => (JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")).added_tokens as { content: string; special: boolean }[]).map((t) => [t.content, t.special]);
   assert.deepEqual(specials(out), specials(defaultTokenizerDir()));
-  assert.equal(tok.chatTemplate, shipped.chatTemplate);
+  assert.equal(tok.chatTemplate, COMPACT_CHAT_TEMPLATE, "task models list their tools compactly");
   assert.equal(tok.eosToken, "<|im_end|>");
+  // "words" split: a name gets the same tokens after a space, after a quote and at a line start
+  const name = task.questions.test[0].searches[0];
+  const alone = tok.encode(name);
+  for (const [before, after] of [["Where is ", "?"], ['{"query": "', '"}'], ["", " is a"], ["x\n", "."]]) {
+    const ids = tok.encode(before + name + after);
+    const at = ids.findIndex((_, i) => alone.every((t, j) => ids[i + j] === t));
+    assert.ok(at >= 0, `'${name}' keeps its tokens in '${before}${name}${after}'`);
+  }
   const doc = task.documents[0].text;
   assert.equal(tok.decode(tok.encode(doc)), doc);
   assert.ok(tok.encode(doc).length < shipped.encode(doc).length, "task text takes fewer tokens");

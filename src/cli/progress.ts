@@ -7,12 +7,16 @@ export interface ProgressOptions {
   total: number;
   /** Defaults to process.stderr. */
   stream?: NodeJS.WriteStream;
+  /** Plain-line mode writes at most one line per this many ms (and always the last unit). Default 5000. */
+  lineEveryMs?: number;
 }
 
 export class Progress {
   private readonly started = Date.now();
   private readonly stream: NodeJS.WriteStream;
   private readonly tty: boolean;
+  private lastLine = -Infinity;
+  private open = false;
 
   constructor(private opts: ProgressOptions) {
     this.stream = opts.stream ?? process.stderr;
@@ -25,16 +29,22 @@ export class Progress {
     const eta = done > 0 ? (elapsed / done) * (this.opts.total - done) : NaN;
     const figs = Object.entries(figures).map(([k, v]) => `${k} ${typeof v === "number" ? fmt(v) : v}`).join("  ");
     if (this.tty) {
+      this.open = true;
       const width = 24, filled = Math.round((width * done) / Math.max(1, this.opts.total));
       const bar = "█".repeat(filled) + "░".repeat(width - filled);
       this.stream.write(`\r\x1b[2K${this.opts.label} ${bar} ${done}/${this.opts.total}  ${clock(elapsed)} elapsed, ETA ${clock(eta)}  ${figs}`);
     } else {
+      const now = Date.now();
+      if (done < this.opts.total && now - this.lastLine < (this.opts.lineEveryMs ?? 5000)) return;
+      this.lastLine = now;
       this.stream.write(`${this.opts.label} ${done}/${this.opts.total}  elapsed ${clock(elapsed)}  eta ${clock(eta)}  ${figs}\n`);
     }
   }
 
+  /** Ends the bar's line (once; later calls do nothing until the next update). */
   finish(): void {
-    if (this.tty) this.stream.write("\n");
+    if (this.tty && this.open) this.stream.write("\n");
+    this.open = false;
   }
 }
 

@@ -4,6 +4,7 @@
  * unknown keys are errors.
  */
 import { z } from "zod";
+import { BACKEND_CHOICES } from "../engine/local/native.js";
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -24,6 +25,10 @@ export const configSchema = z.strictObject({
       workers: nonNegInt.optional().describe("Worker threads, one model replica each; 0 runs in the main thread. Default: 2 on 2+ cores."),
       prefixCacheMb: nonNegInt.default(256).describe("Prefix (KV) cache budget per replica, MiB; 0 disables."),
       microBatchMb: positiveInt.default(640).describe("Activation memory per training micro-batch, MiB (the wasm heap is 4 GiB)."),
+      backend: z
+        .enum(BACKEND_CHOICES)
+        .optional()
+        .describe("Compute backend: native (matrix products on BLAS through the C addon), tfjs (wasm only) or auto (native when the addon loaded, else tfjs). Default: env AGENT_R1_BACKEND, else auto."),
     })
     .prefault({}),
   task: z

@@ -10,8 +10,9 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { renderMessages, chatSetup } from "../agent/chat-setup.js";
-import { trainByteLevelBpe } from "../model/bpe-trainer.js";
+import { PRETOKENIZE_REGEX, trainByteLevelBpe, WORD_SPLIT_REGEX } from "../model/bpe-trainer.js";
 import { defaultTokenizerDir } from "../model/default-tokenizer.js";
+import { COMPACT_CHAT_TEMPLATE } from "../model/chat-template.js";
 import { Tokenizer } from "../model/tokenizer.js";
 import type { Task } from "../tasks/types.js";
 import { InputError } from "../util/errors.js";
@@ -25,7 +26,15 @@ export interface TaskTokenizerOptions {
   seed?: number;
   /** Merge a pair only when it occurs this often. Default 40: a name seen only a few times stays split into syllables. */
   minFrequency?: number;
+  /** "words" (default): words, spaces and punctuation are separate pieces, so a name tokenizes the same everywhere; "gpt": the shipped tokenizer's GPT-style split (a word carries its leading space). */
+  split?: TaskTokenizerSplit;
 }
+
+/** Task models list their tools in a few lines (the shipped template's JSON schemas cost ~300 tokens per prompt). */
+export const TASK_CHAT_TEMPLATE = COMPACT_CHAT_TEMPLATE;
+
+export type TaskTokenizerSplit = "words" | "gpt";
+export const TASK_TOKENIZER_SPLITS: Record<TaskTokenizerSplit, string> = { words: WORD_SPLIT_REGEX, gpt: PRETOKENIZE_REGEX };
 
 interface AddedToken {
   id: number;
@@ -45,7 +54,7 @@ function shippedTokenizer(): { added: AddedToken[]; config: Record<string, unkno
 export function* taskTokenizerCorpus(task: Task, seed = 0): Generator<string> {
   yield* task.corpus();
   const shipped = Tokenizer.fromDir(defaultTokenizerDir());
-  const chat = chatSetup(shipped);
+  const chat = chatSetup(shipped, { template: TASK_CHAT_TEMPLATE });
   const rows = task.rows("train");
   // quality 0.5: expert and careless turns both appear, as the warm start will show them.
   const demos = task.demonstrations(rows, { seed, quality: 0.5 });
@@ -64,6 +73,7 @@ export async function buildTaskTokenizer(task: Task, opts: TaskTokenizerOptions)
     specialTokens: added.filter((t) => t.special).map((t) => t.content),
     addedTokens: added.filter((t) => !t.special).map((t) => t.content),
     minFrequency: opts.minFrequency ?? 40,
+    splitPattern: TASK_TOKENIZER_SPLITS[opts.split ?? "words"],
   }) as { added_tokens: AddedToken[] };
   const decoder: Record<string, object> = {};
   for (const t of json.added_tokens) {
@@ -71,7 +81,7 @@ export async function buildTaskTokenizer(task: Task, opts: TaskTokenizerOptions)
   }
   mkdirSync(opts.out, { recursive: true });
   writeFileSync(join(opts.out, "tokenizer.json"), JSON.stringify(json, null, 2) + "\n");
-  writeFileSync(join(opts.out, "tokenizer_config.json"), JSON.stringify({ ...config, added_tokens_decoder: decoder }, null, 2) + "\n");
+  writeFileSync(join(opts.out, "tokenizer_config.json"), JSON.stringify({ ...config, chat_template: TASK_CHAT_TEMPLATE, added_tokens_decoder: decoder }, null, 2) + "\n");
   const tok = Tokenizer.fromDir(opts.out);
   return { dir: opts.out, vocabSize: tok.vocabSize };
 }

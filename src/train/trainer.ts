@@ -80,7 +80,7 @@ export class Trainer {
     const rows = await readRows(cfg, opts.task, notes);
     const faults = opts.faults ?? faultsFromEnv();
     const base = await baseModel(cfg, out);
-    const engineOpts = { workers: cfg.engine.workers, prefixCacheBytes: cfg.engine.prefixCacheMb * 2 ** 20, microBatchBytes: cfg.engine.microBatchMb * 2 ** 20 };
+    const engineOpts = { workers: cfg.engine.workers, prefixCacheBytes: cfg.engine.prefixCacheMb * 2 ** 20, microBatchBytes: cfg.engine.microBatchMb * 2 ** 20, backend: cfg.engine.backend };
     const engine = await LocalEngine.load(found ? join(found.dir, "policy") : base, engineOpts);
     const t = new Trainer(cfg, engine, opts, faults);
     try {

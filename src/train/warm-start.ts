@@ -11,9 +11,12 @@ import { LocalEngine } from "../engine/local/local-engine.js";
 import { OPTIMIZER_FILE, STATE_FILE } from "../engine/local/trainable-io.js";
 import type { PresetName } from "../model/config.js";
 import { initModel } from "../model/init-model.js";
+import { parameterCount } from "../model/config.js";
+import { readModelConfig } from "../model/model-dir.js";
 import type { Task } from "../tasks/types.js";
 import { meanCrossEntropy, sftDatums, trainSft, type SftOptions } from "./sft.js";
 import { buildTaskTokenizer } from "./task-tokenizer.js";
+import { copyDatums, corpusWords } from "./copy-curriculum.js";
 
 export interface WarmStartOptions {
   task: Task;
@@ -29,7 +32,12 @@ export interface WarmStartOptions {
   lr: number;
   seed: number;
   workers?: number;
+  /** Start from this model directory (its tokenizer too) instead of a fresh `preset` model. */
+  init?: string;
+  /** Steps of the copying curriculum before the demonstrations (copy-curriculum.ts); 0 skips it. */
+  copySteps?: number;
   onStep?: SftOptions["onStep"];
+  onCopyStep?: SftOptions["onStep"];
 }
 
 export interface WarmStartResult {
@@ -41,15 +49,27 @@ export interface WarmStartResult {
   lossAfter: number;
 }
 
-export const WARM_START_DEFAULTS = { preset: "tiny", vocabSize: 1024, quality: 0.4, steps: 300, batchSize: 16, lr: 3e-3, seed: 0 } as const;
+/** The copying curriculum's peak learning rate (short sequences, batch 32, warm-up 50, cosine). */
+const COPY_LR = 1e-2;
+
+export const WARM_START_DEFAULTS = { preset: "tiny", vocabSize: 1024, quality: 0.4, copySteps: 3000, steps: 1500, batchSize: 16, lr: 3e-3, seed: 0 } as const;
 
 export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
   const scratch = mkdtempSync(join(tmpdir(), "agent-r1-warm-"));
   try {
-    const tokDir = o.tokenizer ?? (await buildTaskTokenizer(o.task, { vocabSize: o.vocabSize ?? WARM_START_DEFAULTS.vocabSize, out: join(scratch, "tokenizer"), seed: o.seed })).dir;
-    const init = await initModel({ preset: o.preset, out: join(scratch, "init"), tokenizer: tokDir, seed: o.seed });
-    const engine = await LocalEngine.load(init.dir, { workers: o.workers });
+    let initDir = o.init;
+    if (initDir === undefined) {
+      const tokDir = o.tokenizer ?? (await buildTaskTokenizer(o.task, { vocabSize: o.vocabSize ?? WARM_START_DEFAULTS.vocabSize, out: join(scratch, "tokenizer"), seed: o.seed })).dir;
+      initDir = (await initModel({ preset: o.preset, out: join(scratch, "init"), tokenizer: tokDir, seed: o.seed })).dir;
+    }
+    const parameters = parameterCount(readModelConfig(initDir));
+    const engine = await LocalEngine.load(initDir, { workers: o.workers });
     try {
+      if ((o.copySteps ?? 0) > 0) {
+        const words = corpusWords(trainCorpus(o.task));
+        const copies = copyDatums(engine.tokenizer, words, { count: 20_000, minWords: 3, maxWords: 12, seed: o.seed });
+        await trainSft(engine, copies, { steps: o.copySteps!, batchSize: 32, lr: COPY_LR, warmupSteps: 50, seed: o.seed, onStep: o.onCopyStep });
+      }
       const rows = o.task.rows("train");
       const datums = sftDatums(o.task, rows, engine.tokenizer, { seed: o.seed, quality: o.quality });
       const probe = datums.slice(0, 64);
@@ -58,11 +78,17 @@ export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
       const lossAfter = await meanCrossEntropy(engine, probe);
       await engine.save(o.out);
       for (const f of [OPTIMIZER_FILE, STATE_FILE]) rmSync(join(o.out, f), { force: true });
-      return { dir: o.out, parameters: init.parameters, demonstrations: datums.length, lossBefore, lossAfter };
+      return { dir: o.out, parameters, demonstrations: datums.length, lossBefore, lossAfter };
     } finally {
       await engine.dispose();
     }
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** The text of the task's training rows and their demonstrations (no held-out entity names). */
+function* trainCorpus(task: Task): Generator<string> {
+  const rows = task.rows("train");
+  for (const demo of task.demonstrations(rows, { seed: 0, quality: 1 })) for (const m of demo) yield m.content;
 }

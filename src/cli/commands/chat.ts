@@ -15,6 +15,7 @@ import type { Task, TaskRow } from "../../tasks/types.js";
 import { InputError } from "../../util/errors.js";
 import { Rng } from "../../util/rng.js";
 import { optionalNumber, parseFlags, requireString } from "../args.js";
+import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
 import { answerLines, assistantLines, questionLines, toolCallLines } from "../chat-view.js";
 import { inputLines, type Command } from "../command.js";
 import { EVAL_DEFAULTS } from "./eval.js";
@@ -110,7 +111,7 @@ export const chatCommand: Command = {
   name: "chat",
   summary: "ask a model questions in the terminal and watch it use a task's tools",
   usage:
-    "agent-r1 chat --model DIR --task multihop|calc [--temperature T] [--max-turns N] [--max-tokens-per-turn N] [--seed S] [--option name=value ...]  " +
+    "agent-r1 chat --model DIR --task multihop|calc [--temperature T] [--max-turns N] [--max-tokens-per-turn N] [--seed S] [--option name=value ...] " + BACKEND_USAGE + "  " +
     `(one question per line until EOF; defaults: --temperature 0 (greedy) --max-turns ${EVAL_DEFAULTS.maxTurns} --max-tokens-per-turn ${EVAL_DEFAULTS.maxTokensPerTurn})`,
   async run(argv, io) {
     const { flags, positionals } = parseFlags("chat", argv, {
@@ -120,6 +121,7 @@ export const chatCommand: Command = {
       "max-turns": { type: "string" },
       "max-tokens-per-turn": { type: "string" },
       seed: { type: "string" },
+      ...BACKEND_FLAG,
     });
     if (positionals.length > 0) throw new InputError(`chat: unexpected argument '${positionals[0]}'`, "questions are read from stdin, one per line");
     const modelDir = requireString("chat", flags, "model");
@@ -137,7 +139,8 @@ export const chatCommand: Command = {
     if (seed !== undefined && !Number.isInteger(seed)) throw new InputError(`chat: --seed must be an integer, got ${seed}`);
 
     // One trajectory at a time: one worker thread keeps the terminal responsive without a second model copy.
-    const engine = await LocalEngine.load(modelDir, { workers: Math.min(1, defaultWorkers()) });
+    const backend = backendFromFlags("chat", flags, io);
+    const engine = await LocalEngine.load(modelDir, { workers: Math.min(1, defaultWorkers()), backend });
     try {
       const chat = chatSetup(engine.tokenizer);
       const color = io.color ?? false;

@@ -11,6 +11,7 @@ import { LocalEngine } from "../../engine/local/local-engine.js";
 import { encodeChat } from "../../model/chat.js";
 import type { Datum } from "../../engine/types.js";
 import { optionalNumber, parseFlags } from "../args.js";
+import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
 import type { Command } from "../command.js";
 
 /** Share of the generated characters that are digits (ignoring special tokens). */
@@ -22,15 +23,15 @@ export function digitReward(text: string): number {
 export const demoCommand: Command = {
   name: "demo",
   summary: "a short RL run that measurably raises a tiny model's reward",
-  usage: "agent-r1 demo [--out DIR] [--iterations N] [--group N] [--seed N]",
+  usage: "agent-r1 demo [--out DIR] [--iterations N] [--group N] [--seed N] " + BACKEND_USAGE,
   async run(argv, io) {
-    const { flags } = parseFlags("demo", argv, { out: { type: "string", default: "runs/demo" }, iterations: { type: "string" }, group: { type: "string" }, seed: { type: "string" } });
+    const { flags } = parseFlags("demo", argv, { out: { type: "string", default: "runs/demo" }, iterations: { type: "string" }, group: { type: "string" }, seed: { type: "string" }, ...BACKEND_FLAG });
     const out = flags.out as string, modelDir = join(out, "model");
     const iterations = optionalNumber("demo", flags, "iterations") ?? 40;
     const group = optionalNumber("demo", flags, "group") ?? 16;
     const seed = optionalNumber("demo", flags, "seed") ?? 0;
     if (!existsSync(join(modelDir, "config.json"))) await initModel({ preset: "tiny", out: modelDir, seed });
-    const engine = await LocalEngine.load(modelDir);
+    const engine = await LocalEngine.load(modelDir, { backend: backendFromFlags("demo", flags, io) });
     const prompt = encodeChat(engine.tokenizer, [{ role: "user", content: "Say a number." }]);
     io.out(`demo: tiny model (${modelDir}), ${iterations} iterations x ${group} samples, reward = share of digits in the answer`);
     const rewards: number[] = [];

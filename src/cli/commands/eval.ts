@@ -4,6 +4,7 @@ import type { TaskRow } from "../../tasks/types.js";
 import { playRows, type EpisodeSummary } from "../../train/evaluate.js";
 import { InputError } from "../../util/errors.js";
 import { optionalNumber, parseFlags, requireString } from "../args.js";
+import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
 import type { Command } from "../command.js";
 import { splitFromFlags, TASK_FLAGS, taskFromFlags } from "./task-flags.js";
 
@@ -36,7 +37,7 @@ export const evalCommand: Command = {
   summary: "play a task's held-out rows greedily with a model and print exact match / success, F1, turns, tool calls",
   usage:
     "agent-r1 eval --model DIR --task multihop|calc [--split test|val|train | --data FILE.parquet|.jsonl [--skip-bad-rows]] [--limit N] [--json] " +
-    `[--max-turns N] [--max-tokens-per-turn N] [--seed N] [--option name=value ...]  (defaults: --split test --max-turns ${EVAL_DEFAULTS.maxTurns} --max-tokens-per-turn ${EVAL_DEFAULTS.maxTokensPerTurn})`,
+    `[--max-turns N] [--max-tokens-per-turn N] [--seed N] [--option name=value ...] ${BACKEND_USAGE}  (defaults: --split test --max-turns ${EVAL_DEFAULTS.maxTurns} --max-tokens-per-turn ${EVAL_DEFAULTS.maxTokensPerTurn})`,
   async run(argv, io) {
     const { flags } = parseFlags("eval", argv, {
       ...TASK_FLAGS,
@@ -49,6 +50,7 @@ export const evalCommand: Command = {
       "max-turns": { type: "string" },
       "max-tokens-per-turn": { type: "string" },
       seed: { type: "string" },
+      ...BACKEND_FLAG,
     });
     const modelDir = requireString("eval", flags, "model");
     const task = taskFromFlags("eval", flags);
@@ -66,7 +68,8 @@ export const evalCommand: Command = {
     const limit = optionalNumber("eval", flags, "limit");
     if (limit !== undefined) rows = rows.slice(0, limit);
     if (rows.length === 0) throw new InputError(`eval: no rows to evaluate (${split ? `split '${split}'` : String(flags.data)})`);
-    const engine = await LocalEngine.load(modelDir);
+    const backend = backendFromFlags("eval", flags, io);
+    const engine = await LocalEngine.load(modelDir, { backend });
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
     try {
       const { summary } = await playRows(engine, engine.tokenizer, task, rows, {

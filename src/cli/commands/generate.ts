@@ -2,11 +2,12 @@ import { LocalEngine } from "../../engine/local/local-engine.js";
 import { encodeChat } from "../../model/chat.js";
 import { optionalNumber, parseFlags, requireString } from "../args.js";
 import type { Command } from "../command.js";
+import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
 
 export const generateCommand: Command = {
   name: "generate",
   summary: "print a chat-templated completion of a prompt",
-  usage: "agent-r1 generate --model DIR --prompt TEXT [--system TEXT] [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed N]",
+  usage: "agent-r1 generate --model DIR --prompt TEXT [--system TEXT] [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--seed N] " + BACKEND_USAGE,
   async run(argv, io) {
     const { flags } = parseFlags("generate", argv, {
       model: { type: "string" },
@@ -17,9 +18,11 @@ export const generateCommand: Command = {
       "top-p": { type: "string" },
       "top-k": { type: "string" },
       seed: { type: "string" },
+      ...BACKEND_FLAG,
     });
     const prompt = requireString("generate", flags, "prompt");
-    const engine = await LocalEngine.load(requireString("generate", flags, "model"));
+    const backend = backendFromFlags("generate", flags, io);
+    const engine = await LocalEngine.load(requireString("generate", flags, "model"), { backend });
     const messages = [
       ...(typeof flags.system === "string" ? [{ role: "system" as const, content: flags.system }] : []),
       { role: "user" as const, content: prompt },

@@ -19,6 +19,7 @@ import { optionalNumber, parseFlags } from "../args.js";
 import type { Command, CommandIO } from "../command.js";
 import { Progress } from "../progress.js";
 import { summaryTable } from "./eval.js";
+import { BACKEND_FLAG, BACKEND_USAGE, announceBackend, parseBackendFlag } from "./backend-flag.js";
 
 /** The package root (assets/tokenizer is two levels below it). */
 const packageRoot = () => join(defaultTokenizerDir(), "..", "..");
@@ -55,6 +56,7 @@ export async function runMainJob(o: MainJobOptions, io: CommandIO): Promise<Main
     if (!existsSync(path)) throw new InputError(`main: ${what} not found: ${path}`, what === "recipe" ? "pass --config RECIPE.yaml" : "run 'agent-r1 pretrain --task multihop --out assets/base/multihop' or pass --base DIR");
   }
   const cfg = loadConfig(o.recipe, [`model.path=${o.base}`, ...(o.overrides ?? [])]);
+  announceBackend(cfg.engine.backend, io);
   const task = getTask(cfg.task.name, cfg.task.options);
   const trainer = await Trainer.open(cfg, { out: o.out, task, log: (l) => io.err(l) });
   const testRows = task.rows("test");
@@ -106,16 +108,17 @@ const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 export const mainJobCommand: Command = {
   name: "main",
   summary: "the main job: GRPO on multi-hop search from the committed base; held-out exact match before and after",
-  usage: "agent-r1 main [--config RECIPE.yaml] [--base DIR] [--out RUN_DIR] [--budget-minutes M] [key.path=value ...]",
+  usage: "agent-r1 main [--config RECIPE.yaml] [--base DIR] [--out RUN_DIR] [--budget-minutes M] " + BACKEND_USAGE + " [key.path=value ...]",
   async run(argv, io) {
-    const { flags, positionals } = parseFlags("main", argv, { config: { type: "string" }, base: { type: "string" }, out: { type: "string" }, "budget-minutes": { type: "string" } });
+    const { flags, positionals } = parseFlags("main", argv, { config: { type: "string" }, base: { type: "string" }, out: { type: "string" }, "budget-minutes": { type: "string" }, ...BACKEND_FLAG });
     const stray = positionals.find((p) => !p.includes("="));
     if (stray) throw new InputError(`main: unexpected argument '${stray}'`, "overrides look like key.path=value");
+    const backend = parseBackendFlag("main", flags);
     const res = await runMainJob({
       recipe: (flags.config as string | undefined) ?? MAIN_JOB_DEFAULTS.recipe(),
       base: (flags.base as string | undefined) ?? MAIN_JOB_DEFAULTS.base(),
       out: (flags.out as string | undefined) ?? `runs/main-${new Date().toISOString().replace(/[:.]/g, "-")}`,
-      overrides: positionals,
+      overrides: [...positionals, ...(backend ? [`engine.backend=${backend}`] : [])],
       budgetMinutes: optionalNumber("main", flags, "budget-minutes") ?? MAIN_JOB_DEFAULTS.budgetMinutes,
     }, io);
     for (const l of reportLines(res, "multihop")) io.out(l);

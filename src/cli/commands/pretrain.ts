@@ -5,6 +5,7 @@ import { optionalNumber, parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 import { Progress } from "../progress.js";
 import { TASK_FLAGS, taskFromFlags } from "./task-flags.js";
+import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags, backendThroughEnv } from "./backend-flag.js";
 
 const D = WARM_START_DEFAULTS;
 
@@ -12,13 +13,15 @@ export const pretrainCommand: Command = {
   name: "pretrain",
   summary: "warm-start a base model: task tokenizer, fresh preset model, SFT on expert + careless demonstrations",
   usage:
-    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--tokenizer DIR] [--vocab N] [--quality Q] [--steps N] [--batch N] [--lr X] [--out DIR] [--seed N] [--option name=value ...]` +
-    `\n  defaults: --preset ${D.preset} --vocab ${D.vocabSize} --quality ${D.quality} --steps ${D.steps} --batch ${D.batchSize} --lr ${D.lr} --seed ${D.seed}`,
+    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--init MODEL_DIR] [--copy-steps N] [--tokenizer DIR] [--vocab N] [--quality Q] [--steps N] [--batch N] [--lr X] [--out DIR] [--seed N] [--option name=value ...] ${BACKEND_USAGE}` +
+    `\n  defaults: --preset ${D.preset} --copy-steps ${D.copySteps} --vocab ${D.vocabSize} --quality ${D.quality} --steps ${D.steps} --batch ${D.batchSize} --lr ${D.lr} --seed ${D.seed}`,
   async run(argv, io) {
     const { flags } = parseFlags("pretrain", argv, {
       ...TASK_FLAGS,
       preset: { type: "string", default: D.preset },
       tokenizer: { type: "string" },
+      init: { type: "string" },
+      "copy-steps": { type: "string" },
       vocab: { type: "string" },
       quality: { type: "string" },
       steps: { type: "string" },
@@ -26,6 +29,7 @@ export const pretrainCommand: Command = {
       lr: { type: "string" },
       out: { type: "string" },
       seed: { type: "string" },
+      ...BACKEND_FLAG,
     });
     const task = taskFromFlags("pretrain", flags);
     const preset = flags.preset as string;
@@ -36,13 +40,19 @@ export const pretrainCommand: Command = {
     const steps = num("steps") ?? D.steps;
     const out = (flags.out as string | undefined) ?? `runs/base-${task.name}`;
     io.out(`pretrain: ${preset} model on '${task.name}' demonstrations (quality ${quality}), ${steps} steps → ${out}`);
+    const backend = backendFromFlags("pretrain", flags, io);
+    const copyProgress = new Progress({ label: "copy", total: num("copy-steps") ?? D.copySteps });
     const progress = new Progress({ label: "sft", total: steps });
     const t0 = Date.now();
+    // The warm start loads its engine itself, with the default backend: env AGENT_R1_BACKEND carries the choice.
+    const restoreEnv = backendThroughEnv(backend);
     try {
       const res = await warmStart({
         task, out, preset: preset as PresetName, tokenizer: flags.tokenizer as string | undefined, vocabSize: num("vocab") ?? D.vocabSize,
         quality, steps, batchSize: num("batch") ?? D.batchSize, lr: num("lr") ?? D.lr, seed: num("seed") ?? D.seed,
-        onStep: (s) => progress.update(s.step, { loss: s.loss, lr: s.lr.toExponential(1) }),
+        init: flags.init as string | undefined, copySteps: num("copy-steps") ?? D.copySteps,
+        onCopyStep: (s) => copyProgress.update(s.step, { loss: s.loss }),
+        onStep: (s) => { copyProgress.finish(); progress.update(s.step, { loss: s.loss, lr: s.lr.toExponential(1) }); },
       });
       progress.finish();
       io.out(`wrote ${res.dir}: ${(res.parameters / 1e6).toFixed(2)}M parameters, ${res.demonstrations} demonstrations, ` +
@@ -50,6 +60,8 @@ export const pretrainCommand: Command = {
     } catch (e) {
       progress.finish();
       throw e;
+    } finally {
+      restoreEnv();
     }
   },
 };

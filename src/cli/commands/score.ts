@@ -3,6 +3,7 @@ import { LocalEngine } from "../../engine/local/local-engine.js";
 import { parseFlags, requireString } from "../args.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
+import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
 
 /** Reads `{"tokens":[...]}` lines; errors name the file and the line. */
 export function readTokenLines(file: string): number[][] {
@@ -28,11 +29,12 @@ export function readTokenLines(file: string): number[][] {
 export const scoreCommand: Command = {
   name: "score",
   summary: "print the logprob of every token given the ones before it",
-  usage: "agent-r1 score --model DIR --input FILE.jsonl   (lines {\"tokens\":[...]} → lines {\"logprobs\":[null, ...]})",
+  usage: `agent-r1 score --model DIR --input FILE.jsonl ${BACKEND_USAGE}   (lines {"tokens":[...]} → lines {"logprobs":[null, ...]})`,
   async run(argv, io) {
-    const { flags } = parseFlags("score", argv, { model: { type: "string" }, input: { type: "string" } });
+    const { flags } = parseFlags("score", argv, { model: { type: "string" }, input: { type: "string" }, ...BACKEND_FLAG });
+    const backend = backendFromFlags("score", flags, io);
     const rows = readTokenLines(requireString("score", flags, "input"));
-    const engine = await LocalEngine.load(requireString("score", flags, "model"));
+    const engine = await LocalEngine.load(requireString("score", flags, "model"), { backend });
     const lps = await engine.computeLogprobs(rows);
     for (const lp of lps) io.out(JSON.stringify({ logprobs: lp }));
   },

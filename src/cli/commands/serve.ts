@@ -2,11 +2,12 @@ import { InputError } from "../../util/errors.js";
 import { startServer } from "../../serve/server.js";
 import { optionalNumber, parseFlags, requireString } from "../args.js";
 import type { Command } from "../command.js";
+import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
 
 export const serveCommand: Command = {
   name: "serve",
   summary: "serve a model over an OpenAI-compatible HTTP API (chat completions, completions, models)",
-  usage: "agent-r1 serve --model DIR [--port N (default 8000; 0 picks a free one)] [--host 127.0.0.1] [--name ID] [--max-tokens N]",
+  usage: "agent-r1 serve --model DIR [--port N (default 8000; 0 picks a free one)] [--host 127.0.0.1] [--name ID] [--max-tokens N] " + BACKEND_USAGE,
   async run(argv, io) {
     const { flags, positionals } = parseFlags("serve", argv, {
       model: { type: "string" },
@@ -14,6 +15,7 @@ export const serveCommand: Command = {
       host: { type: "string" },
       name: { type: "string" },
       "max-tokens": { type: "string" },
+      ...BACKEND_FLAG,
     });
     if (positionals.length > 0) throw new InputError(`serve: unexpected argument '${positionals[0]}'`, "run 'agent-r1 serve --help'");
     const model = requireString("serve", flags, "model");
@@ -23,7 +25,8 @@ export const serveCommand: Command = {
     if (maxTokens !== undefined && !(Number.isInteger(maxTokens) && maxTokens > 0)) throw new InputError(`serve: --max-tokens must be a positive integer, got '${flags["max-tokens"]}'`);
     const host = typeof flags.host === "string" && flags.host !== "" ? flags.host : "127.0.0.1";
 
-    const server = await startServer({ model, host, port, name: flags.name as string | undefined, defaultMaxTokens: maxTokens, log: io.err });
+    const backend = backendFromFlags("serve", flags, io);
+    const server = await startServer({ model, host, port, name: flags.name as string | undefined, defaultMaxTokens: maxTokens, log: io.err, engineOptions: { backend } });
     io.out(`serving ${server.modelId} on ${server.url}`);
     const signal = await new Promise<NodeJS.Signals>((resolve) => {
       const stop = (s: NodeJS.Signals) => {

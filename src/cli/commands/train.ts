@@ -7,12 +7,13 @@ import { parseFlags } from "../args.js";
 import { Progress } from "../progress.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
+import { BACKEND_FLAG, BACKEND_USAGE, announceBackend, parseBackendFlag } from "./backend-flag.js";
 
 export const trainCommand: Command = {
   name: "train",
   summary: "train an agent with RL from a YAML recipe (resumable)",
   usage:
-    "agent-r1 train [--config RECIPE.yaml] [--out RUN_DIR] [--resume RUN_DIR] [--skip-bad-rows] [key.path=value ...]  " +
+    "agent-r1 train [--config RECIPE.yaml] [--out RUN_DIR] [--resume RUN_DIR] [--skip-bad-rows] " + BACKEND_USAGE + " [key.path=value ...]  " +
     "(data.train / data.val read rows from .jsonl or .parquet files; --skip-bad-rows skips and counts rows that fail the schema instead of stopping at the first)",
   async run(argv, io) {
     const { flags, positionals } = parseFlags("train", argv, {
@@ -20,6 +21,7 @@ export const trainCommand: Command = {
       out: { type: "string" },
       resume: { type: "string" },
       "skip-bad-rows": { type: "boolean", default: false },
+      ...BACKEND_FLAG,
     });
     const resume = flags.resume as string | undefined;
     const out = resume ?? (flags.out as string | undefined) ?? `runs/run-${new Date().toISOString().replace(/[:.]/g, "-")}`;
@@ -32,7 +34,10 @@ export const trainCommand: Command = {
     const stray = positionals.find((p) => !p.includes("="));
     if (stray) throw new InputError(`train: unexpected argument '${stray}'`, "overrides look like key.path=value");
     if (flags["skip-bad-rows"]) overrides.push("data.skipBadRows=true");
+    const backend = parseBackendFlag("train", flags);
+    if (backend) overrides.push(`engine.backend=${backend}`);
     const cfg = loadConfig(recipe, overrides);
+    announceBackend(cfg.engine.backend, io);
     const task = getTask(cfg.task.name, cfg.task.options);
     const trainer = await Trainer.open(cfg, { out, task, resume: Boolean(resume), log: (l) => io.err(l) });
     io.out(`training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${trainer.iteration})` : ""}`);

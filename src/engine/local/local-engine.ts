@@ -28,6 +28,7 @@ import { assertTokens } from "../validate.js";
 import { randomSeed } from "../../util/rng.js";
 import { AffinityRouter, splitByCost, splitCount } from "./routing.js";
 import { readTrainerStep } from "./trainable-io.js";
+import { defaultBlasThreads, resolveBackend, type BackendName } from "./native.js";
 
 export interface LocalEngineOptions extends ReplicaOptions {
   /** Worker threads, one model replica each; 0 runs a single replica in this thread. Default: 2 when the machine has 2+ cores (env AGENT_R1_WORKERS overrides). */
@@ -36,6 +37,8 @@ export interface LocalEngineOptions extends ReplicaOptions {
 
 export interface EngineStats extends ReplicaStats {
   replicas: number;
+  /** Why `auto` fell back to tfjs (the native addon did not load); unset otherwise. */
+  backendFallback?: string;
   /** Share of looked-up prompt tokens served from the prefix cache. */
   prefixHitRate: number;
 }
@@ -60,17 +63,31 @@ export class LocalEngine implements Engine {
     public tokenizer: Tokenizer,
     public config: ModelConfig,
     private sourceDir: string,
+    /** The compute backend every replica runs on. */
+    readonly backend: BackendName,
+    /** Why `auto` fell back to tfjs; unset when it did not. */
+    readonly backendFallback?: string,
   ) {
     this.router = new AffinityRouter(replicas.length);
     this.policyStep = readTrainerStep(sourceDir);
   }
 
-  /** Loads a Hugging Face model directory (optimizer state too, when the directory holds one). */
-  static async load(dir: string, opts: LocalEngineOptions = {}): Promise<LocalEngine> {
-    const workers = opts.workers ?? defaultWorkers();
+  /**
+   * Loads a Hugging Face model directory (optimizer state too, when the directory holds one).
+   * `opts.backend` (else env AGENT_R1_BACKEND, else auto) picks the compute backend; `native`
+   * without a loadable addon is an InputError naming the reason, `auto` then falls back to
+   * tfjs and records why in `backendFallback`.
+   */
+  static async load(dir: string, options: LocalEngineOptions = {}): Promise<LocalEngine> {
+    const { backend, fallback } = resolveBackend(options.backend);
+    const workers = options.workers ?? defaultWorkers();
+    if (options.blasThreads !== undefined && !(Number.isInteger(options.blasThreads) && options.blasThreads >= 1)) {
+      throw new InputError(`blasThreads must be a positive integer, got ${options.blasThreads}`);
+    }
+    const opts = { ...options, backend, blasThreads: options.blasThreads ?? defaultBlasThreads(Math.max(1, workers)) };
     if (workers === 0) {
       const r = await Replica.load(dir, opts);
-      return new LocalEngine([r], r.tokenizer, r.trainable.model.config, dir);
+      return new LocalEngine([r], r.tokenizer, r.trainable.model.config, dir, backend, fallback);
     }
     const config = readModelConfig(dir);
     if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
@@ -82,7 +99,7 @@ export class LocalEngine implements Engine {
       await Promise.all(ok.map((r) => r.dispose()));
       throw failed.reason;
     }
-    return new LocalEngine(ok, tokenizer, config, dir);
+    return new LocalEngine(ok, tokenizer, config, dir, backend, fallback);
   }
 
   get workers(): number {
@@ -218,6 +235,8 @@ export class LocalEngine implements Engine {
     };
     const prefixCache = sum((s) => s.prefixCache);
     return {
+      backend: this.backend,
+      ...(this.backendFallback !== undefined ? { backendFallback: this.backendFallback } : {}),
       replicas: all.length,
       liveTensors: all.reduce((a, s) => a + s.liveTensors, 0),
       cacheTensors: all.reduce((a, s) => a + s.cacheTensors, 0),

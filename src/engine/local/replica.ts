@@ -5,7 +5,8 @@
  * async so the two are interchangeable behind `ReplicaApi`.
  */
 import { join } from "node:path";
-import { initBackend, tf } from "./tf-backend.js";
+import { claimBackend, initBackend, tf } from "./tf-backend.js";
+import { defaultBlasThreads, resolveBackend, type BackendChoice, type BackendName } from "./native.js";
 import { Trainable } from "./trainable.js";
 import { Scheduler, type SchedulerOptions, type SchedulerStats } from "./scheduler.js";
 import { computeLogprobs, policyPass, type RawForwardBackward } from "./policy-train.js";
@@ -26,9 +27,15 @@ export interface ReplicaOptions extends SchedulerOptions {
   microBatchTokens?: number;
   /** Bytes of activations the gradient tape may hold per micro-batch. Default 640 MiB (the wasm heap is 4 GiB). */
   microBatchBytes?: number;
+  /** Compute backend for matrix products: native (BLAS addon), tfjs (wasm) or auto. Default: env AGENT_R1_BACKEND, else auto. */
+  backend?: BackendChoice;
+  /** BLAS threads per matrix product on the native backend. Default: cores / replicas (env AGENT_R1_BLAS_THREADS overrides). */
+  blasThreads?: number;
 }
 
 export interface ReplicaStats {
+  /** The backend this replica's matrix products run on. */
+  backend: BackendName;
   liveTensors: number;
   /** Tensors held by the prefix cache and the running decode batch. */
   cacheTensors: number;
@@ -67,10 +74,23 @@ export class Replica implements ReplicaApi {
     private scheduler: Scheduler,
     readonly tokenizer: Tokenizer,
     private readonly plan: MicroBatchPlanner,
+    readonly backend: BackendName,
+    private readonly releaseBackend: () => void,
   ) {}
 
   static async load(dir: string, opts: ReplicaOptions = {}): Promise<Replica> {
     await initBackend();
+    const { backend } = resolveBackend(opts.backend);
+    const release = claimBackend(backend, opts.blasThreads ?? defaultBlasThreads(1));
+    try {
+      return Replica.open(dir, opts, backend, release);
+    } catch (e) {
+      release();
+      throw e;
+    }
+  }
+
+  private static open(dir: string, opts: ReplicaOptions, backend: BackendName, release: () => void): Replica {
     const m = loadModelDir(dir);
     const model = Transformer.fromHostWeights(m.config, m.weights, join(dir, "model.safetensors"));
     const policy = new Trainable(model);
@@ -81,7 +101,7 @@ export class Replica implements ReplicaApi {
       opts.microBatchBytes ?? DEFAULT_ACTIVATION_BUDGET,
       opts.microBatchTokens ?? Infinity,
     );
-    return new Replica(policy, new Scheduler(model, m.tokenizer, opts), m.tokenizer, plan);
+    return new Replica(policy, new Scheduler(model, m.tokenizer, opts), m.tokenizer, plan, backend, release);
   }
 
   /** The in-process policy (tests and single-replica engines only). */
@@ -183,6 +203,7 @@ export class Replica implements ReplicaApi {
 
   async stats(): Promise<ReplicaStats> {
     return {
+      backend: this.backend,
       liveTensors: tf.memory().numTensors,
       cacheTensors: this.scheduler.prefix.tensorCount() + this.scheduler.tensorCount(),
       prefixCache: this.scheduler.prefix.stats(),
@@ -194,5 +215,6 @@ export class Replica implements ReplicaApi {
     this.scheduler.prefix.clear();
     this.policy.dispose();
     this.critic?.dispose();
+    this.releaseBackend();
   }
 }

@@ -5,10 +5,14 @@
  *    (embedding lookup, target-logprob pick) needs it;
  *  - `BatchMatMul` is fast (XNNPACK) only for batch 1 with neither input
  *    transposed, so transposes are done explicitly and batches are looped.
+ * With the native backend (./native.ts), `BatchMatMul` instead calls BLAS sgemm
+ * from the addon on views of the wasm heap (no copies; transposes are BLAS flags).
  * The umbrella `@tensorflow/tfjs` import registers the gradients.
  */
 import * as tf from "@tensorflow/tfjs";
 import "@tensorflow/tfjs-backend-wasm";
+import { loadNative, type BackendName, type NativeAddon } from "./native.js";
+import { InputError } from "../../util/errors.js";
 
 type TensorInfo = { dataId: object; shape: number[]; dtype: string };
 // The wasm backend's kernel-level API, typed only as far as we use it.
@@ -130,6 +134,117 @@ export function recordingGradients(): boolean {
   return (tf.engine() as unknown as { state: { gradientDepth: number } }).state.gradientDepth > 0;
 }
 
+/** This thread's sgemm when its matrix products run natively. */
+let native: NativeAddon | undefined;
+const claims: Record<BackendName, number> = { native: 0, tfjs: 0 };
+
+/** The backend this thread's matrix products run on. */
+export function matmulBackend(): BackendName {
+  return native ? "native" : "tfjs";
+}
+
+/**
+ * Switches this thread's matrix products (tests; engines use claimBackend).
+ * "native" throws an InputError naming the reason when the addon cannot load;
+ * `threads` sets BLAS threads per product (process-wide; default 1).
+ */
+export function setMatmulBackend(backend: BackendName, threads = 1): void {
+  if (backend === "tfjs") {
+    native = undefined;
+    return;
+  }
+  const st = loadNative();
+  if (!st.ok) throw new InputError(`the native backend is unavailable: ${st.reason}`, "use the tfjs backend, or build the addon");
+  st.addon.setThreads(threads);
+  native = st.addon;
+}
+
+/**
+ * An engine replica runs its matrix products on `backend` until it calls the
+ * returned release. The kernel is per thread (per TF.js instance), so replicas
+ * on different backends cannot share a thread: that is an error, not a silent switch.
+ */
+export function claimBackend(backend: BackendName, threads = 1): () => void {
+  const other: BackendName = backend === "native" ? "tfjs" : "native";
+  if (claims[other] > 0) {
+    throw new InputError(
+      `an engine on the ${other} backend is already loaded in this thread; one thread runs one backend`,
+      "dispose it first, or load the engines with workers >= 1 (each replica then has its own thread)",
+    );
+  }
+  setMatmulBackend(backend, threads);
+  claims[backend]++;
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    claims[backend]--;
+  };
+}
+
+/**
+ * BatchMatMul on BLAS: out (...outer, m, n) = op(a) @ op(b), where the outer
+ * (batch) dimensions broadcast as in NumPy. Reads a and b and writes the output
+ * in place on the wasm heap.
+ */
+function nativeBatchMatMul(args: Parameters<KernelFn>[0], addon: NativeAddon): TensorInfo {
+  const { inputs, backend, attrs } = args;
+  const a = inputs.a, b = inputs.b;
+  const ta = Boolean(attrs!.transposeA), tb = Boolean(attrs!.transposeB);
+  if (a.dtype !== "float32" || b.dtype !== "float32") throw new Error(`BatchMatMul: float32 inputs only, got ${a.dtype} and ${b.dtype}`);
+  const ra = a.shape.length, rb = b.shape.length;
+  if (ra < 2 || rb < 2) throw new Error(`BatchMatMul: inputs must have rank >= 2, got shapes [${a.shape}] and [${b.shape}]`);
+  const m = ta ? a.shape[ra - 1] : a.shape[ra - 2];
+  const k = ta ? a.shape[ra - 2] : a.shape[ra - 1];
+  const kb = tb ? b.shape[rb - 1] : b.shape[rb - 2];
+  const n = tb ? b.shape[rb - 2] : b.shape[rb - 1];
+  if (k !== kb) {
+    throw new Error(`BatchMatMul: inner dimensions differ (${k} vs ${kb}) for shapes [${a.shape}] and [${b.shape}], transposeA=${ta}, transposeB=${tb}`);
+  }
+  const { outer, aIndex, bIndex } = broadcastBatch(a.shape.slice(0, -2), b.shape.slice(0, -2));
+  const batch = outer.reduce((x, y) => x * y, 1);
+  const out = backend.makeOutput([...outer, m, n], "float32");
+  // Views after the allocation: growing the heap detaches older views.
+  const av = backend.typedArrayFromHeap(a) as Float32Array, bv = backend.typedArrayFromHeap(b) as Float32Array;
+  const cv = backend.typedArrayFromHeap(out) as Float32Array;
+  addon.gemm(av, bv, cv, batch, m, n, k, ta, tb, aIndex, bIndex);
+  return out;
+}
+
+/**
+ * The broadcast batch shape of two outer shapes and, for each output item, the
+ * item of a and of b it reads (null where that is the item itself).
+ */
+export function broadcastBatch(oa: number[], ob: number[]): { outer: number[]; aIndex: Int32Array | null; bIndex: Int32Array | null } {
+  const r = Math.max(oa.length, ob.length);
+  const pa = [...Array<number>(r - oa.length).fill(1), ...oa], pb = [...Array<number>(r - ob.length).fill(1), ...ob];
+  const outer = pa.map((d, i) => {
+    if (d !== pb[i] && d !== 1 && pb[i] !== 1) throw new Error(`BatchMatMul: batch shapes [${oa}] and [${ob}] do not broadcast`);
+    return Math.max(d, pb[i]);
+  });
+  const batch = outer.reduce((x, y) => x * y, 1);
+  const index = (p: number[]): Int32Array | null => {
+    if (p.every((d, i) => d === outer[i])) return null;
+    // Row-major strides of the input's own items, 0 along broadcast axes.
+    const strides = new Array<number>(r);
+    for (let i = r - 1, s = 1; i >= 0; i--) {
+      strides[i] = p[i] === 1 ? 0 : s;
+      s *= p[i];
+    }
+    const idx = new Int32Array(batch);
+    for (let j = 0; j < batch; j++) {
+      let rest = j, at = 0;
+      for (let i = r - 1; i >= 0; i--) {
+        at += (rest % outer[i]) * strides[i];
+        rest = Math.floor(rest / outer[i]);
+      }
+      idx[j] = at;
+    }
+    return idx;
+  };
+  return { outer, aIndex: index(pa), bIndex: index(pb) };
+}
+
 function wrapBatchMatMul(): void {
   const original = tf.getKernel("BatchMatMul", "wasm");
   if (!original || (original as { wrapped?: boolean }).wrapped) return;
@@ -141,7 +256,7 @@ function wrapBatchMatMul(): void {
     setupFunc: original.setupFunc,
     disposeFunc: original.disposeFunc,
     wrapped: true,
-    kernelFunc: ((args: Parameters<KernelFn>[0]) => fastBatchMatMul(args, matmul)) as unknown as tf.KernelFunc,
+    kernelFunc: ((args: Parameters<KernelFn>[0]) => (native ? nativeBatchMatMul(args, native) : fastBatchMatMul(args, matmul))) as unknown as tf.KernelFunc,
   };
   tf.registerKernel(config);
 }

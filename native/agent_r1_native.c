@@ -1,0 +1,273 @@
+/*
+ * agent-r1 native kernels (stage 1): batched single-precision matrix products
+ * through BLAS (cblas_sgemm), called on Float32Array views without copying.
+ *
+ * Exports:
+ *   gemm(a, b, c, batch, m, n, k, transA, transB, aIndex, bIndex) -> undefined
+ *     For i in [0, batch):  C_i (m, n) = op(A_{aIndex[i]}) @ op(B_{bIndex[i]})
+ *       a: Float32Array of A items, each m*k floats, row-major:
+ *          (m, k) when transA is false, (k, m) when transA is true;
+ *       b: Float32Array of B items, each k*n floats: (k, n), or (n, k) when transB;
+ *       c: Float32Array of at least batch*m*n floats, written (never read);
+ *       aIndex / bIndex: Int32Array of length batch naming the item of a / b
+ *          that output item i uses (batch broadcasting), or null / undefined
+ *          for item i itself.
+ *     Every size and index is checked before BLAS runs: a bad argument raises
+ *     a JavaScript TypeError / RangeError naming it.
+ *   setThreads(n) / getThreads(): BLAS threads per call (process-wide).
+ *   info() -> { blas: string, threads: number }
+ *
+ * Plain Node-API (node_api.h): no C++ wrapper, no npm dependency.
+ */
+#define NAPI_VERSION 8
+#include <node_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The CBLAS entry point, declared here so no particular cblas.h is needed. */
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+extern void cblas_sgemm(int order, int transA, int transB, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc);
+
+#ifdef AGENT_R1_OPENBLAS
+extern void openblas_set_num_threads(int n);
+extern int openblas_get_num_threads(void);
+extern char *openblas_get_config(void);
+#endif
+
+#define MAX_DIM 2147483647LL
+
+/* Throws err (a TypeError or RangeError) and returns NULL from the caller. */
+#define CHECK_NAPI(env, call)                                                   \
+  do {                                                                          \
+    if ((call) != napi_ok) {                                                    \
+      napi_throw_error((env), NULL, "agent-r1 native: N-API call failed: " #call); \
+      return NULL;                                                              \
+    }                                                                           \
+  } while (0)
+
+static napi_value fail_type(napi_env env, const char *msg) {
+  napi_throw_type_error(env, NULL, msg);
+  return NULL;
+}
+
+static napi_value fail_range(napi_env env, const char *msg) {
+  napi_throw_range_error(env, NULL, msg);
+  return NULL;
+}
+
+/* A Float32Array argument: its data pointer and length in floats. Returns 0 and throws on a wrong type. */
+static int get_f32(napi_env env, napi_value v, const char *name, float **data, int64_t *len) {
+  bool is_ta = false;
+  char msg[160];
+  if (napi_is_typedarray(env, v, &is_ta) != napi_ok || !is_ta) {
+    snprintf(msg, sizeof msg, "gemm: %s must be a Float32Array", name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  napi_typedarray_type type;
+  size_t length = 0;
+  void *ptr = NULL;
+  if (napi_get_typedarray_info(env, v, &type, &length, &ptr, NULL, NULL) != napi_ok || type != napi_float32_array) {
+    snprintf(msg, sizeof msg, "gemm: %s must be a Float32Array", name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  *data = (float *)ptr;
+  *len = (int64_t)length;
+  return 1;
+}
+
+/* An Int32Array index argument, or null/undefined (returns 1 with *data = NULL). */
+static int get_index(napi_env env, napi_value v, const char *name, int32_t **data, int64_t *len) {
+  napi_valuetype vt;
+  char msg[160];
+  *data = NULL;
+  *len = 0;
+  if (napi_typeof(env, v, &vt) != napi_ok) return 0;
+  if (vt == napi_undefined || vt == napi_null) return 1;
+  bool is_ta = false;
+  napi_typedarray_type type;
+  size_t length = 0;
+  void *ptr = NULL;
+  if (napi_is_typedarray(env, v, &is_ta) != napi_ok || !is_ta ||
+      napi_get_typedarray_info(env, v, &type, &length, &ptr, NULL, NULL) != napi_ok || type != napi_int32_array) {
+    snprintf(msg, sizeof msg, "gemm: %s must be an Int32Array or null", name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  *data = (int32_t *)ptr;
+  *len = (int64_t)length;
+  return 1;
+}
+
+/* A non-negative integer argument no larger than MAX_DIM. */
+static int get_dim(napi_env env, napi_value v, const char *name, int64_t *out) {
+  napi_valuetype vt;
+  char msg[160];
+  double d = 0;
+  if (napi_typeof(env, v, &vt) != napi_ok || vt != napi_number || napi_get_value_double(env, v, &d) != napi_ok) {
+    snprintf(msg, sizeof msg, "gemm: %s must be a number", name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  if (!(d >= 0) || d > (double)MAX_DIM || d != (double)(int64_t)d) {
+    snprintf(msg, sizeof msg, "gemm: %s must be a non-negative integer below 2^31, got %g", name, d);
+    napi_throw_range_error(env, NULL, msg);
+    return 0;
+  }
+  *out = (int64_t)d;
+  return 1;
+}
+
+static int get_flag(napi_env env, napi_value v, const char *name, int *out) {
+  napi_valuetype vt;
+  char msg[160];
+  bool b = false;
+  if (napi_typeof(env, v, &vt) != napi_ok || vt != napi_boolean || napi_get_value_bool(env, v, &b) != napi_ok) {
+    snprintf(msg, sizeof msg, "gemm: %s must be a boolean", name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  *out = b ? 1 : 0;
+  return 1;
+}
+
+/*
+ * Checks that every item an index array names lies inside its array:
+ * (index + 1) * item <= length. Without an index array, item batch-1 is the last used.
+ */
+static int check_items(napi_env env, const char *arr, const char *idx_name, const int32_t *idx, int64_t batch,
+                       int64_t item, int64_t length) {
+  char msg[200];
+  int64_t last = batch - 1;
+  if (idx) {
+    last = -1;
+    for (int64_t i = 0; i < batch; i++) {
+      if (idx[i] < 0) {
+        snprintf(msg, sizeof msg, "gemm: %s[%lld] = %d is negative", idx_name, (long long)i, (int)idx[i]);
+        napi_throw_range_error(env, NULL, msg);
+        return 0;
+      }
+      if (idx[i] > last) last = idx[i];
+    }
+  }
+  if (batch > 0 && item > 0 && (last + 1) > length / item) {
+    snprintf(msg, sizeof msg, "gemm: %s holds %lld floats, too short for item %lld of %lld floats", arr, (long long)length,
+             (long long)last, (long long)item);
+    napi_throw_range_error(env, NULL, msg);
+    return 0;
+  }
+  return 1;
+}
+
+static napi_value gemm(napi_env env, napi_callback_info info) {
+  size_t argc = 11;
+  napi_value argv[11];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 9) return fail_type(env, "gemm(a, b, c, batch, m, n, k, transA, transB, aIndex?, bIndex?) needs at least 9 arguments");
+
+  float *a, *b, *c;
+  int64_t a_len, b_len, c_len, batch, m, n, k, ai_len = 0, bi_len = 0;
+  int ta, tb;
+  int32_t *ai = NULL, *bi = NULL;
+  if (!get_f32(env, argv[0], "a", &a, &a_len) || !get_f32(env, argv[1], "b", &b, &b_len) ||
+      !get_f32(env, argv[2], "c", &c, &c_len) || !get_dim(env, argv[3], "batch", &batch) ||
+      !get_dim(env, argv[4], "m", &m) || !get_dim(env, argv[5], "n", &n) || !get_dim(env, argv[6], "k", &k) ||
+      !get_flag(env, argv[7], "transA", &ta) || !get_flag(env, argv[8], "transB", &tb))
+    return NULL;
+  if (argc > 9 && !get_index(env, argv[9], "aIndex", &ai, &ai_len)) return NULL;
+  if (argc > 10 && !get_index(env, argv[10], "bIndex", &bi, &bi_len)) return NULL;
+
+  char msg[200];
+  if (ai && ai_len != batch) {
+    snprintf(msg, sizeof msg, "gemm: aIndex has %lld entries, expected batch = %lld", (long long)ai_len, (long long)batch);
+    return fail_range(env, msg);
+  }
+  if (bi && bi_len != batch) {
+    snprintf(msg, sizeof msg, "gemm: bIndex has %lld entries, expected batch = %lld", (long long)bi_len, (long long)batch);
+    return fail_range(env, msg);
+  }
+  const int64_t a_item = m * k, b_item = k * n, c_item = m * n; /* each < 2^62: no overflow */
+  if (c_item > 0 && batch > c_len / c_item) {
+    snprintf(msg, sizeof msg, "gemm: c holds %lld floats, needs batch*m*n = %lld*%lld*%lld", (long long)c_len, (long long)batch,
+             (long long)m, (long long)n);
+    return fail_range(env, msg);
+  }
+  if (!check_items(env, "a", "aIndex", ai, batch, a_item, a_len)) return NULL;
+  if (!check_items(env, "b", "bIndex", bi, batch, b_item, b_len)) return NULL;
+  if (batch == 0 || c_item == 0) return NULL;
+
+  if (k == 0) { /* an empty sum: the product is zero */
+    memset(c, 0, (size_t)(batch * c_item) * sizeof(float));
+    return NULL;
+  }
+  /* Row-major leading dimensions (at least 1, as BLAS requires). */
+  const int lda = (int)(ta ? m : k), ldb = (int)(tb ? k : n), ldc = (int)n;
+  for (int64_t i = 0; i < batch; i++) {
+    const float *ap = a + (ai ? (int64_t)ai[i] : i) * a_item; /* (m, k) or (k, m) */
+    const float *bp = b + (bi ? (int64_t)bi[i] : i) * b_item; /* (k, n) or (n, k) */
+    float *cp = c + i * c_item;                               /* (m, n) */
+    cblas_sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, ap,
+                lda > 0 ? lda : 1, bp, ldb > 0 ? ldb : 1, 0.0f, cp, ldc > 0 ? ldc : 1);
+  }
+  return NULL;
+}
+
+static napi_value set_threads(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t t = 0;
+  if (argc < 1 || !get_dim(env, argv[0], "threads", &t)) return NULL;
+  if (t < 1 || t > 1024) return fail_range(env, "setThreads: threads must be in [1, 1024]");
+#ifdef AGENT_R1_OPENBLAS
+  openblas_set_num_threads((int)t);
+#endif
+  return NULL;
+}
+
+static int threads_now(void) {
+#ifdef AGENT_R1_OPENBLAS
+  return openblas_get_num_threads();
+#else
+  return 0;
+#endif
+}
+
+static napi_value get_threads(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value out;
+  CHECK_NAPI(env, napi_create_int32(env, threads_now(), &out));
+  return out;
+}
+
+static napi_value get_info(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value out, blas, threads;
+#ifdef AGENT_R1_OPENBLAS
+  const char *name = openblas_get_config();
+  char buf[200];
+  snprintf(buf, sizeof buf, "%s", name ? name : "OpenBLAS");
+#else
+  const char *buf = "BLAS (cblas)";
+#endif
+  CHECK_NAPI(env, napi_create_object(env, &out));
+  CHECK_NAPI(env, napi_create_string_utf8(env, buf, NAPI_AUTO_LENGTH, &blas));
+  CHECK_NAPI(env, napi_create_int32(env, threads_now(), &threads));
+  CHECK_NAPI(env, napi_set_named_property(env, out, "blas", blas));
+  CHECK_NAPI(env, napi_set_named_property(env, out, "threads", threads));
+  return out;
+}
+
+NAPI_MODULE_INIT() {
+  napi_property_descriptor props[] = {
+      {"gemm", NULL, gemm, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"setThreads", NULL, set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"getThreads", NULL, get_threads, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"info", NULL, get_info, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
+  return exports;
+}

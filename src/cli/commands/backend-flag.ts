@@ -1,0 +1,48 @@
+/** The --backend flag of the commands that load models, and the one line printed when auto falls back to tfjs. */
+import { fallbackLine, parseBackend, resolveBackend, type BackendChoice } from "../../engine/local/native.js";
+import type { FlagSpec, Parsed } from "../args.js";
+import type { CommandIO } from "../command.js";
+
+export const BACKEND_FLAG: FlagSpec = { backend: { type: "string" } };
+export const BACKEND_USAGE = "[--backend auto|native|tfjs]";
+
+let announced = false;
+
+/**
+ * Checks a backend choice before any model loads: `native` without the addon is an
+ * error naming the reason; `auto` without it prints one line (once per process).
+ */
+export function announceBackend(choice: BackendChoice | undefined, io: CommandIO): void {
+  const { fallback } = resolveBackend(choice);
+  if (fallback !== undefined && !announced) {
+    announced = true;
+    io.err(fallbackLine(fallback));
+  }
+}
+
+/** The --backend flag's value, checked (undefined when absent: env AGENT_R1_BACKEND, else auto). */
+export function parseBackendFlag(command: string, flags: Parsed["flags"]): BackendChoice | undefined {
+  const raw = flags.backend;
+  return typeof raw === "string" ? parseBackend(raw, `${command}: --backend`) : undefined;
+}
+
+/** The --backend flag's value, checked and announced. */
+export function backendFromFlags(command: string, flags: Parsed["flags"], io: CommandIO): BackendChoice | undefined {
+  const choice = parseBackendFlag(command, flags);
+  announceBackend(choice, io);
+  return choice;
+}
+
+/**
+ * For library calls that load an engine without a backend option (warm start): sets
+ * env AGENT_R1_BACKEND to the choice until the returned restore runs. No choice: no change.
+ */
+export function backendThroughEnv(choice: BackendChoice | undefined): () => void {
+  if (choice === undefined) return () => {};
+  const before = process.env.AGENT_R1_BACKEND;
+  process.env.AGENT_R1_BACKEND = choice;
+  return () => {
+    if (before === undefined) delete process.env.AGENT_R1_BACKEND;
+    else process.env.AGENT_R1_BACKEND = before;
+  };
+}

@@ -1,0 +1,131 @@
+/**
+ * The native addon (native/agent_r1_native.c, built by node-gyp at install into
+ * build/Release/agent_r1_native.node) and the choice of compute backend:
+ *  - "tfjs": every kernel on TensorFlow.js's wasm backend;
+ *  - "native": matrix products through the addon's BLAS sgemm, zero-copy on the
+ *    wasm heap (the rest of the model still runs on the wasm backend);
+ *  - "auto": native when the addon loads, else tfjs.
+ * The choice is the engine option `backend`, else env AGENT_R1_BACKEND, else auto.
+ * AGENT_R1_NATIVE_DISABLE=1 makes the loader act as if the addon failed to load.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { InputError } from "../../util/errors.js";
+
+export const BACKEND_CHOICES = ["auto", "native", "tfjs"] as const;
+export type BackendChoice = (typeof BACKEND_CHOICES)[number];
+/** A backend the engine actually runs on. */
+export type BackendName = Exclude<BackendChoice, "auto">;
+
+export interface NativeAddon {
+  /**
+   * For i < batch: c[i] (m, n) = op(a[aIndex[i] ?? i]) @ op(b[bIndex[i] ?? i]), where a's items
+   * are (m, k) — (k, m) when transA — and b's are (k, n) — (n, k) when transB. Throws on a bad shape.
+   */
+  gemm(a: Float32Array, b: Float32Array, c: Float32Array, batch: number, m: number, n: number, k: number, transA: boolean, transB: boolean, aIndex?: Int32Array | null, bIndex?: Int32Array | null): void;
+  /** BLAS threads per call (process-wide). */
+  setThreads(n: number): void;
+  getThreads(): number;
+  info(): { blas: string; threads: number };
+}
+
+export type NativeStatus = { ok: true; addon: NativeAddon; path: string } | { ok: false; reason: string };
+
+export const ADDON_FILE = join("build", "Release", "agent_r1_native.node");
+
+let loaded: NativeStatus | undefined;
+
+/** The package root: the nearest directory above this module whose package.json is agent-r1's. */
+function packageRoot(): string | undefined {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    const pj = join(dir, "package.json");
+    if (existsSync(pj)) {
+      try {
+        if ((JSON.parse(readFileSync(pj, "utf8")) as { name?: string }).name === "agent-r1") return dir;
+      } catch {
+        // not ours; keep looking
+      }
+    }
+    const up = dirname(dir);
+    if (up === dir) break;
+    dir = up;
+  }
+  return undefined;
+}
+
+/** Loads the addon once per thread; never throws. */
+export function loadNative(): NativeStatus {
+  if (process.env.AGENT_R1_NATIVE_DISABLE && process.env.AGENT_R1_NATIVE_DISABLE !== "0") {
+    return { ok: false, reason: "disabled by AGENT_R1_NATIVE_DISABLE" };
+  }
+  if (loaded) return loaded;
+  const root = packageRoot();
+  const path = root ? join(root, ADDON_FILE) : undefined;
+  if (!path || !existsSync(path)) {
+    loaded = { ok: false, reason: `the addon is not built: ${path ?? ADDON_FILE} is missing; build it with 'npm run build:native', which needs a C compiler, make, python3 and libopenblas-dev` };
+    return loaded;
+  }
+  try {
+    const addon = createRequire(import.meta.url)(path) as NativeAddon;
+    if (typeof addon.gemm !== "function") throw new Error("it exports no gemm function");
+    loaded = { ok: true, addon, path };
+  } catch (e) {
+    loaded = { ok: false, reason: `${path} failed to load: ${(e as Error).message.split("\n")[0]}` };
+  }
+  return loaded;
+}
+
+/** Checks a backend name from a flag, config or env; the error names where it came from. */
+export function parseBackend(value: string, where: string): BackendChoice {
+  if ((BACKEND_CHOICES as readonly string[]).includes(value)) return value as BackendChoice;
+  throw new InputError(`${where}: unknown backend '${value}'; choose one of: ${BACKEND_CHOICES.join(", ")}`);
+}
+
+/** The requested choice: the option, else env AGENT_R1_BACKEND, else auto. */
+export function requestedBackend(choice?: BackendChoice): BackendChoice {
+  if (choice !== undefined) return parseBackend(choice, "engine.backend");
+  const env = process.env.AGENT_R1_BACKEND;
+  return env ? parseBackend(env, "AGENT_R1_BACKEND") : "auto";
+}
+
+export interface ResolvedBackend {
+  backend: BackendName;
+  /** Why auto fell back to tfjs (unset when it did not). */
+  fallback?: string;
+}
+
+/** Resolves a choice to the backend to run; `native` that cannot load is an InputError naming the reason. */
+export function resolveBackend(choice?: BackendChoice): ResolvedBackend {
+  const want = requestedBackend(choice);
+  if (want === "tfjs") return { backend: "tfjs" };
+  const st = loadNative();
+  if (st.ok) return { backend: "native" };
+  if (want === "native") {
+    throw new InputError(`the native backend is unavailable: ${st.reason}`, "use --backend tfjs (or engine.backend=tfjs), or build the addon");
+  }
+  return { backend: "tfjs", fallback: st.reason };
+}
+
+/** The one line a command prints when auto falls back. */
+export function fallbackLine(reason: string): string {
+  return `agent-r1: native backend unavailable (${reason}); using tfjs`;
+}
+
+/**
+ * BLAS threads per matrix product for an engine of `replicas` replicas: env
+ * AGENT_R1_BLAS_THREADS, else the cores left to each replica (1 with one replica
+ * per core, as the engine runs by default; all cores for a single replica).
+ */
+export function defaultBlasThreads(replicas: number): number {
+  const env = process.env.AGENT_R1_BLAS_THREADS;
+  if (env !== undefined && env !== "") {
+    const n = Number(env);
+    if (!Number.isInteger(n) || n < 1) throw new InputError(`AGENT_R1_BLAS_THREADS must be a positive integer, got '${env}'`);
+    return n;
+  }
+  return Math.max(1, Math.floor(availableParallelism() / Math.max(1, replicas)));
+}

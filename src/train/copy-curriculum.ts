@@ -1,0 +1,57 @@
+/**
+ * A copying curriculum run before supervised training on demonstrations.
+ * A task agent copies names: from the question into its search query, from
+ * a tool response into its next query and its answer. A freshly initialized
+ * model learns that late and slowly from demonstrations (where a few tokens
+ * per turn are copies); sequences made of a random list of the task's words
+ * followed by the same list teach it directly (every token of the second half
+ * is a copy), and the circuits that do it ("induction heads") carry over.
+ *
+ *   sequence  = w1 w2 ... wk "\n" w1 w2 ... wk        (k random words of the task's text)
+ *   weights   = 1 on the targets of the second half, 0 on the first half
+ */
+import type { Datum } from "../engine/types.js";
+import type { Tokenizer } from "../model/tokenizer.js";
+import { Rng } from "../util/rng.js";
+
+/** Distinct words (letter runs) of a text corpus, in first-seen order. */
+export function corpusWords(texts: Iterable<string>, limit = 20_000): string[] {
+  const seen = new Set<string>();
+  for (const t of texts) {
+    for (const m of t.matchAll(/\p{L}+/gu)) {
+      seen.add(m[0]);
+      if (seen.size >= limit) return [...seen];
+    }
+  }
+  return [...seen];
+}
+
+export interface CopyDatumOptions {
+  count: number;
+  /** Words per half: drawn uniformly from [minWords, maxWords]. */
+  minWords: number;
+  maxWords: number;
+  seed: number;
+}
+
+/** `count` copy datums over `words` (cross-entropy on the second half only). */
+export function copyDatums(tokenizer: Tokenizer, words: readonly string[], o: CopyDatumOptions): Datum[] {
+  if (words.length === 0) throw new RangeError("copyDatums: no words to copy");
+  const rng = new Rng(o.seed, 31);
+  const newline = tokenizer.encode("\n");
+  const out: Datum[] = [];
+  for (let i = 0; i < o.count; i++) {
+    const k = o.minWords + rng.int(o.maxWords - o.minWords + 1);
+    const text = Array.from({ length: k }, () => words[rng.int(words.length)]).join(" ");
+    const half = tokenizer.encode(text);
+    const full = [...half, ...newline, ...half];
+    const firstCopied = half.length + newline.length; // index in `full` of the first copied token
+    out.push({
+      tokens: full.slice(0, -1),
+      targetTokens: full.slice(1),
+      // target t is full[t + 1]
+      weights: full.slice(1).map((_, t) => (t + 1 >= firstCopied ? 1 : 0)),
+    });
+  }
+  return out;
+}

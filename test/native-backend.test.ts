@@ -1,0 +1,369 @@
+/**
+ * The native backend (matrix products on BLAS through the C addon) against the
+ * TF.js wasm path it replaces, and the choice between them.
+ *
+ * The addon must be built for these tests: they fail when it is missing (CI builds
+ * it), and skip only when AGENT_R1_NATIVE_DISABLE is set. Tolerances are float32's:
+ * BLAS sums in a different order than XNNPACK, so results agree to rounding
+ * (about 1e-7 relative per product), never bit for bit.
+ */
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { initModel } from "../src/model/init-model.js";
+import { LocalEngine } from "../src/engine/local/local-engine.js";
+import { loadNative, type BackendName } from "../src/engine/local/native.js";
+import { broadcastBatch, initBackend, matmulBackend, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
+import { InputError } from "../src/util/errors.js";
+import { runCli } from "../src/cli/main.js";
+import { loadConfig } from "../src/train/load-config.js";
+import { Rng } from "../src/util/rng.js";
+import type { Datum } from "../src/engine/types.js";
+import { captureIO, tempDir } from "./helpers.js";
+
+const disabled = Boolean(process.env.AGENT_R1_NATIVE_DISABLE) && process.env.AGENT_R1_NATIVE_DISABLE !== "0";
+const native = { skip: disabled ? "AGENT_R1_NATIVE_DISABLE is set" : false };
+
+let root: string;
+let base: string;
+
+before(async () => {
+  await initBackend();
+  root = tempDir("agent-r1-native-");
+  base = path.join(root, "tiny");
+  await initModel({ preset: "tiny", out: base, seed: 0 });
+});
+
+after(() => {
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+/** Max |a - b| and max |b|. */
+function diff(a: ArrayLike<number>, b: ArrayLike<number>): { abs: number; scale: number } {
+  assert.equal(a.length, b.length, "lengths differ");
+  let abs = 0, scale = 0;
+  for (let i = 0; i < a.length; i++) {
+    abs = Math.max(abs, Math.abs(a[i] - b[i]));
+    scale = Math.max(scale, Math.abs(b[i]));
+  }
+  return { abs, scale };
+}
+
+/** |a - b| <= rel * max|b| elementwise (plus a tiny absolute floor). */
+function assertClose(a: ArrayLike<number>, b: ArrayLike<number>, rel: number, what: string): void {
+  const d = diff(a, b);
+  assert.ok(d.abs <= rel * d.scale + 1e-7, `${what}: max abs diff ${d.abs} > ${rel} x ${d.scale}`);
+}
+
+/** Plain float64 reference: out (...outer, m, n) = op(a) @ op(b) with broadcast batch dims. */
+function referenceMatMul(a: tf.Tensor, b: tf.Tensor, ta: boolean, tb: boolean): Float64Array {
+  const A = a.dataSync(), B = b.dataSync();
+  const ra = a.rank, rb = b.rank;
+  const m = ta ? a.shape[ra - 1] : a.shape[ra - 2], k = ta ? a.shape[ra - 2] : a.shape[ra - 1];
+  const n = tb ? b.shape[rb - 2] : b.shape[rb - 1];
+  const { outer, aIndex, bIndex } = broadcastBatch(a.shape.slice(0, -2), b.shape.slice(0, -2));
+  const batch = outer.reduce((x, y) => x * y, 1);
+  const out = new Float64Array(batch * m * n);
+  for (let i = 0; i < batch; i++) {
+    const ao = (aIndex ? aIndex[i] : i) * m * k, bo = (bIndex ? bIndex[i] : i) * k * n;
+    for (let r = 0; r < m; r++) {
+      for (let c = 0; c < n; c++) {
+        let s = 0;
+        for (let j = 0; j < k; j++) s += A[ao + (ta ? j * m + r : r * k + j)] * B[bo + (tb ? c * k + j : j * n + c)];
+        out[(i * m + r) * n + c] = s;
+      }
+    }
+  }
+  return out;
+}
+
+test("the native addon is built and loads (set AGENT_R1_NATIVE_DISABLE to run without it)", native, () => {
+  const st = loadNative();
+  assert.ok(st.ok, `the native addon did not load: ${st.ok ? "" : st.reason}`);
+  const info = st.addon.info();
+  assert.match(info.blas, /\S/);
+});
+
+test("addon gemm: every transpose combination and indexed (broadcast) batches against a float64 reference", native, () => {
+  const st = loadNative();
+  assert.ok(st.ok);
+  const { addon } = st;
+  const rng = new Rng(3);
+  const rand = (n: number) => Float32Array.from({ length: n }, () => rng.normal());
+  const m = 5, n = 4, k = 7;
+  for (const ta of [false, true]) {
+    for (const tb of [false, true]) {
+      const a = rand(2 * m * k), b = rand(3 * k * n), c = new Float32Array(3 * m * n);
+      const aIndex = Int32Array.of(1, 0, 1), bIndex = null; // a broadcast by index, b item by item
+      addon.gemm(a, b, c, 3, m, n, k, ta, tb, aIndex, bIndex);
+      const want = new Float64Array(3 * m * n);
+      for (let i = 0; i < 3; i++) {
+        const ao = aIndex[i] * m * k, bo = i * k * n;
+        for (let r = 0; r < m; r++) for (let col = 0; col < n; col++) {
+          let s = 0;
+          for (let j = 0; j < k; j++) s += a[ao + (ta ? j * m + r : r * k + j)] * b[bo + (tb ? col * k + j : j * n + col)];
+          want[(i * m + r) * n + col] = s;
+        }
+      }
+      assertClose(c, want, 1e-5, `gemm transA=${ta} transB=${tb}`);
+    }
+  }
+  // k = 0: an empty sum writes zeros.
+  const z = new Float32Array(6).fill(7);
+  addon.gemm(new Float32Array(0), new Float32Array(0), z, 1, 2, 3, 0, false, false);
+  assert.deepEqual([...z], [0, 0, 0, 0, 0, 0]);
+});
+
+test("addon gemm: a bad shape or a too-short array raises an error naming it", native, () => {
+  const st = loadNative();
+  assert.ok(st.ok);
+  const { addon } = st;
+  const a = new Float32Array(12), b = new Float32Array(8), c = new Float32Array(6); // (3,4) @ (4,2)
+  addon.gemm(a, b, c, 1, 3, 2, 4, false, false);
+  const cases: [() => void, RegExp][] = [
+    [() => addon.gemm(a, b, new Float32Array(5), 1, 3, 2, 4, false, false), /c holds 5 floats/],
+    [() => addon.gemm(a, b, c, 1, 3, 2, 5, false, false), /a holds 12 floats/],
+    [() => addon.gemm(a, new Float32Array(7), c, 1, 3, 2, 4, false, false), /b holds 7 floats/],
+    [() => addon.gemm(a, b, c, 2, 3, 2, 4, false, false), /c holds 6 floats/],
+    [() => addon.gemm(a, b, c, 1, 3, 2, 4, false, false, Int32Array.of(1)), /a holds 12 floats, too short for item 1/],
+    [() => addon.gemm(a, b, c, 1, 3, 2, 4, false, false, Int32Array.of(-1)), /aIndex\[0\] = -1/],
+    [() => addon.gemm(a, b, c, 1, 3, 2, 4, false, false, null, Int32Array.of(0, 0)), /bIndex has 2 entries/],
+    [() => addon.gemm(a, b, c, 1, -3, 2, 4, false, false), /m must be a non-negative integer/],
+    [() => addon.gemm(a, b, c, 1, 2.5, 2, 4, false, false), /m must be a non-negative integer/],
+    [() => addon.gemm(Array.from(a) as unknown as Float32Array, b, c, 1, 3, 2, 4, false, false), /a must be a Float32Array/],
+    [() => addon.gemm(a, new Float64Array(8) as unknown as Float32Array, c, 1, 3, 2, 4, false, false), /b must be a Float32Array/],
+    [() => addon.gemm(a, b, c, 1, 3, 2, 4, 1 as unknown as boolean, false), /transA must be a boolean/],
+    [() => (addon.gemm as unknown as (...x: unknown[]) => void)(a, b, c), /at least 9 arguments/],
+  ];
+  for (const [fn, re] of cases) assert.throws(fn, (e: unknown) => e instanceof Error && re.test(e.message), String(re));
+});
+
+test("BatchMatMul on native equals the wasm path: transposes, batches, broadcasting", native, () => {
+  const cases: [number[], number[], boolean, boolean][] = [
+    [[5, 7], [7, 3], false, false],
+    [[7, 5], [7, 3], true, false],
+    [[5, 7], [3, 7], false, true],
+    [[7, 5], [3, 7], true, true],
+    [[4, 5, 7], [4, 7, 3], false, false],
+    [[4, 7, 5], [4, 3, 7], true, true],
+    [[4, 5, 7], [1, 7, 3], false, false], // b broadcast over the batch
+    [[1, 7, 5], [4, 7, 3], true, false], // a broadcast over the batch
+    [[4, 5, 7], [7, 3], false, false], // rank 3 @ rank 2
+    [[2, 3, 9, 16], [2, 3, 11, 16], false, true], // attention scores: (B, heads, T, hd) @ (B, heads, S, hd)^T
+    [[64, 256], [256, 96], false, false], // large enough for the wasm path's fast (looped) branch
+    [[256, 64], [256, 96], true, false],
+    [[3, 64, 40], [3, 96, 40], false, true],
+  ];
+  const rng = new Rng(11);
+  for (const [sa, sb, ta, tb] of cases) {
+    const a = tf.tensor(Float32Array.from({ length: sa.reduce((x, y) => x * y) }, () => rng.normal()), sa);
+    const b = tf.tensor(Float32Array.from({ length: sb.reduce((x, y) => x * y) }, () => rng.normal()), sb);
+    setMatmulBackend("tfjs");
+    const wasm = tf.matMul(a, b, ta, tb);
+    setMatmulBackend("native");
+    assert.equal(matmulBackend(), "native");
+    const nat = tf.matMul(a, b, ta, tb);
+    const what = `[${sa}]${ta ? "^T" : ""} @ [${sb}]${tb ? "^T" : ""}`;
+    assert.deepEqual(nat.shape, wasm.shape, `${what}: shape`);
+    assertClose(nat.dataSync(), wasm.dataSync(), 1e-5, `${what} native vs wasm`);
+    assertClose(nat.dataSync(), referenceMatMul(a, b, ta, tb), 1e-5, `${what} native vs float64`);
+    tf.dispose([a, b, wasm, nat]);
+  }
+  setMatmulBackend("tfjs");
+});
+
+test("BatchMatMul on native: two-sided broadcasting (2,1) x (1,3), and a bad shape raises an Error", native, () => {
+  setMatmulBackend("native");
+  try {
+    const rng = new Rng(5);
+    const a = tf.tensor(Float32Array.from({ length: 2 * 4 * 6 }, () => rng.normal()), [2, 1, 4, 6]);
+    const b = tf.tensor(Float32Array.from({ length: 3 * 6 * 5 }, () => rng.normal()), [1, 3, 6, 5]);
+    const c = tf.matMul(a, b);
+    assert.deepEqual(c.shape, [2, 3, 4, 5]);
+    assertClose(c.dataSync(), referenceMatMul(a, b, false, false), 1e-5, "two-sided broadcast");
+    assert.throws(() => tf.matMul(tf.zeros([3, 4]), tf.zeros([5, 2])), (e: unknown) => e instanceof Error && /inner/.test(e.message));
+    assert.throws(() => tf.matMul(tf.zeros([2, 3, 4]), tf.zeros([3, 4, 2])), (e: unknown) => e instanceof Error && /broadcast/.test(e.message));
+    tf.dispose([a, b, c]);
+  } finally {
+    setMatmulBackend("tfjs");
+  }
+});
+
+/** Scales the weights so attention and the next-token distribution are far from uniform. */
+function sharpen(e: LocalEngine, factor = 6): void {
+  for (const [name, v] of e.model.params) {
+    if (name.endsWith("_proj.weight") || name === "model.embed_tokens.weight") tf.tidy(() => v.assign(v.mul(factor)));
+  }
+}
+
+interface Run {
+  logits: Float32Array;
+  logprobs: number[];
+  loss: number;
+  grads: Float32Array;
+  weightsAfter: Float32Array;
+  backend: BackendName;
+}
+
+async function engineRun(backend: BackendName): Promise<Run> {
+  const e = await LocalEngine.load(base, { workers: 0, backend });
+  try {
+    sharpen(e);
+    const rng = new Rng(21);
+    const V = e.config.vocabSize;
+    const seqs = [0, 1, 2].map((i) => Array.from({ length: 20 + 7 * i }, () => 3 + rng.int(V - 3)));
+    const model = e.model;
+    const logits = tf.tidy(() => {
+      const tokens = tf.tensor2d(seqs[0], [1, seqs[0].length], "int32");
+      const { hidden } = model.forward(tokens);
+      return model.logits(hidden.reshape([-1, hidden.shape[2]]) as tf.Tensor2D);
+    });
+    const logitsData = Float32Array.from(logits.dataSync());
+    logits.dispose();
+    const lps = (await e.computeLogprobs(seqs)).flat().filter((x): x is number => x !== null);
+    const datums: Datum[] = seqs.map((s, i) => ({
+      tokens: s.slice(0, -1),
+      targetTokens: s.slice(1),
+      weights: s.slice(1).map((_, t) => (t >= 5 ? 1 : 0)),
+      advantages: s.slice(1).map(() => (i % 2 ? -1 : 1) * (0.5 + i)),
+      logprobs: s.slice(1).map(() => -Math.log(V)),
+    }));
+    const fb = await e.forwardBackward(datums, { type: "ppo" });
+    const grads = new Float32Array(e.trainable.size);
+    e.trainable.exportGradients(grads);
+    await e.optimStep({ lr: 1e-3, eps: 1e-6 });
+    const weightsAfter = new Float32Array(e.trainable.size);
+    let o = 0;
+    for (const v of model.params.values()) {
+      weightsAfter.set(v.dataSync(), o);
+      o += v.size;
+    }
+    const stats = await e.stats();
+    return { logits: logitsData, logprobs: lps, loss: fb.metrics.loss, grads, weightsAfter, backend: stats.backend };
+  } finally {
+    await e.dispose();
+  }
+}
+
+test("engine parity, tfjs vs native: logits, computeLogprobs, a forwardBackward's loss and gradients, an AdamW step", native, async () => {
+  const t = await engineRun("tfjs");
+  const n = await engineRun("native");
+  assert.equal(t.backend, "tfjs");
+  assert.equal(n.backend, "native");
+  // Logits: float32 rounding of the summation order only.
+  assertClose(n.logits, t.logits, 1e-5, "logits");
+  // Per-token logprobs, absolute (nats).
+  const lp = diff(n.logprobs, t.logprobs);
+  assert.ok(lp.abs <= 1e-4, `logprobs: max abs diff ${lp.abs}`);
+  assert.ok(Math.abs(n.loss - t.loss) <= 1e-5 * Math.max(1, Math.abs(t.loss)), `loss ${n.loss} vs ${t.loss}`);
+  // Gradients: relative to the largest gradient entry.
+  assertClose(n.grads, t.grads, 1e-4, "gradients");
+  // After one AdamW step (lr 1e-3, eps 1e-6) the weights agree to a tenth of the step size: Adam's
+  // first step is about lr·g/(|g| + eps), so rounding noise in a near-zero gradient moves its weight
+  // by a fraction of lr; elsewhere the steps agree to float32 rounding.
+  const w = diff(n.weightsAfter, t.weightsAfter);
+  assert.ok(w.abs <= 1e-4, `weights after a step: max abs diff ${w.abs}`);
+});
+
+test("engine in a worker thread on native: the addon loads there and agrees with the in-process engine", native, async () => {
+  const rng = new Rng(4);
+  const seqs = [Array.from({ length: 30 }, () => 3 + rng.int(200))];
+  const w = await LocalEngine.load(base, { workers: 1, backend: "native" });
+  let remote: (number | null)[][];
+  try {
+    assert.equal((await w.stats()).backend, "native");
+    remote = await w.computeLogprobs(seqs);
+  } finally {
+    await w.dispose();
+  }
+  const local = await LocalEngine.load(base, { workers: 0, backend: "tfjs" });
+  try {
+    const here = await local.computeLogprobs(seqs);
+    const d = diff(remote[0].slice(1) as number[], here[0].slice(1) as number[]);
+    assert.ok(d.abs <= 1e-4, `logprobs: max abs diff ${d.abs}`);
+  } finally {
+    await local.dispose();
+  }
+});
+
+test("one thread runs one backend: a second engine on the other backend is an error until the first is disposed", native, async () => {
+  const a = await LocalEngine.load(base, { workers: 0, backend: "native" });
+  try {
+    await assert.rejects(() => LocalEngine.load(base, { workers: 0, backend: "tfjs" }), (e: unknown) => e instanceof InputError && /already loaded in this thread/.test((e as Error).message));
+  } finally {
+    await a.dispose();
+  }
+  const b = await LocalEngine.load(base, { workers: 0, backend: "tfjs" });
+  assert.equal(b.backend, "tfjs");
+  await b.dispose();
+});
+
+/** Runs fn with env AGENT_R1_NATIVE_DISABLE=1 (the loader then reports the addon as unavailable). */
+async function withoutAddon<T>(fn: () => Promise<T>): Promise<T> {
+  const before = process.env.AGENT_R1_NATIVE_DISABLE;
+  process.env.AGENT_R1_NATIVE_DISABLE = "1";
+  try {
+    return await fn();
+  } finally {
+    if (before === undefined) delete process.env.AGENT_R1_NATIVE_DISABLE;
+    else process.env.AGENT_R1_NATIVE_DISABLE = before;
+  }
+}
+
+test("without the addon: native is an error naming the reason, auto falls back and says why, the CLI prints one line once", async () => {
+  await withoutAddon(async () => {
+    await assert.rejects(
+      () => LocalEngine.load(base, { workers: 0, backend: "native" }),
+      (e: unknown) => e instanceof InputError && /native backend is unavailable: disabled by AGENT_R1_NATIVE_DISABLE/.test((e as Error).message),
+    );
+    const e = await LocalEngine.load(base, { workers: 0, backend: "auto" });
+    try {
+      assert.equal(e.backend, "tfjs");
+      const stats = await e.stats();
+      assert.equal(stats.backend, "tfjs");
+      assert.match(stats.backendFallback ?? "", /AGENT_R1_NATIVE_DISABLE/);
+    } finally {
+      await e.dispose();
+    }
+
+    const input = path.join(root, "score.jsonl");
+    fs.writeFileSync(input, JSON.stringify({ tokens: [5, 6, 7, 8] }) + "\n");
+    const first = captureIO();
+    assert.equal(await runCli(["score", "--model", base, "--input", input], first), 0, first.stderr.join("\n"));
+    assert.equal(first.stderr.length, 1, first.stderr.join("\n"));
+    assert.match(first.stderr[0], /^agent-r1: native backend unavailable \(disabled by AGENT_R1_NATIVE_DISABLE\); using tfjs$/);
+    assert.equal(first.stdout.length, 1);
+    const second = captureIO();
+    assert.equal(await runCli(["score", "--model", base, "--input", input, "--backend", "auto"], second), 0);
+    assert.deepEqual(second.stderr, [], "the fallback line prints once per process");
+
+    const forced = captureIO();
+    assert.equal(await runCli(["score", "--model", base, "--input", input, "--backend", "native"], forced), 1);
+    assert.equal(forced.stderr.length, 1);
+    assert.match(forced.stderr[0], /^error: the native backend is unavailable: disabled by AGENT_R1_NATIVE_DISABLE/);
+  });
+});
+
+test("backend choice: bad values name the allowed ones; env AGENT_R1_BACKEND is the default; engine.backend in the config", async () => {
+  const io = captureIO();
+  assert.equal(await runCli(["score", "--model", base, "--input", "x.jsonl", "--backend", "gpu"], io), 1);
+  assert.match(io.stderr.join("\n"), /score: --backend: unknown backend 'gpu'; choose one of: auto, native, tfjs/);
+
+  const before = process.env.AGENT_R1_BACKEND;
+  process.env.AGENT_R1_BACKEND = "tfjs";
+  try {
+    const e = await LocalEngine.load(base, { workers: 0 });
+    assert.equal(e.backend, "tfjs");
+    await e.dispose();
+    process.env.AGENT_R1_BACKEND = "cuda";
+    await assert.rejects(() => LocalEngine.load(base, { workers: 0 }), /AGENT_R1_BACKEND: unknown backend 'cuda'/);
+  } finally {
+    if (before === undefined) delete process.env.AGENT_R1_BACKEND;
+    else process.env.AGENT_R1_BACKEND = before;
+  }
+
+  assert.equal(loadConfig(undefined, ["engine.backend=tfjs"]).engine.backend, "tfjs");
+  assert.equal(loadConfig(undefined, []).engine.backend, undefined);
+  assert.throws(() => loadConfig(undefined, ["engine.backend=gpu"]), /engine\.backend/);
+});
