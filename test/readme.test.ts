@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { configReference } from "../src/train/config-reference.js";
+import { readmeExamples } from "../src/train/readme-examples.js";
 
 function readmeText(): string {
   for (const p of [fileURLToPath(new URL("../README.md", import.meta.url)), fileURLToPath(new URL("../../README.md", import.meta.url))]) {
@@ -20,4 +21,22 @@ test("the README's configuration reference equals the one generated from the sch
   const m = /<!-- config-reference:start -->\n([\s\S]*?)\n<!-- config-reference:end -->/.exec(text);
   assert.ok(m, "markers missing");
   assert.equal(m![1], configReference(), "run: node --import tsx scripts/update-readme.ts");
+});
+
+test("the README's example blocks equal the example files the suite compiles and runs", () => {
+  const blocks = readmeExamples(readmeText());
+  assert.ok(blocks.length >= 2, "the README shows a tool and an env");
+  for (const b of blocks) {
+    let file: string | undefined;
+    for (const base of ["../", "../../"]) {
+      try {
+        file = readFileSync(fileURLToPath(new URL(base + b.path, import.meta.url)), "utf8");
+        break;
+      } catch {
+        /* next location */
+      }
+    }
+    assert.ok(file !== undefined, `${b.path} not found`);
+    assert.equal(b.code, file, `README block of ${b.path} differs: run node --import tsx scripts/update-readme.ts`);
+  }
 });
