@@ -9,6 +9,7 @@ import { dataCommand } from "../src/cli/commands/data.js";
 import { evalCommand } from "../src/cli/commands/eval.js";
 import { mainJobCommand, MAIN_JOB_DEFAULTS } from "../src/cli/commands/main-job.js";
 import { tokenizerCommand } from "../src/cli/commands/tokenizer.js";
+import { pretrainCommand } from "../src/cli/commands/pretrain.js";
 import { initModel } from "../src/model/init-model.js";
 import { readTaskRowsJsonl, readTaskRowsParquet } from "../src/data/index.js";
 import { getTask } from "../src/tasks/index.js";
@@ -65,6 +66,19 @@ test("tokenizer writes tokenizer.json and tokenizer_config.json", async () => {
   const r = await run(tokenizerCommand, ["--task", "multihop", "--vocab", "512", "--out", out, ...SMALL]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
   for (const f of ["tokenizer.json", "tokenizer_config.json"]) assert.ok(existsSync(join(out, f)), f);
+});
+
+test("pretrain: copying curriculum, SFT, a loadable base without optimizer state; --init continues from it", async () => {
+  const out = join(tempDir(), "base");
+  const r = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--vocab", "400", "--copy-steps", "3", "--steps", "3", "--batch", "2", "--out", out]);
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  assert.match(r.stdout.join("\n"), /wrote .*base: 0\.\d+M parameters, 9 demonstrations, cross-entropy \d+\.\d+ → \d+\.\d+ nats\/token/);
+  for (const f of ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]) assert.ok(existsSync(join(out, f)), f);
+  assert.ok(!existsSync(join(out, "optimizer.safetensors")));
+  const again = join(tempDir(), "base2");
+  const r2 = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--init", out, "--copy-steps", "0", "--steps", "2", "--batch", "2", "--out", again]);
+  assert.equal(r2.code, 0, r2.stderr.join("\n"));
+  assert.equal(readFileSync(join(again, "tokenizer.json"), "utf8"), readFileSync(join(out, "tokenizer.json"), "utf8"), "--init keeps the model's tokenizer");
 });
 
 test("bad input gives one-line errors", async () => {

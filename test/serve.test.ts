@@ -213,6 +213,132 @@ test("streamed chat chunks concatenate to the non-streamed greedy answer", async
   assert.equal(events.at(-1), "data: [DONE]");
 });
 
+/** Reads an SSE response as it arrives: each event's payload with the time its read completed, and when the stream ended. */
+async function readEvents(res: Response): Promise<{ events: { at: number; data: string }[]; endedAt: number }> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  const events: { at: number; data: string }[] = [];
+  let buf = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    const at = performance.now();
+    if (done) return { events, endedAt: at };
+    buf += decoder.decode(value, { stream: true });
+    let cut: number;
+    while ((cut = buf.indexOf("\n\n")) >= 0) {
+      events.push({ at, data: buf.slice(0, cut).replace(/^data: /, "") });
+      buf = buf.slice(cut + 2);
+    }
+  }
+}
+
+test("streaming sends chunks while the answer is still being sampled", async () => {
+  let resolvedAt = Infinity;
+  const timed: ServedEngine = {
+    tokenizer: engine.tokenizer,
+    config: engine.config,
+    computeLogprobs: (s, o) => engine.computeLogprobs(s, o),
+    sample: async (prompt, params) => {
+      const r = await engine.sample(prompt, params);
+      resolvedAt = performance.now();
+      return r;
+    },
+  };
+  const timedServer = await startServer({ engine: timed, name: "tiny", port: 0 });
+  try {
+    const req = { model: "tiny", messages: user, max_tokens: 24, temperature: 1, seed: 4 };
+    const whole = await client.chat.completions.create(req);
+    resolvedAt = Infinity;
+    const raw = await fetch(`${timedServer.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ ...req, stream: true }) });
+    const { events, endedAt } = await readEvents(raw);
+    assert.equal(events.at(-1)!.data, "[DONE]");
+    const chunks = events.slice(0, -1).map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as OpenAI.ChatCompletionChunk }));
+    const content = chunks.filter((c) => (c.chunk.choices[0]?.delta.content ?? "") !== "");
+    assert.ok(content.length >= 2, `${content.length} content chunks`);
+    // The first text arrived before sampling was over, and well before the stream ended.
+    assert.ok(content[0].at < resolvedAt, `first chunk at ${content[0].at}, sampling done at ${resolvedAt}`);
+    assert.ok(content[0].at < endedAt);
+    assert.equal(content.map((c) => c.chunk.choices[0].delta.content).join(""), whole.choices[0].message.content);
+    assert.equal(chunks.at(-1)!.chunk.choices[0].finish_reason, whole.choices[0].finish_reason);
+
+    // Completions too: ids one per chunk, the first before sampling ends.
+    const creq = { model: "tiny", prompt: "Once upon a time", max_tokens: 24, temperature: 1, seed: 9 };
+    const cwhole = (await client.completions.create(creq)) as OpenAI.Completion & { choices: { token_ids: number[] }[] };
+    resolvedAt = Infinity;
+    const craw = await fetch(`${timedServer.url}/v1/completions`, { method: "POST", body: JSON.stringify({ ...creq, stream: true }) });
+    const c = await readEvents(craw);
+    const cchunks = c.events.slice(0, -1).map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as { choices: { text: string; token_ids: number[] }[] } }));
+    assert.ok(cchunks[0].at < resolvedAt);
+    assert.deepEqual(cchunks.flatMap((x) => x.chunk.choices[0].token_ids), cwhole.choices[0].token_ids);
+    assert.equal(cchunks.map((x) => x.chunk.choices[0].text).join(""), cwhole.choices[0].text);
+  } finally {
+    await timedServer.close();
+  }
+});
+
+/** Like scriptedEngine, but reporting every token through onToken as it is "sampled". */
+function streamingScriptedEngine(text: string): ServedEngine {
+  const e = engine;
+  const end = e.tokenizer.tokenToId("<|im_end|>")!;
+  const all = [...e.tokenizer.encode(text), end];
+  return {
+    tokenizer: e.tokenizer,
+    config: e.config,
+    computeLogprobs: (s, o) => e.computeLogprobs(s, o),
+    sample: async (_prompt, params = {}) => {
+      const n = params.n ?? 1;
+      // Like the scheduler: a stop string ends the sequence with the token that completes it.
+      const strings = (params.stop ?? []).filter((x): x is string => typeof x === "string");
+      let cut = all.length;
+      for (let k = 1; k <= all.length && strings.length > 0; k++) {
+        if (strings.some((x) => e.tokenizer.decode(all.slice(0, k)).includes(x))) {
+          cut = k;
+          break;
+        }
+      }
+      const tokens = all.slice(0, cut);
+      for (const t of tokens) {
+        for (let i = 0; i < n; i++) params.onToken?.({ index: i, token: t, logprob: -0.5 });
+        await new Promise((r) => setImmediate(r));
+      }
+      return { sequences: Array.from({ length: n }, () => ({ tokens, logprobs: tokens.map(() => -0.5), stopReason: "stop" as const })) };
+    },
+  };
+}
+
+test("live streaming keeps characters whole, holds back stop strings and sends tool calls at the end", async () => {
+  const cases: { said: string; extra: Record<string, unknown> }[] = [
+    { said: "Ünïcödé 🙂 ok, then STOP and more", extra: { stop: ["zzz", ", th"] } },
+    { said: "A stop string split: ST", extra: { stop: "STOP" } },
+    { said: `Sure.\n${hermesFormat.write({ name: "calculator", arguments: { expression: "2+3" } })}`, extra: { tools: [calculator] } },
+    { said: `  leading space then ${hermesFormat.write({ name: "calculator", arguments: { expression: "1" } })} after`, extra: { tools: [calculator] } },
+    { said: "no calls here <tool_ and 🙂🙂", extra: { tools: [calculator], n: 2 } },
+  ];
+  for (const { said, extra } of cases) {
+    const scripted = await startServer({ engine: streamingScriptedEngine(said), name: "scripted", port: 0 });
+    try {
+      const body = { model: "scripted", messages: user, ...extra };
+      const whole = (await (await fetch(`${scripted.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify(body) })).json()) as OpenAI.ChatCompletion;
+      assert.ok(Array.isArray(whole.choices), JSON.stringify(whole));
+      const raw = await fetch(`${scripted.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ ...body, stream: true }) });
+      const { events } = await readEvents(raw);
+      const chunks = events.slice(0, -1).map((e) => JSON.parse(e.data) as OpenAI.ChatCompletionChunk);
+      for (const w of whole.choices) {
+        const mine = chunks.map((c) => c.choices[0]).filter((c) => c.index === w.index);
+        const pieces = mine.map((c) => c.delta.content ?? "");
+        assert.ok(pieces.every((p) => !p.includes("\uFFFD")), `${said}: ${JSON.stringify(pieces)}`);
+        assert.equal(pieces.join(""), w.message.content ?? "", said);
+        if (!said.startsWith(" ")) assert.ok(pieces.filter((p) => p !== "").length >= 2, `${said}: sent while sampling`);
+        const calls = mine.flatMap((c) => c.delta.tool_calls ?? []);
+        assert.deepEqual(calls.map((t) => t.function!.arguments), (w.message.tool_calls ?? []).map((t) => (t as { function: { arguments: string } }).function.arguments), said);
+        assert.equal(mine.at(-1)!.finish_reason, w.finish_reason);
+      }
+    } finally {
+      await scripted.close();
+    }
+  }
+});
+
 test("n=2 gives two seeded choices", async () => {
   const req = { model: "tiny", messages: user, max_tokens: 5, temperature: 1, seed: 5, n: 2 };
   const a = await client.chat.completions.create(req);

@@ -21,6 +21,20 @@ export interface SamplingParams {
   seed?: number;
   /** Also report, at every sampled position, the k most likely tokens (at most 20). Default 0: none. */
   topLogprobs?: number;
+  /**
+   * Called once per sampled token, right after it is appended to its sequence, in order
+   * (before `sample` resolves). `index` numbers the sequence as in the returned `sequences`.
+   */
+  onToken?: (e: TokenEvent) => void;
+}
+
+/** One sampled token, as `SamplingParams.onToken` reports it. */
+export interface TokenEvent {
+  /** The sequence's index within the request's n. */
+  index: number;
+  token: number;
+  /** As in `SampledSequence.logprobs`. */
+  logprob: number;
 }
 
 export type StopReason = "stop" | "length";

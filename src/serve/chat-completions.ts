@@ -15,6 +15,9 @@ import { decodeSequence, TokenStrings, type DecodedSequence } from "./output-tex
 import { rejectUnsupported, resolveStops, roomAfter, samplingParams } from "./sampling-options.js";
 import { chatRequestSchema, parseRequest, type ChatRequest } from "./schemas.js";
 import { SseWriter } from "./sse.js";
+import { LiveText } from "./live-text.js";
+import type { Tokenizer } from "../model/tokenizer.js";
+import type { Stops } from "./sampling-options.js";
 import { extractToolCalls, templateMessages, toolSchemas, type AnswerWithCalls } from "./tool-calls.js";
 
 type FinishReason = "stop" | "length" | "tool_calls";
@@ -44,7 +47,12 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   const stops = resolveStops(req, [chat.endOfTurnId, tokenizer.eosTokenId]);
   const topLogprobs = req.logprobs ? req.top_logprobs ?? 0 : 0;
 
-  const { sequences } = await ctx.engine.sample(prompt, samplingParams(req, stops, maxTokens, topLogprobs));
+  const head = { id: newId("chatcmpl-"), created: unixNow(), model: ctx.modelId, system_fingerprint: null };
+  // Streaming sends text as it is sampled; with logprobs it waits for the whole answer (the alternatives come with it).
+  const live = req.stream && !req.logprobs ? new LiveChat(res, req, head, req.n ?? 1, tokenizer, stops, useTools) : undefined;
+  const params = samplingParams(req, stops, maxTokens, topLogprobs);
+  if (live) params.onToken = (e) => live.token(e.index, e.token);
+  const { sequences } = await ctx.engine.sample(prompt, params);
 
   const choices: Choice[] = sequences.map((seq, index) => {
     const out = decodeSequence(tokenizer, seq, stops);
@@ -53,10 +61,10 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   });
   const completionTokens = sequences.reduce((s, q) => s + q.tokens.length, 0);
   const usage = { prompt_tokens: prompt.length, completion_tokens: completionTokens, total_tokens: prompt.length + completionTokens };
-  const head = { id: newId("chatcmpl-"), created: unixNow(), model: ctx.modelId, system_fingerprint: null };
   const strings = new TokenStrings(tokenizer);
   const logprobsOf = (c: Choice) => (req.logprobs ? chatLogprobEntries(strings, c.out.seq, 0, c.out.kept) : undefined);
 
+  if (live) return live.finish(choices, usage);
   if (req.stream) return streamChoices(res, req, head, choices, usage, logprobsOf, strings);
 
   sendJson(res, 200, {
@@ -73,11 +81,68 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   });
 }
 
+type ChatHead = { id: string; created: number; model: string; system_fingerprint: null };
+type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+
 /**
- * The same answers as chunks: per choice a role delta, then the content one
- * token's text at a time (or, for tool calls, the content and one delta per
- * call), then the finish reason. The sequences are complete before the first
- * chunk is sent: the engine returns whole sequences.
+ * Streaming while sampling: the response starts with the first token (so
+ * errors before it are still plain JSON errors), with a role delta per choice;
+ * each token's releasable text (see LiveText) goes out as a content delta at
+ * once, choices interleaved. At the end each choice gets the rest of its
+ * content, its tool calls (if any) and its finish reason.
+ */
+class LiveChat {
+  private sse?: SseWriter;
+  private readonly texts: LiveText[];
+  private readonly includeUsage: boolean;
+
+  constructor(
+    private readonly res: ServerResponse,
+    req: ChatRequest,
+    private readonly head: ChatHead,
+    private readonly n: number,
+    tokenizer: Tokenizer,
+    stops: Stops,
+    tools: boolean,
+  ) {
+    this.includeUsage = req.stream_options?.include_usage === true;
+    this.texts = Array.from({ length: n }, () => new LiveText(tokenizer, stops, tools));
+  }
+
+  private send(choice: object): void {
+    if (!this.sse) {
+      this.sse = new SseWriter(this.res);
+      for (let i = 0; i < this.n; i++) this.send({ index: i, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null });
+    }
+    this.sse.send({ ...this.head, object: "chat.completion.chunk", choices: [choice], ...(this.includeUsage ? { usage: null } : {}) });
+  }
+
+  token(index: number, token: number): void {
+    const text = this.texts[index];
+    if (!text) return;
+    const piece = text.push(token);
+    if (piece !== "") this.send({ index, delta: { content: piece }, logprobs: null, finish_reason: null });
+  }
+
+  finish(choices: Choice[], usage: Usage): void {
+    for (const c of choices) {
+      const text = this.texts[c.index];
+      const rest = text.rest(c.calls ? c.calls.content ?? "" : c.out.text);
+      if (rest !== "") this.send({ index: c.index, delta: { content: rest }, logprobs: null, finish_reason: null });
+      c.calls?.toolCalls.forEach((call, j) => {
+        this.send({ index: c.index, delta: { tool_calls: [{ index: j, id: call.id, type: "function", function: call.function }] }, logprobs: null, finish_reason: null });
+      });
+      this.send({ index: c.index, delta: {}, logprobs: null, finish_reason: c.finishReason });
+    }
+    if (this.includeUsage) this.sse!.send({ ...this.head, object: "chat.completion.chunk", choices: [], usage });
+    this.sse!.done();
+  }
+}
+
+/**
+ * The same answers as chunks, after sampling (streaming with logprobs): per
+ * choice a role delta, then the content one token's text at a time (or, for tool calls, the content and one delta per
+ * call), then the finish reason.
  */
 function streamChoices(
   res: ServerResponse,

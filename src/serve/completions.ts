@@ -17,6 +17,9 @@ import { decodeSequence, TokenStrings, type DecodedSequence } from "./output-tex
 import { rejectUnsupported, resolveStops, roomAfter, samplingParams } from "./sampling-options.js";
 import { completionRequestSchema, parseRequest, type CompletionRequest } from "./schemas.js";
 import { SseWriter } from "./sse.js";
+import { LiveText } from "./live-text.js";
+import type { Tokenizer } from "../model/tokenizer.js";
+import type { Stops } from "./sampling-options.js";
 
 /** OpenAI's default for this endpoint. */
 const DEFAULT_MAX_TOKENS = 16;
@@ -58,12 +61,16 @@ export async function completions(ctx: ServeContext, body: unknown, res: ServerR
     if (p.ids.length > window) throw badRequest(`the prompt is ${p.ids.length} tokens; this model's context window is ${window} tokens`, param, "context_length_exceeded");
     return 0;
   });
+  const head = { id: newId("cmpl-"), object: "text_completion", created: unixNow(), model: ctx.modelId, system_fingerprint: null };
+  // Streaming sends text as it is sampled; with logprobs it waits for the whole answer.
+  const live = req.stream && !wantLogprobs ? new LiveCompletions(res, req, head, prompts, n, tokenizer, stops) : undefined;
   const results = await Promise.all(
-    prompts.map((p, i): Promise<SampleResult> =>
-      budgets[i] === 0
-        ? Promise.resolve({ sequences: Array.from({ length: n }, (): SampledSequence => ({ tokens: [], logprobs: [], stopReason: "length" })) })
-        : ctx.engine.sample(p.ids, samplingParams(req, stops, budgets[i], req.logprobs ?? 0)),
-    ),
+    prompts.map((p, i): Promise<SampleResult> => {
+      if (budgets[i] === 0) return Promise.resolve({ sequences: Array.from({ length: n }, (): SampledSequence => ({ tokens: [], logprobs: [], stopReason: "length" })) });
+      const params = samplingParams(req, stops, budgets[i], req.logprobs ?? 0);
+      if (live) params.onToken = (e) => live.token(i * n + e.index, e.token);
+      return ctx.engine.sample(p.ids, params);
+    }),
   );
   // Echoed prompt tokens are scored at the sampling temperature (the model's own distribution when greedy).
   const promptLogprobs = req.echo && wantLogprobs ? await ctx.engine.computeLogprobs(prompts.map((p) => p.ids), { temperature: temperature > 0 ? temperature : 1 }) : undefined;
@@ -74,9 +81,9 @@ export async function completions(ctx: ServeContext, body: unknown, res: ServerR
   const promptTokens = prompts.reduce((s, p) => s + p.ids.length, 0);
   const completionTokens = choices.reduce((s, c) => s + c.out.seq.tokens.length, 0);
   const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
-  const head = { id: newId("cmpl-"), object: "text_completion", created: unixNow(), model: ctx.modelId, system_fingerprint: null };
   const strings = new TokenStrings(tokenizer);
 
+  if (live) return live.finish(choices, usage);
   if (req.stream) return streamChoices(res, req, head, choices, usage, strings);
 
   sendJson(res, 200, {
@@ -137,6 +144,68 @@ function promptPieces(strings: TokenStrings, prompt: Prompt): string[] {
   return pieces;
 }
 
+type CompletionHead = { id: string; object: string; created: number; model: string; system_fingerprint: null };
+type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+
+/**
+ * Streaming while sampling (no logprobs): the response starts with the first
+ * token (or at the end when there is none), with the echoed prompts if asked;
+ * then one chunk per sampled token, carrying its id and the text it releases
+ * (see LiveText: text that could start a stop string waits, so a chunk's text
+ * need not be its token's). At the end each choice gets the rest of its text
+ * and its finish reason. The ids and the texts concatenate to the non-streamed ones.
+ */
+class LiveCompletions {
+  private sse?: SseWriter;
+  private readonly texts: LiveText[];
+  private readonly includeUsage: boolean;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly req: CompletionRequest,
+    private readonly head: CompletionHead,
+    private readonly prompts: Prompt[],
+    private readonly n: number,
+    tokenizer: Tokenizer,
+    stops: Stops,
+  ) {
+    this.includeUsage = req.stream_options?.include_usage === true;
+    this.texts = Array.from({ length: prompts.length * n }, () => new LiveText(tokenizer, stops, false));
+  }
+
+  private send(choice: object): void {
+    if (!this.sse) {
+      this.sse = new SseWriter(this.res);
+      if (this.req.echo) {
+        this.prompts.forEach((p, i) => {
+          for (let j = 0; j < this.n; j++) this.send({ index: i * this.n + j, text: p.text, logprobs: null, finish_reason: null, token_ids: [], prompt_token_ids: p.ids });
+        });
+      }
+    }
+    this.sse.send({ ...this.head, choices: [choice], ...(this.includeUsage ? { usage: null } : {}) });
+  }
+
+  token(index: number, token: number): void {
+    const text = this.texts[index];
+    if (!text) return;
+    this.send({ index, text: text.push(token), logprobs: null, finish_reason: null, token_ids: [token] });
+  }
+
+  finish(choices: Choice[], usage: Usage): void {
+    for (const c of choices) {
+      const text = this.texts[c.index];
+      // Tokens the engine did not report one by one (none, normally) go out here.
+      const ids = c.out.seq.tokens.slice(text.tokens);
+      const rest = text.rest(c.out.text);
+      if (rest !== "" || ids.length > 0) this.send({ index: c.index, text: rest, logprobs: null, finish_reason: null, token_ids: ids });
+      this.send({ index: c.index, text: "", logprobs: null, finish_reason: c.out.finishReason, token_ids: [] });
+    }
+    if (this.includeUsage) this.sse!.send({ ...this.head, choices: [], usage });
+    this.sse!.done();
+  }
+}
+
+/** The same answers as chunks, after sampling (streaming with logprobs). */
 function streamChoices(
   res: ServerResponse,
   req: CompletionRequest,

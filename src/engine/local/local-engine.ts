@@ -25,6 +25,7 @@ import { aggregationCoefficients, resolvedLoss, summarizeForwardBackward, valida
 import type { AdamParams, Datum, Engine, ForwardBackwardResult, LossSpec, OptimStepResult, SampleResult, SamplingParams } from "../types.js";
 import { InputError, ModelFormatError } from "../../util/errors.js";
 import { assertTokens } from "../validate.js";
+import { checkOnToken } from "./sampling-params.js";
 import { randomSeed } from "../../util/rng.js";
 import { AffinityRouter, splitByCost, splitCount } from "./routing.js";
 import { readTrainerStep } from "./trainable-io.js";
@@ -129,6 +130,7 @@ export class LocalEngine implements Engine {
 
   async sample(prompt: number[], params: SamplingParams = {}): Promise<SampleResult> {
     assertTokens(prompt, this.config.vocabSize, "sample: the prompt");
+    checkOnToken(params);
     const n = params.n ?? 1;
     if (this.replicas.length === 1) return this.replicas[0].sample(prompt, params, 0);
     if (n === 1) {
@@ -148,7 +150,11 @@ export class LocalEngine implements Engine {
     const parts = counts.map((count, i) => {
       const start = first;
       first += count;
-      return count === 0 ? Promise.resolve({ sequences: [] }) : this.replicas[i].sample(prompt, { ...params, n: count, seed }, start);
+      if (count === 0) return Promise.resolve({ sequences: [] });
+      // Each replica numbers its sequences from 0: shift the indices it reports by where its share starts.
+      const onToken = params.onToken;
+      const part: SamplingParams = onToken ? { ...params, n: count, seed, onToken: (e) => onToken({ ...e, index: e.index + start }) } : { ...params, n: count, seed };
+      return this.replicas[i].sample(prompt, part, start);
     });
     return { sequences: (await Promise.all(parts)).flatMap((p) => p.sequences) };
   }

@@ -1,11 +1,14 @@
 /** Worker-thread entry: one Replica with its own TF.js wasm instance, driven by messages from the engine. */
 import { parentPort, workerData } from "node:worker_threads";
 import { Replica, type ReplicaOptions } from "./replica.js";
+import type { SamplingParams, TokenEvent } from "../types.js";
 
 interface Call {
   id: number;
   method: string;
   args: unknown[];
+  /** sample only: post each sampled token as `{ kind: "token", id, index, token, logprob }` before the result. */
+  stream?: boolean;
 }
 
 const port = parentPort!;
@@ -23,7 +26,12 @@ Replica.load(dir, opts).then(
       try {
         const fn = (replica as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[call.method];
         if (typeof fn !== "function") throw new Error(`unknown replica method ${call.method}`);
-        const result = await fn.apply(replica, call.args);
+        let args = call.args;
+        if (call.stream && call.method === "sample") {
+          const onToken = (e: TokenEvent) => port.postMessage({ kind: "token", id: call.id, index: e.index, token: e.token, logprob: e.logprob });
+          args = [args[0], { ...(args[1] as SamplingParams), onToken }, ...args.slice(2)];
+        }
+        const result = await fn.apply(replica, args);
         port.postMessage({ id: call.id, result });
       } catch (e) {
         port.postMessage({ id: call.id, error: serializeError(e) });

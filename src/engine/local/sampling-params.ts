@@ -1,6 +1,7 @@
 /** Checking sampling parameters and resolving stop conditions, before a request is queued. */
 import type { Tokenizer } from "../../model/tokenizer.js";
 import type { DrawParams } from "../sampling.js";
+import type { SamplingParams } from "../types.js";
 import { InputError } from "../../util/errors.js";
 import { assertTokens } from "../validate.js";
 
@@ -32,5 +33,12 @@ export function checkSamplingParams(prompt: number[], n: number, maxTokens: numb
   if (!(Number.isInteger(d.topK) && d.topK >= 0)) throw new InputError(`sample: topK must be a non-negative integer, got ${d.topK}`);
   if (!(Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= MAX_TOP_LOGPROBS)) {
     throw new InputError(`sample: topLogprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${topLogprobs}`);
+  }
+}
+
+/** `onToken`, when given, must be a function. */
+export function checkOnToken(params: SamplingParams): void {
+  if (params.onToken !== undefined && typeof params.onToken !== "function") {
+    throw new InputError(`sample: onToken must be a function, got ${typeof params.onToken}`);
   }
 }

@@ -16,9 +16,9 @@ import { disposeCache, type KVCache, type Transformer } from "../../model/transf
 import { IncrementalDecoder, type Tokenizer } from "../../model/tokenizer.js";
 import { drawToken, topAlternatives, type DrawParams } from "../sampling.js";
 import { Rng, randomSeed } from "../../util/rng.js";
-import type { SampledSequence, SampleResult, SamplingParams } from "../types.js";
+import type { SampledSequence, SampleResult, SamplingParams, TokenEvent } from "../types.js";
 import { PrefixCache } from "./prefix-cache.js";
-import { checkSamplingParams, resolveStops, type StopSet } from "./sampling-params.js";
+import { checkOnToken, checkSamplingParams, resolveStops, type StopSet } from "./sampling-params.js";
 
 export interface SchedulerOptions {
   /** Rows decoded together at most. Default 64. */
@@ -41,6 +41,10 @@ interface Request {
   /** Alternatives reported per sampled token (0: none). */
   topLogprobs: number;
   firstStream: number;
+  /** The caller's per-token callback, if any. */
+  onToken?: (e: TokenEvent) => void;
+  /** Thrown by onToken: the request fails with it once its sequences finish. */
+  callbackError?: { error: unknown };
   budget: number;
   done: SampledSequence[];
   pending: number;
@@ -97,6 +101,7 @@ export class Scheduler {
     const draw: DrawParams = { temperature: params.temperature ?? 1, topK: params.topK ?? 0, topP: params.topP ?? 1 };
     const topLogprobs = params.topLogprobs ?? 0;
     checkSamplingParams(prompt, n, maxTokens, draw, this.model.config.vocabSize, topLogprobs);
+    checkOnToken(params);
     return new Promise((resolve, reject) => {
       this.queue.push({
         prompt, n, draw, resolve, reject,
@@ -104,6 +109,7 @@ export class Scheduler {
         seed: params.seed ?? randomSeed(),
         topLogprobs,
         firstStream: stream.first,
+        onToken: params.onToken,
         budget: Math.min(maxTokens, this.model.config.maxPositionEmbeddings - prompt.length),
         done: new Array(n),
         pending: n,
@@ -216,6 +222,7 @@ export class Scheduler {
       row.out.tokens.push(token);
       row.out.logprobs.push(logprob);
       if (row.req.topLogprobs > 0) row.out.topLogprobs!.push(topAlternatives(row.logits, row.req.draw, row.req.topLogprobs));
+      if (row.req.onToken) this.notify(row.req, { index: row.index, token, logprob });
       const stopped = this.isStop(row, token);
       if (stopped) row.out.stopReason = "stop";
       if (stopped || row.out.tokens.length >= row.req.budget) this.retire(row, r);
@@ -259,10 +266,22 @@ export class Scheduler {
     this.finish(row.req, row.index, row.out);
   }
 
+  /** Calls the request's onToken; an exception fails only that request (the batch goes on). */
+  private notify(req: Request, e: TokenEvent): void {
+    if (req.callbackError) return;
+    try {
+      req.onToken!(e);
+    } catch (error) {
+      req.callbackError = { error };
+    }
+  }
+
   private finish(req: Request, i: number, seq: SampledSequence): void {
     req.done[i] = seq;
     req.pending -= 1;
-    if (req.pending === 0) req.resolve({ sequences: req.done });
+    if (req.pending > 0) return;
+    if (req.callbackError) req.reject(req.callbackError.error);
+    else req.resolve({ sequences: req.done });
   }
 
   /** One decode step: every row feeds its newest token at its own position. */

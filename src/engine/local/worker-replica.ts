@@ -3,9 +3,12 @@ import { existsSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import type { ReplicaApi, ReplicaOptions } from "./replica.js";
+import type { SamplingParams, TokenEvent } from "../types.js";
 import { AgentR1Error, InputError, ModelFormatError } from "../../util/errors.js";
 
-type Pending = { resolve: (v: unknown) => void; reject: (e: unknown) => void };
+type Pending = { resolve: (v: unknown) => void; reject: (e: unknown) => void; onToken?: (e: TokenEvent) => void };
+/** A sampled token of a streaming `sample` call, posted by the worker before the call's result. */
+type TokenMessage = { kind: "token"; id: number; index: number; token: number; logprob: number };
 type SerializedError = { name: string; message: string; hint?: string; stack?: string };
 
 /** Rebuilds a worker's error with its class, so callers can still tell bad input from bugs. */
@@ -28,9 +31,20 @@ export class WorkerReplica {
   private dead?: Error;
 
   private constructor(private worker: Worker) {
-    worker.on("message", (msg: { id: number; result?: unknown; error?: SerializedError }) => {
+    worker.on("message", (msg: { id: number; kind?: undefined; result?: unknown; error?: SerializedError } | TokenMessage) => {
       const p = this.pending.get(msg.id);
       if (!p) return;
+      if (msg.kind === "token") {
+        try {
+          p.onToken?.({ index: msg.index, token: msg.token, logprob: msg.logprob });
+        } catch (e) {
+          // As in-process: a throwing onToken fails its request; later tokens are ignored.
+          p.onToken = undefined;
+          const reject = p.reject;
+          p.resolve = () => reject(e);
+        }
+        return;
+      }
       this.pending.delete(msg.id);
       if (this.pending.size === 0) worker.unref();
       if (msg.error) p.reject(reviveError(msg.error));
@@ -71,11 +85,19 @@ export class WorkerReplica {
 
   call(method: string, args: unknown[]): Promise<unknown> {
     if (this.dead) return Promise.reject(this.dead);
+    // Functions cannot cross the thread boundary: sample's onToken stays here, the worker posts tokens back.
+    let onToken: ((e: TokenEvent) => void) | undefined;
+    if (method === "sample" && (args[1] as SamplingParams | undefined)?.onToken !== undefined) {
+      const { onToken: fn, ...params } = args[1] as SamplingParams;
+      if (typeof fn !== "function") return Promise.reject(new InputError(`sample: onToken must be a function, got ${typeof fn}`));
+      onToken = fn;
+      args = [args[0], params, ...args.slice(2)];
+    }
     const id = this.nextId++;
     if (this.pending.size === 0) this.worker.ref();
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, method, args });
+      this.pending.set(id, { resolve, reject, onToken });
+      this.worker.postMessage(onToken ? { id, method, args, stream: true } : { id, method, args });
     });
   }
 
