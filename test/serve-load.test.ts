@@ -6,10 +6,9 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { initModel } from "../src/model/init-model.js";
-import { cliEntry, tempDir } from "./helpers.js";
+import { startServeChild, tempDir } from "./helpers.js";
 
 type Req = { path: string; body: string; good: boolean };
 
@@ -33,23 +32,9 @@ function requests(n: number): Req[] {
 test("serve under concurrent load with malformed requests mixed in: no crash, every good request answered", async () => {
   const modelDir = join(tempDir("agent-r1-serve-load-"), "tiny");
   await initModel({ preset: "tiny", out: modelDir });
-  const child = spawn(process.execPath, [...process.execArgv, cliEntry(), "serve", "--model", modelDir, "--port", "0"], {
-    env: { ...process.env, AGENT_R1_WORKERS: "0" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr.on("data", (d) => (stderr += d));
-  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+  const { line, child, stderr, exited } = await startServeChild(modelDir);
   try {
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = "";
-      child.stdout.on("data", (d) => {
-        out += d;
-        const m = /on (http:\/\/\S+)\n/.exec(out);
-        if (m) resolve(m[1]);
-      });
-      void exited.then((code) => reject(new Error(`serve exited ${code} before listening: ${stderr}`)));
-    });
+    const url = /on (http:\/\/\S+)$/.exec(line)![1];
     const all = requests(48);
     const results: { req: Req; status: number; body: any }[] = [];
     let next = 0;
@@ -75,6 +60,6 @@ test("serve under concurrent load with malformed requests mixed in: no crash, ev
     assert.equal((await fetch(url + "/health")).status, 200);
   } finally {
     child.kill("SIGTERM");
-    assert.equal(await exited, 0, stderr);
+    assert.equal(await exited, 0, stderr());
   }
 });

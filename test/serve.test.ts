@@ -1,6 +1,5 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { initModel } from "../src/model/init-model.js";
@@ -13,7 +12,7 @@ import { topAlternatives, drawToken, keptTokens, logSoftmax } from "../src/engin
 import { Rng } from "../src/util/rng.js";
 import { runCli } from "../src/cli/main.js";
 import { hermesFormat } from "../src/agent/formats/hermes.js";
-import { captureIO, cliEntry, tempDir } from "./helpers.js";
+import { captureIO, startServeChild, tempDir } from "./helpers.js";
 
 let modelDir: string;
 let engine: LocalEngine;
@@ -506,26 +505,11 @@ test("serve: a missing model directory is one error line and exit 1", async () =
 });
 
 test("serve command: prints where it listens, answers, and exits 0 on SIGTERM", async () => {
-  const child = spawn(process.execPath, [...process.execArgv, cliEntry(), "serve", "--model", modelDir, "--port", "0"], {
-    env: { ...process.env, AGENT_R1_WORKERS: "0" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr.on("data", (d) => (stderr += d));
-  const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-      const nl = out.indexOf("\n");
-      if (nl >= 0) resolve(out.slice(0, nl));
-    });
-    void exited.then((code) => reject(new Error(`exited ${code} before serving: ${stderr}`)));
-  });
+  const { line, child, stderr, exited } = await startServeChild(modelDir);
   const m = /^serving tiny on (http:\/\/127\.0\.0\.1:(\d+))$/.exec(line);
   assert.ok(m, line);
   assert.ok(Number(m![2]) > 0);
   assert.equal((await fetch(`${m![1]}/health`)).status, 200);
   child.kill("SIGTERM");
-  assert.equal(await exited, 0, stderr);
+  assert.equal(await exited, 0, stderr());
 });
