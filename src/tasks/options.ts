@@ -1,5 +1,5 @@
 /** Task options: parsed once, at the edge, with the task's own zod schema; errors name the option and the allowed ones. */
-import type { z } from "zod";
+import { z } from "zod";
 import { InputError } from "../util/errors.js";
 
 export function parseTaskOptions<S extends z.ZodObject>(task: string, schema: S, options: Record<string, unknown>): z.output<S> {
@@ -17,4 +17,11 @@ export function parseTaskOptions<S extends z.ZodObject>(task: string, schema: S,
     throw new InputError(`task '${task}': option '${issue.path.join(".")}': ${issue.message}`, `allowed options: ${list}`);
   }
   return parsed.data;
+}
+
+const size = (n: number) => z.number().int().min(0).max(100_000).default(n);
+
+/** The options every generated task has: the generator's seed and the question count of each split. */
+export function generatedSplitOptions(trainDefault: number) {
+  return { seed: z.number().int().default(0), train: size(trainDefault), val: size(64), test: size(64) };
 }

@@ -25,7 +25,7 @@
  * the native stack overflowed) is reported with `healthy: false`: the module
  * must then be thrown away.
  */
-import { newQuickJSWASMModule, newVariant, RELEASE_SYNC, type QuickJSHandle, type QuickJSWASMModule } from "quickjs-emscripten";
+import { newQuickJSWASMModule, newVariant, RELEASE_SYNC, type QuickJSContext, type QuickJSHandle, type QuickJSRuntime, type QuickJSWASMModule } from "quickjs-emscripten";
 
 export interface SandboxLimits {
   /** Wall-clock budget for running the code and its promise jobs. */
@@ -244,6 +244,39 @@ function explain(kind: SandboxErrorKind, description: string, l: SandboxLimits):
 /** The prelude could not be set up: something is wrong with the module itself, retire it. */
 class HostFailure extends Error {}
 
+/** A fresh runtime with the memory, stack and time limits; no module can be imported. */
+function limitedRuntime(qjs: QuickJSInstance, limits: SandboxLimits, deadline: () => number): QuickJSRuntime {
+  const rt = qjs.module.newRuntime();
+  rt.setInterruptHandler(() => Date.now() > deadline());
+  rt.setMemoryLimit(limits.memoryLimitBytes);
+  rt.setMaxStackSize(limits.maxStackBytes);
+  rt.setModuleLoader(() => ({ error: new Error("modules cannot be imported in this sandbox") }));
+  return rt;
+}
+
+/** Installs `console` (writing into `out`) from the prelude and returns its value inspector; handles go to `own`. */
+function installPrelude(vm: QuickJSContext, out: OutputBuffer, limits: SandboxLimits, own: <T extends QuickJSHandle>(h: T) => T): QuickJSHandle {
+  const write = own(
+    vm.newFunction("write", (text, length) => {
+      const s = vm.typeof(text) === "string" ? vm.getString(text) : "";
+      const n = vm.typeof(length) === "number" ? vm.getNumber(length) : s.length;
+      out.write(s.slice(0, limits.maxOutputChars), Number.isFinite(n) && n >= s.length ? n : s.length);
+    }),
+  );
+  const prelude = vm.evalCode(PRELUDE, "prelude.js");
+  if (prelude.error) {
+    prelude.error.dispose();
+    throw new HostFailure("the sandbox prelude failed to compile");
+  }
+  const install = own(prelude.value);
+  const installed = vm.callFunction(install, vm.undefined, write, own(vm.newNumber(limits.maxOutputChars)));
+  if (installed.error) {
+    installed.error.dispose();
+    throw new HostFailure("the sandbox prelude failed to run");
+  }
+  return own(installed.value);
+}
+
 /**
  * Runs `code` as a global script in a fresh runtime and context of `qjs`'s module.
  * Returns `healthy: false` when the module must be discarded afterwards.
@@ -252,12 +285,8 @@ export function runInQuickJS(qjs: QuickJSInstance, code: string, limits: Sandbox
   const t0 = performance.now();
   const out = new OutputBuffer(limits.maxOutputChars);
   const displayBudgetMs = Math.min(250, limits.timeLimitMs);
-  const rt = qjs.module.newRuntime();
   let deadline = Date.now() + limits.timeLimitMs;
-  rt.setInterruptHandler(() => Date.now() > deadline);
-  rt.setMemoryLimit(limits.memoryLimitBytes);
-  rt.setMaxStackSize(limits.maxStackBytes);
-  rt.setModuleLoader(() => ({ error: new Error("modules cannot be imported in this sandbox") }));
+  const rt = limitedRuntime(qjs, limits, () => deadline);
   const vm = rt.newContext();
   const owned: QuickJSHandle[] = [];
   const own = <T extends QuickJSHandle>(h: T): T => (owned.push(h), h);
@@ -267,25 +296,7 @@ export function runInQuickJS(qjs: QuickJSInstance, code: string, limits: Sandbox
     healthy,
   });
   try {
-    const write = own(
-      vm.newFunction("write", (text, length) => {
-        const s = vm.typeof(text) === "string" ? vm.getString(text) : "";
-        const n = vm.typeof(length) === "number" ? vm.getNumber(length) : s.length;
-        out.write(s.slice(0, limits.maxOutputChars), Number.isFinite(n) && n >= s.length ? n : s.length);
-      }),
-    );
-    const prelude = vm.evalCode(PRELUDE, "prelude.js");
-    if (prelude.error) {
-      prelude.error.dispose();
-      throw new HostFailure("the sandbox prelude failed to compile");
-    }
-    const install = own(prelude.value);
-    const installed = vm.callFunction(install, vm.undefined, write, own(vm.newNumber(limits.maxOutputChars)));
-    if (installed.error) {
-      installed.error.dispose();
-      throw new HostFailure("the sandbox prelude failed to run");
-    }
-    const inspect = own(installed.value);
+    const inspect = installPrelude(vm, out, limits, own);
     const modes = [own(vm.newNumber(0)), own(vm.newNumber(1))];
 
     /** inspect() with a fresh short deadline; undefined when even that fails (e.g. no memory left). */

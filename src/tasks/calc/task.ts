@@ -13,7 +13,7 @@ import { Rng } from "../../util/rng.js";
 import { envOutcome, scoreEpisode, type Judge } from "../common/episode.js";
 import { makeRow } from "../common/row.js";
 import { GENERATION_ORDER, demoMode, itemForRow, shuffle, splitStream } from "../common/splits.js";
-import { parseTaskOptions } from "../options.js";
+import { generatedSplitOptions, parseTaskOptions } from "../options.js";
 import type { Split, Task, TaskRow } from "../types.js";
 import { evaluateArithmetic } from "./calculator.js";
 import { calculatorTool } from "./calculator-tool.js";
@@ -21,13 +21,8 @@ import { CALC_MISTAKES, calcExpertTurns } from "./expert.js";
 import { CALC_TEMPLATE_IDS, makeProblem, type CalcProblem } from "./problems.js";
 import { CALC_SYSTEM_PROMPT } from "./prompt.js";
 
-const size = (n: number) => z.number().int().min(0).max(100_000).default(n);
-
 export const calcOptionsSchema = z.strictObject({
-  seed: z.number().int().default(0),
-  train: size(512),
-  val: size(64),
-  test: size(64),
+  ...generatedSplitOptions(512),
 });
 export type CalcOptions = z.output<typeof calcOptionsSchema>;
 

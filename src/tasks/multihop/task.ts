@@ -16,7 +16,7 @@ import { calculatorTool } from "../calc/calculator-tool.js";
 import { envOutcome, scoreEpisode, type Judge } from "../common/episode.js";
 import { makeRow } from "../common/row.js";
 import { GENERATION_ORDER, demoMode, itemForRow } from "../common/splits.js";
-import { parseTaskOptions } from "../options.js";
+import { generatedSplitOptions, parseTaskOptions } from "../options.js";
 import type { Split, Task, TaskRow } from "../types.js";
 import { worldDocuments } from "./documents.js";
 import { MULTIHOP_MISTAKES, multihopExpertTurns } from "./expert.js";
@@ -25,13 +25,8 @@ import { generateQuestions, type Question } from "./questions.js";
 import { buildSearchIndex, DEFAULT_TOP_K, searchText, searchTool, type SearchIndex } from "./search.js";
 import { generateWorld, type World } from "./world.js";
 
-const size = (n: number) => z.number().int().min(0).max(100_000).default(n);
-
 export const multihopOptionsSchema = z.strictObject({
-  seed: z.number().int().default(0),
-  train: size(384),
-  val: size(64),
-  test: size(64),
+  ...generatedSplitOptions(384),
   /** Documents the search tool returns per query. */
   topK: z.number().int().min(1).max(10).default(DEFAULT_TOP_K),
 });
