@@ -1,13 +1,18 @@
 /**
  * Engine benchmark (issue: engine throughput). Prints one JSON line per workload and a final
  * summary line:
- *   {"train_tokens_per_s":{"S":n,"M":n},"sample_tokens_per_s":{"S_b32":n,"M_b32":n,"M_b1":n},"peak_rss_mb":n}
+ *   {"train_tokens_per_s":{"S":n,"M":n},"sample_tokens_per_s":{"S_b32":n,"M_b32":n,"M_b1":n},"peak_rss_mb":n,
+ *    "backend":"native"|"tfjs","torch_ratio":{"train_S":x,"train_M":x,"sample_S_b32":x,"sample_M_b32":x}}
  * Shapes: S = hidden 256, 4 layers, 8 heads, 2 kv heads, ffn 768, vocab 512;
  *         M = hidden 512, 8 layers, 8 heads, 2 kv heads, ffn 1536, vocab 2048.
  * Train: 16 x 256 tokens, importance-sampling loss, forward + backward + AdamW.
  * Sample: 32 prompts of 64 tokens, 192 new tokens each, submitted at once; and one prompt alone.
- * The summary line also names the compute backend ("backend":"native"|"tfjs").
- *   npm run bench:engine [-- --only S|M] [-- --workers N] [-- --backend auto|native|tfjs]
+ * "backend" names the compute backend. After our workloads, when a python3 imports torch
+ * ($AGENT_R1_TORCH_PYTHON, python3, /usr/bin/python3; Debian's python3-torch), the PyTorch reference
+ * bench/torch_engine.py runs the same shapes as a child process (same --only; its output goes to
+ * stderr) and "torch_ratio" is ours / PyTorch, 2 decimals, for the workloads that ran. Without
+ * torch, or if it fails, there is no torch_ratio and one stderr line says why; --no-torch skips it.
+ *   npm run bench:engine [-- --only S|M] [-- --workers N] [-- --backend auto|native|tfjs] [-- --no-torch]
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -21,8 +26,12 @@ import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { parseBackend, resolveBackend } from "../src/engine/local/native.js";
 import type { Datum } from "../src/engine/types.js";
 import { Rng } from "../src/util/rng.js";
+import { torchRatioFromRun } from "./suite-lib.js";
+import { findPython, NO_TORCH_REASON, runProcess, TORCH_SCRIPT } from "./torch-ref.js";
 
-const { values: args } = parseArgs({ options: { only: { type: "string" }, workers: { type: "string" }, backend: { type: "string" } } });
+const { values: args } = parseArgs({
+  options: { only: { type: "string" }, workers: { type: "string" }, backend: { type: "string" }, "no-torch": { type: "boolean", default: false } },
+});
 
 const SHAPES = {
   S: { preset: "small" as const, vocab: 512 },
@@ -49,11 +58,18 @@ async function timeIt(fn: () => Promise<unknown>, reps: number): Promise<number>
 }
 
 async function main() {
+  if (args.only !== undefined && !(args.only in SHAPES)) throw new Error(`--only: unknown shape '${args.only}'; known: ${Object.keys(SHAPES).join(", ")}`);
   const root = join(tmpdir(), `agent-r1-bench-${process.pid}`);
   const choice = args.backend !== undefined ? parseBackend(args.backend, "--backend") : undefined;
   const { backend, fallback } = resolveBackend(choice);
   if (fallback) console.error(`bench: native backend unavailable (${fallback}); using tfjs`);
-  const summary = { train_tokens_per_s: {} as Record<string, number>, sample_tokens_per_s: {} as Record<string, number>, peak_rss_mb: 0, backend };
+  const summary: {
+    train_tokens_per_s: Record<string, number>;
+    sample_tokens_per_s: Record<string, number>;
+    peak_rss_mb: number;
+    backend: string;
+    torch_ratio?: Record<string, number>;
+  } = { train_tokens_per_s: {}, sample_tokens_per_s: {}, peak_rss_mb: 0, backend };
   const workers = args.workers !== undefined ? Number(args.workers) : undefined;
   for (const [name, shape] of Object.entries(SHAPES)) {
     if (args.only && args.only !== name) continue;
@@ -92,6 +108,18 @@ async function main() {
   }
   rmSync(root, { recursive: true, force: true });
   summary.peak_rss_mb = Math.round(process.resourceUsage().maxRSS / 1024);
+  if (!args["no-torch"]) {
+    // The PyTorch reference, after our workloads so the two never share the cores.
+    const python = findPython("torch");
+    if (!python) {
+      console.error(`bench: ${NO_TORCH_REASON}; no torch_ratio`);
+    } else {
+      const run = await runProcess("torch", python, [TORCH_SCRIPT, ...(args.only ? ["--only", args.only] : [])], 60);
+      const t = torchRatioFromRun(summary, run);
+      if ("ratio" in t) summary.torch_ratio = t.ratio;
+      else console.error(`bench: ${TORCH_SCRIPT} gave no figures (${t.skipped}); no torch_ratio`);
+    }
+  }
   console.log(JSON.stringify(summary));
 }
 

@@ -5,7 +5,8 @@
  * runs, in the same run, the same shapes in PyTorch (bench/torch_engine.py, when a python3 that
  * imports torch is found: Debian's python3-torch) and a float32 matmul for the machine's peak
  * GFLOPS, and reports ours/PyTorch ratios and achieved GFLOPS against the peak. Ends by printing
- * a markdown table for the README on stdout (children's output goes to stderr as it comes).
+ * a markdown table for the README on stdout (children's output goes to stderr as it comes). The
+ * engine benchmark runs with --no-torch, since PyTorch runs here as its own entry.
  *
  *   npm run bench [-- --only engine,rollout,demo] [-- --quick] [-- --no-torch] [-- --python PATH]
  *     [-- --out FILE] [-- --timeout-minutes N] [-- --engine-args "..."] [-- --rollout-args "..."]
@@ -19,14 +20,14 @@
  * {"skipped": "<its error line>"}; the suite exits non-zero only if the engine or rollout
  * benchmark failed.
  */
-import { spawn, spawnSync, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync, renameSync } from "node:fs";
 import { cpus, availableParallelism, totalmem, tmpdir, platform, arch } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { parameterCount, parseModelConfig, presetConfigJson } from "../src/model/config.js";
-import { assembleResults, entryFromRun, isRan, markdown, parseOnly, type BenchEntry, type Machine, type RunOutcome } from "./suite-lib.js";
+import { assembleResults, entryFromRun, isRan, markdown, parseOnly, type BenchEntry, type Machine } from "./suite-lib.js";
+import { findPython, NO_TORCH_REASON, ROOT, runProcess, TORCH_SCRIPT } from "./torch-ref.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -43,12 +44,6 @@ const { values: args } = parseArgs({
   },
 });
 
-/** The package root: this file runs as dist/bench/run-all.js (or bench/run-all.ts under tsx). */
-const ROOT = (() => {
-  let d = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 4 && !existsSync(join(d, "package.json")); i++) d = dirname(d);
-  return d;
-})();
 const split = (s: string) => s.split(/\s+/).filter(Boolean);
 const log = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 
@@ -73,49 +68,6 @@ function machine(): Machine {
   };
 }
 
-/** Runs one benchmark process; its output is passed on to stderr, prefixed, as it comes. */
-function runProcess(name: string, cmd: string, argv: string[], timeoutMinutes: number, env: NodeJS.ProcessEnv = process.env): Promise<RunOutcome> {
-  const command = [cmd === process.execPath ? "node" : cmd, ...argv].join(" ");
-  log(`${name}: ${command}`);
-  const t0 = performance.now();
-  return new Promise((done) => {
-    const child = spawn(cmd, argv, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "", stderr = "", timedOut = false;
-    const relay = (buf: Buffer, keep: (s: string) => void) => {
-      const s = buf.toString("utf8");
-      keep(s);
-      process.stderr.write(s.replace(/^(?=.)/gm, `  ${name} | `));
-    };
-    child.stdout.on("data", (b: Buffer) => relay(b, (s) => (stdout += s)));
-    child.stderr.on("data", (b: Buffer) => relay(b, (s) => (stderr = (stderr + s).slice(-200_000))));
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill("SIGKILL");
-    }, timeoutMinutes * 60_000);
-    const finish = (code: number | null, signal: string | null) => {
-      clearTimeout(timer);
-      const seconds = (performance.now() - t0) / 1000;
-      log(`${name}: ${timedOut ? "timed out" : signal ? `killed by ${signal}` : `exit ${code}`} after ${seconds.toFixed(0)} s`);
-      done({ command, stdout, stderr, code, signal, seconds, ...(timedOut ? { timedOutMinutes: timeoutMinutes } : {}) });
-    };
-    child.on("error", (e) => {
-      stderr += `\nError: ${e.message}`;
-      finish(127, null);
-    });
-    child.on("close", finish);
-  });
-}
-
-/** A python3 that imports `module`: --python, $AGENT_R1_TORCH_PYTHON, python3 on PATH, /usr/bin/python3. */
-function findPython(module: string): string | undefined {
-  const candidates = args.python ? [args.python] : [process.env.AGENT_R1_TORCH_PYTHON, "python3", "/usr/bin/python3"].filter((x): x is string => !!x);
-  for (const py of [...new Set(candidates)]) {
-    const r = spawnSync(py, ["-c", `import ${module}`], { stdio: "ignore", timeout: 120_000 });
-    if (r.status === 0) return py;
-  }
-  return undefined;
-}
-
 const PARAMS = {
   S: parameterCount(parseModelConfig(presetConfigJson("small", 512))),
   M: parameterCount(parseModelConfig(presetConfigJson("medium", 2048))),
@@ -134,25 +86,25 @@ async function main() {
   let failed = false;
 
   if (only.includes("engine")) {
-    const engineArgs = [...(quick ? ["--only", "S"] : []), ...split(args["engine-args"]!)];
+    // --no-torch: PyTorch runs below as its own entry, not a second time inside the engine benchmark.
+    const engineArgs = ["--no-torch", ...(quick ? ["--only", "S"] : []), ...split(args["engine-args"]!)];
     entries.engine = entryFromRun(await runProcess("engine", process.execPath, node("engine.js", engineArgs), timeout(90)), meta);
     if (!isRan(entries.engine)) failed = true;
 
     const skip = (command: string, why: string): BenchEntry => ({ command, date: m.date, commit: m.git_commit, skipped: why });
-    const script = join("bench", "torch_engine.py");
-    torchPython = args["no-torch"] ? undefined : findPython("torch");
+    torchPython = args["no-torch"] ? undefined : findPython("torch", args.python);
     if (args["no-torch"]) {
-      entries.torch_engine = skip(`python3 ${script}`, "--no-torch");
+      entries.torch_engine = skip(`python3 ${TORCH_SCRIPT}`, "--no-torch");
     } else if (!torchPython) {
-      entries.torch_engine = skip(`python3 ${script}`, "no python3 imports torch (apt-get install python3-torch)");
+      entries.torch_engine = skip(`python3 ${TORCH_SCRIPT}`, NO_TORCH_REASON);
     } else {
-      const torchArgs = [script, ...(quick ? ["--only", "S", "--quick"] : []), ...split(args["torch-args"]!)];
+      const torchArgs = [TORCH_SCRIPT, ...(quick ? ["--only", "S", "--quick"] : []), ...split(args["torch-args"]!)];
       entries.torch_engine = entryFromRun(await runProcess("torch", torchPython, torchArgs, timeout(60)), meta);
     }
-    const peakPython = torchPython ?? findPython("numpy");
+    const peakPython = torchPython ?? findPython("numpy", args.python);
     entries.peak = peakPython
-      ? entryFromRun(await runProcess("peak", peakPython, [script, "--peak"], timeout(10)), meta)
-      : skip(`python3 ${script} --peak`, "no python3 with torch or numpy");
+      ? entryFromRun(await runProcess("peak", peakPython, [TORCH_SCRIPT, "--peak"], timeout(10)), meta)
+      : skip(`python3 ${TORCH_SCRIPT} --peak`, "no python3 with torch or numpy");
   }
   if (only.includes("rollout")) {
     const rolloutArgs = [...(quick ? ["--trajectories", "8", "--repeats", "1", "--probe-trajectories", "2"] : []), ...split(args["rollout-args"]!)];

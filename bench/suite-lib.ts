@@ -1,7 +1,7 @@
 /**
  * Pure parts of the benchmark suite (bench/run-all.ts): reading benchmark output, assembling
- * bench/results.json, the PyTorch comparison and the markdown table. No I/O here, so
- * test/bench-suite.test.ts can check it without running a benchmark.
+ * bench/results.json, the PyTorch comparison (also bench/engine.ts's torch_ratio) and the markdown
+ * table. No I/O here, so test/bench-suite.test.ts can check it without running a benchmark.
  */
 
 export type Json = Record<string, unknown>;
@@ -179,10 +179,41 @@ function figures(result: Json, params: NumMap, peak: number | null): FrameworkFi
   };
 }
 
-function ratioMap(a: NumMap, b: NumMap): NumMap {
+/** a / b for every key both have (b > 0), rounded to `digits` decimals. */
+export function ratioMap(a: NumMap, b: NumMap, digits = 3): NumMap {
   const out: NumMap = {};
-  for (const [k, x] of Object.entries(a)) if (b[k] !== undefined && b[k] > 0) out[k] = r(x / b[k], 3);
+  for (const [k, x] of Object.entries(a)) if (b[k] !== undefined && b[k] > 0) out[k] = r(x / b[k], digits);
   return out;
+}
+
+/** bench/engine.ts's torch_ratio keys: [key, field of the result lines, workload]. */
+const TORCH_RATIO_KEYS = [
+  ["train_S", "train_tokens_per_s", "S"],
+  ["train_M", "train_tokens_per_s", "M"],
+  ["sample_S_b32", "sample_tokens_per_s", "S_b32"],
+  ["sample_M_b32", "sample_tokens_per_s", "M_b32"],
+] as const;
+
+/**
+ * bench/engine.ts's torch_ratio: ours / PyTorch (2 decimals) for train S and M and batch-32
+ * sampling S and M, from the two result lines; only the keys both measured.
+ */
+export function torchRatio(ours: Json, torch: Json): NumMap {
+  const out: NumMap = {};
+  for (const [key, field, workload] of TORCH_RATIO_KEYS) {
+    const x = ratioMap(nums(ours[field]), nums(torch[field]), 2)[workload];
+    if (x !== undefined) out[key] = x;
+  }
+  return out;
+}
+
+/** The torch_ratio for bench/engine.ts's summary from a run of bench/torch_engine.py, or why there is none. */
+export function torchRatioFromRun(ours: Json, run: RunOutcome): { ratio: NumMap } | { skipped: string } {
+  if (run.code !== 0 || run.timedOutMinutes !== undefined) return { skipped: errorReason(run.stderr, run) };
+  const result = lastJsonLine(run.stdout);
+  if (!result) return { skipped: "no JSON line on stdout" };
+  const ratio = torchRatio(ours, result);
+  return Object.keys(ratio).length > 0 ? { ratio } : { skipped: "no workload measured by both" };
 }
 
 /** Our figures, PyTorch's, their ratios (ours / PyTorch) and achieved GFLOPS against the peak. */

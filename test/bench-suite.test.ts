@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { assembleResults, compare, entryFromRun, errorReason, isRan, jsonLines, lastJsonLine, markdown, parseOnly, type BenchEntry, type Machine } from "../bench/suite-lib.js";
+import { assembleResults, compare, entryFromRun, errorReason, isRan, jsonLines, lastJsonLine, markdown, parseOnly, ratioMap, torchRatio, torchRatioFromRun, type BenchEntry, type Machine } from "../bench/suite-lib.js";
 
 const machine: Machine = {
   cpu: "Test CPU", cores: 2, node: "v20.0.0", platform: "linux x64", total_mem_gb: 8,
@@ -135,4 +135,19 @@ test("results keep every benchmark's line; groups not run are carried from the p
   assert.match(md2, /^\| M sample tokens\/s, batch 1 \| 70 \|$/m);
   assert.match(md2, /PyTorch skipped: no python3 imports torch/);
   assert.match(md2, /main job skipped: Error: base checkpoint not found\./);
+});
+
+test("engine.ts's torch_ratio: ours / PyTorch, 2 decimals, only what both measured", () => {
+  assert.deepEqual(ratioMap({ a: 1, b: 2, c: 3 }, { a: 3, b: 0 }), { a: 0.333 });
+  assert.deepEqual(ratioMap({ a: 1 }, { a: 3 }, 2), { a: 0.33 });
+  const ours = lastJsonLine(engineOut)!, torch = lastJsonLine(torchOut)!;
+  assert.deepEqual(torchRatio(ours, torch), { train_S: 0.5, train_M: 0.25, sample_S_b32: 0.5, sample_M_b32: 0.5 }); // no M_b1
+  const sOnly = { train_tokens_per_s: { S: 1000 }, sample_tokens_per_s: { S_b32: 1000 }, peak_rss_mb: 1, backend: "native" };
+  assert.deepEqual(torchRatio(sOnly, torch), { train_S: 0.71, sample_S_b32: 0.25 });
+
+  const run = (stdout: string, code = 0, stderr = "") => ({ command: "python3 bench/torch_engine.py", stdout, stderr, code, seconds: 1 });
+  assert.deepEqual(torchRatioFromRun(sOnly, run(torchOut)), { ratio: { train_S: 0.71, sample_S_b32: 0.25 } });
+  assert.deepEqual(torchRatioFromRun(sOnly, run("", 1, "Traceback:\nRuntimeError: out of memory\n")), { skipped: "RuntimeError: out of memory" });
+  assert.deepEqual(torchRatioFromRun(sOnly, run("nothing\n")), { skipped: "no JSON line on stdout" });
+  assert.deepEqual(torchRatioFromRun(sOnly, run('{"train_tokens_per_s":{"M":5},"sample_tokens_per_s":{}}')), { skipped: "no workload measured by both" });
 });
