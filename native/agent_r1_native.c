@@ -1,6 +1,7 @@
 /*
- * agent-r1 native kernels (stage 1): batched single-precision matrix products
- * through BLAS (cblas_sgemm), called on Float32Array views without copying.
+ * agent-r1 native kernels: batched single-precision matrix products (stage 1)
+ * through BLAS (cblas_sgemm), called on Float32Array views without copying, and
+ * the module entry; the fused element-wise kernels (stage 2) are in fused_ops.c.
  *
  * Exports:
  *   gemm(a, b, c, batch, m, n, k, transA, transB, aIndex, bIndex) -> undefined
@@ -15,13 +16,15 @@
  *     Every size and index is checked before BLAS runs: a bad argument raises
  *     a JavaScript TypeError / RangeError naming it.
  *   setThreads(n) / getThreads(): BLAS threads per call (process-wide).
- *   info() -> { blas: string, threads: number }
+ *   setFusedThreads(n) / getFusedThreads(): threads of the fused kernels (default 1).
+ *   info() -> { blas: string, threads: number, fusedThreads: number }
+ *   The fused element-wise kernels of fused_ops.c (stage 2).
  *
  * Plain Node-API (node_api.h): no C++ wrapper, no npm dependency.
  */
-#define NAPI_VERSION 8
-#include <node_api.h>
-#include <stdint.h>
+#include "napi_args.h"
+#include "parallel.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -36,103 +39,7 @@ extern int openblas_get_num_threads(void);
 extern char *openblas_get_config(void);
 #endif
 
-#define MAX_DIM 2147483647LL
-
-/* Throws err (a TypeError or RangeError) and returns NULL from the caller. */
-#define CHECK_NAPI(env, call)                                                   \
-  do {                                                                          \
-    if ((call) != napi_ok) {                                                    \
-      napi_throw_error((env), NULL, "agent-r1 native: N-API call failed: " #call); \
-      return NULL;                                                              \
-    }                                                                           \
-  } while (0)
-
-static napi_value fail_type(napi_env env, const char *msg) {
-  napi_throw_type_error(env, NULL, msg);
-  return NULL;
-}
-
-static napi_value fail_range(napi_env env, const char *msg) {
-  napi_throw_range_error(env, NULL, msg);
-  return NULL;
-}
-
-/* A Float32Array argument: its data pointer and length in floats. Returns 0 and throws on a wrong type. */
-static int get_f32(napi_env env, napi_value v, const char *name, float **data, int64_t *len) {
-  bool is_ta = false;
-  char msg[160];
-  if (napi_is_typedarray(env, v, &is_ta) != napi_ok || !is_ta) {
-    snprintf(msg, sizeof msg, "gemm: %s must be a Float32Array", name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
-  }
-  napi_typedarray_type type;
-  size_t length = 0;
-  void *ptr = NULL;
-  if (napi_get_typedarray_info(env, v, &type, &length, &ptr, NULL, NULL) != napi_ok || type != napi_float32_array) {
-    snprintf(msg, sizeof msg, "gemm: %s must be a Float32Array", name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
-  }
-  *data = (float *)ptr;
-  *len = (int64_t)length;
-  return 1;
-}
-
-/* An Int32Array index argument, or null/undefined (returns 1 with *data = NULL). */
-static int get_index(napi_env env, napi_value v, const char *name, int32_t **data, int64_t *len) {
-  napi_valuetype vt;
-  char msg[160];
-  *data = NULL;
-  *len = 0;
-  if (napi_typeof(env, v, &vt) != napi_ok) return 0;
-  if (vt == napi_undefined || vt == napi_null) return 1;
-  bool is_ta = false;
-  napi_typedarray_type type;
-  size_t length = 0;
-  void *ptr = NULL;
-  if (napi_is_typedarray(env, v, &is_ta) != napi_ok || !is_ta ||
-      napi_get_typedarray_info(env, v, &type, &length, &ptr, NULL, NULL) != napi_ok || type != napi_int32_array) {
-    snprintf(msg, sizeof msg, "gemm: %s must be an Int32Array or null", name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
-  }
-  *data = (int32_t *)ptr;
-  *len = (int64_t)length;
-  return 1;
-}
-
-/* A non-negative integer argument no larger than MAX_DIM. */
-static int get_dim(napi_env env, napi_value v, const char *name, int64_t *out) {
-  napi_valuetype vt;
-  char msg[160];
-  double d = 0;
-  if (napi_typeof(env, v, &vt) != napi_ok || vt != napi_number || napi_get_value_double(env, v, &d) != napi_ok) {
-    snprintf(msg, sizeof msg, "gemm: %s must be a number", name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
-  }
-  if (!(d >= 0) || d > (double)MAX_DIM || d != (double)(int64_t)d) {
-    snprintf(msg, sizeof msg, "gemm: %s must be a non-negative integer below 2^31, got %g", name, d);
-    napi_throw_range_error(env, NULL, msg);
-    return 0;
-  }
-  *out = (int64_t)d;
-  return 1;
-}
-
-static int get_flag(napi_env env, napi_value v, const char *name, int *out) {
-  napi_valuetype vt;
-  char msg[160];
-  bool b = false;
-  if (napi_typeof(env, v, &vt) != napi_ok || vt != napi_boolean || napi_get_value_bool(env, v, &b) != napi_ok) {
-    snprintf(msg, sizeof msg, "gemm: %s must be a boolean", name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
-  }
-  *out = b ? 1 : 0;
-  return 1;
-}
+int register_fused_ops(napi_env env, napi_value exports); /* fused_ops.c */
 
 /*
  * Checks that every item an index array names lies inside its array:
@@ -172,13 +79,14 @@ static napi_value gemm(napi_env env, napi_callback_info info) {
   int64_t a_len, b_len, c_len, batch, m, n, k, ai_len = 0, bi_len = 0;
   int ta, tb;
   int32_t *ai = NULL, *bi = NULL;
-  if (!get_f32(env, argv[0], "a", &a, &a_len) || !get_f32(env, argv[1], "b", &b, &b_len) ||
-      !get_f32(env, argv[2], "c", &c, &c_len) || !get_dim(env, argv[3], "batch", &batch) ||
-      !get_dim(env, argv[4], "m", &m) || !get_dim(env, argv[5], "n", &n) || !get_dim(env, argv[6], "k", &k) ||
-      !get_flag(env, argv[7], "transA", &ta) || !get_flag(env, argv[8], "transB", &tb))
+  static const char *fn = "gemm";
+  if (!arg_f32(env, argv[0], fn, "a", &a, &a_len) || !arg_f32(env, argv[1], fn, "b", &b, &b_len) ||
+      !arg_f32(env, argv[2], fn, "c", &c, &c_len) || !arg_dim(env, argv[3], fn, "batch", &batch) ||
+      !arg_dim(env, argv[4], fn, "m", &m) || !arg_dim(env, argv[5], fn, "n", &n) || !arg_dim(env, argv[6], fn, "k", &k) ||
+      !arg_flag(env, argv[7], fn, "transA", &ta) || !arg_flag(env, argv[8], fn, "transB", &tb))
     return NULL;
-  if (argc > 9 && !get_index(env, argv[9], "aIndex", &ai, &ai_len)) return NULL;
-  if (argc > 10 && !get_index(env, argv[10], "bIndex", &bi, &bi_len)) return NULL;
+  if (argc > 9 && !arg_i32_or_null(env, argv[9], fn, "aIndex", &ai, &ai_len)) return NULL;
+  if (argc > 10 && !arg_i32_or_null(env, argv[10], fn, "bIndex", &bi, &bi_len)) return NULL;
 
   char msg[200];
   if (ai && ai_len != batch) {
@@ -220,12 +128,32 @@ static napi_value set_threads(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   int64_t t = 0;
-  if (argc < 1 || !get_dim(env, argv[0], "threads", &t)) return NULL;
+  if (argc < 1) return fail_type(env, "setThreads(threads) needs 1 argument");
+  if (!arg_dim(env, argv[0], "setThreads", "threads", &t)) return NULL;
   if (t < 1 || t > 1024) return fail_range(env, "setThreads: threads must be in [1, 1024]");
 #ifdef AGENT_R1_OPENBLAS
   openblas_set_num_threads((int)t);
 #endif
   return NULL;
+}
+
+static napi_value set_fused_threads_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  int64_t t = 0;
+  if (argc < 1) return fail_type(env, "setFusedThreads(threads) needs 1 argument");
+  if (!arg_dim(env, argv[0], "setFusedThreads", "threads", &t)) return NULL;
+  if (t < 1 || t > MAX_FUSED_THREADS) return fail_range(env, "setFusedThreads: threads must be in [1, 16]");
+  set_fused_threads((int)t);
+  return NULL;
+}
+
+static napi_value get_fused_threads_js(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value out;
+  CHECK_NAPI(env, napi_create_int32(env, fused_threads(), &out));
+  return out;
 }
 
 static int threads_now(void) {
@@ -245,7 +173,7 @@ static napi_value get_threads(napi_env env, napi_callback_info info) {
 
 static napi_value get_info(napi_env env, napi_callback_info info) {
   (void)info;
-  napi_value out, blas, threads;
+  napi_value out, blas, threads, fthreads;
 #ifdef AGENT_R1_OPENBLAS
   const char *name = openblas_get_config();
   char buf[200];
@@ -258,6 +186,8 @@ static napi_value get_info(napi_env env, napi_callback_info info) {
   CHECK_NAPI(env, napi_create_int32(env, threads_now(), &threads));
   CHECK_NAPI(env, napi_set_named_property(env, out, "blas", blas));
   CHECK_NAPI(env, napi_set_named_property(env, out, "threads", threads));
+  CHECK_NAPI(env, napi_create_int32(env, fused_threads(), &fthreads));
+  CHECK_NAPI(env, napi_set_named_property(env, out, "fusedThreads", fthreads));
   return out;
 }
 
@@ -267,7 +197,10 @@ NAPI_MODULE_INIT() {
       {"setThreads", NULL, set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
       {"getThreads", NULL, get_threads, NULL, NULL, NULL, napi_enumerable, NULL},
       {"info", NULL, get_info, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"setFusedThreads", NULL, set_fused_threads_js, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"getFusedThreads", NULL, get_fused_threads_js, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
+  if (!register_fused_ops(env, exports)) return NULL;
   return exports;
 }

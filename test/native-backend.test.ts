@@ -5,7 +5,9 @@
  * The addon must be built for these tests: they fail when it is missing (CI builds
  * it), and skip only when AGENT_R1_NATIVE_DISABLE is set. Tolerances are float32's:
  * BLAS sums in a different order than XNNPACK, so results agree to rounding
- * (about 1e-7 relative per product), never bit for bit.
+ * (about 1e-7 relative per product), never bit for bit. The fused element-wise
+ * kernels (fused-ops.ts) follow their TF.js compositions operation by operation,
+ * so they too agree to float32 rounding: reduction order, and an exp within 1 ulp.
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -14,7 +16,10 @@ import path from "node:path";
 import { initModel } from "../src/model/init-model.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { loadNative, type BackendName } from "../src/engine/local/native.js";
-import { broadcastBatch, initBackend, matmulBackend, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
+import { broadcastBatch, fusedOpsActive, initBackend, matmulBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
+import { attentionSoftmax, biasAdd, FUSED_KERNELS, maskRows, rmsNorm, rope, swiglu } from "../src/engine/local/fused-ops.js";
+import { Transformer } from "../src/model/transformer.js";
+import { parseModelConfig, presetConfigJson } from "../src/model/config.js";
 import { InputError } from "../src/util/errors.js";
 import { runCli } from "../src/cli/main.js";
 import { loadConfig } from "../src/train/load-config.js";
@@ -187,6 +192,229 @@ test("BatchMatMul on native: two-sided broadcasting (2,1) x (1,3), and a bad sha
     tf.dispose([a, b, c]);
   } finally {
     setMatmulBackend("tfjs");
+  }
+});
+
+// ---------------------------------------------------------------------------
+// Fused element-wise kernels (native/fused_ops.c via src/engine/local/fused-ops.ts)
+// ---------------------------------------------------------------------------
+
+/** A seeded normal tensor (our RNG, so every run draws the same values). */
+function normal(shape: number[], seed: number, scale = 1): tf.Tensor {
+  const rng = new Rng(seed);
+  return tf.tensor(Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => scale * rng.normal()), shape);
+}
+
+/** f's value and its gradients for every input, of the loss Σ f(xs)·w for a fixed random cotangent w. */
+function valueAndGrads(f: (...xs: tf.Tensor[]) => tf.Tensor, xs: tf.Tensor[], w: tf.Tensor): Float32Array[] {
+  return tf.tidy(() => {
+    const y = f(...xs);
+    const gs = tf.grads((...a: tf.Tensor[]) => f(...a).mul(w).sum())(xs);
+    return [y, ...gs].map((t) => Float32Array.from(t.dataSync()));
+  });
+}
+
+/** Runs f with the fused kernels off (the TF.js composition) and on, on the native backend. */
+function fusedVsReference(f: (...xs: tf.Tensor[]) => tf.Tensor, xs: tf.Tensor[], seed: number): { ref: Float32Array[]; fused: Float32Array[] } {
+  setMatmulBackend("native");
+  try {
+    setFusedOps(false);
+    const w = tf.tidy(() => normal(f(...xs).shape, seed));
+    const ref = valueAndGrads(f, xs, w);
+    setFusedOps(true);
+    assert.ok(fusedOpsActive());
+    const fused = valueAndGrads(f, xs, w);
+    w.dispose();
+    return { ref, fused };
+  } finally {
+    setMatmulBackend("tfjs");
+  }
+}
+
+/** The names of the kernels f runs. */
+async function kernelsRun(f: () => tf.Tensor): Promise<Set<string>> {
+  const prof = await tf.profile(() => f());
+  return new Set(prof.kernelNames);
+}
+
+/** A causal additive mask (G*T, S) as the model builds it: row g*T+t sees keys 0..start+t. */
+function causal(T: number, start: number, G: number): tf.Tensor2D {
+  const S = start + T;
+  const m = new Float32Array(G * T * S);
+  for (let g = 0; g < G; g++) for (let t = 0; t < T; t++) for (let s = start + t + 1; s < S; s++) m[(g * T + t) * S + s] = -1e9;
+  return tf.tensor2d(m, [G * T, S]);
+}
+
+// Tolerance of every fused-vs-composition comparison below: max |fused - reference| <= 1e-5 · max |reference|
+// (float32 rounding of different reduction orders; measured up to about 3e-7).
+const FUSED_REL = 1e-5;
+
+const fusedCases: { name: string; kernel: string; f: (...xs: tf.Tensor[]) => tf.Tensor; inputs: () => tf.Tensor[] }[] = [
+  { name: "rmsNorm (B, T, H), H a multiple of 8", kernel: FUSED_KERNELS.rmsNorm, f: (x, w) => rmsNorm(x, w, 1e-6), inputs: () => [normal([2, 5, 64], 1, 3), normal([64], 2)] },
+  { name: "rmsNorm, H = 37 (vector tails)", kernel: FUSED_KERNELS.rmsNorm, f: (x, w) => rmsNorm(x, w, 1e-5), inputs: () => [normal([3, 4, 37], 3), normal([37], 4)] },
+  { name: "rope, shared tables (1, T, 1, hd/2)", kernel: FUSED_KERNELS.rope, f: (x, c, s) => rope(x as tf.Tensor4D, c, s), inputs: () => [normal([2, 5, 3, 16], 5), normal([1, 5, 1, 8], 6), normal([1, 5, 1, 8], 7)] },
+  { name: "rope, per-row tables (B, 1, 1, hd/2) as in batched decoding", kernel: FUSED_KERNELS.rope, f: (x, c, s) => rope(x as tf.Tensor4D, c, s), inputs: () => [normal([4, 1, 2, 6], 8), normal([4, 1, 1, 3], 9), normal([4, 1, 1, 3], 10)] },
+  { name: "attention softmax with a causal (G*T, S) mask, S = 9", kernel: FUSED_KERNELS.softmax, f: (x, m) => attentionSoftmax(x, m, 0.25), inputs: () => [normal([2, 3, 2 * 4, 9], 11, 4), causal(4, 5, 2)] },
+  { name: "attention softmax with a per-row (B, 1, 1, S) key mask, S = 40", kernel: FUSED_KERNELS.softmax, f: (x, m) => attentionSoftmax(x, m, 0.3), inputs: () => [normal([3, 2, 4, 40], 12, 4), normal([3, 1, 1, 40], 13)] },
+  { name: "swiglu, large |gate| (sigmoid saturates)", kernel: FUSED_KERNELS.swiglu, f: (g, u) => swiglu(g, u), inputs: () => [normal([3, 4, 45], 14, 8), normal([3, 4, 45], 15)] },
+  { name: "bias add (N, n) + (n)", kernel: FUSED_KERNELS.biasAdd, f: (x, b) => biasAdd(x, b), inputs: () => [normal([37, 24], 16), normal([24], 17)] },
+  { name: "gather of rows (embedding lookup)", kernel: "GatherV2", f: (t) => tf.gather(t, tf.tensor1d([3, 0, 3, 5, 1], "int32")), inputs: () => [normal([6, 7], 18)] },
+];
+
+for (const [i, c] of fusedCases.entries()) {
+  test(`fused ${c.name}: forward and every input's gradient equal the TF.js composition`, native, async () => {
+    const xs = c.inputs();
+    const { ref, fused } = fusedVsReference(c.f, xs, 100 + i);
+    assert.equal(fused.length, xs.length + 1);
+    ["forward", ...xs.map((_, j) => `gradient of input ${j}`)].forEach((what, j) => assertClose(fused[j], ref[j], FUSED_REL, `${c.name}: ${what}`));
+    // The fused path really runs the native kernel (and the composition does not).
+    setMatmulBackend("native");
+    try {
+      assert.ok((await kernelsRun(() => c.f(...xs))).has(c.kernel), `${c.kernel} ran`);
+      setFusedOps(false);
+      if (c.kernel !== "GatherV2") assert.ok(!(await kernelsRun(() => c.f(...xs))).has(c.kernel), `${c.kernel} did not run with the fused kernels off`);
+    } finally {
+      setMatmulBackend("tfjs");
+    }
+    tf.dispose(xs);
+  });
+}
+
+test("fused kernels: gradients match central finite differences (float64 sums of float32 evaluations)", native, () => {
+  setMatmulBackend("native");
+  try {
+    assert.ok(fusedOpsActive());
+    const cases: { name: string; f: (...xs: tf.Tensor[]) => tf.Tensor; xs: tf.Tensor[] }[] = [
+      { name: "rmsNorm", f: (x, w) => rmsNorm(x, w, 1e-6), xs: [normal([2, 3, 12], 21), normal([12], 22)] },
+      { name: "attention softmax", f: (x, m) => attentionSoftmax(x, m, 0.5), xs: [normal([1, 2, 2 * 3, 5], 23), causal(3, 2, 2)] },
+      { name: "swiglu", f: (g, u) => swiglu(g, u), xs: [normal([4, 10], 24, 2), normal([4, 10], 25)] },
+      { name: "rope", f: (x, c, s) => rope(x as tf.Tensor4D, c, s), xs: [normal([1, 3, 2, 4], 26), normal([1, 3, 1, 2], 27), normal([1, 3, 1, 2], 28)] },
+    ];
+    for (const c of cases) {
+      const w = normal(c.f(...c.xs).shape, 29);
+      const loss = (xs: tf.Tensor[]) => tf.tidy(() => {
+        const y = c.f(...xs).dataSync(), wd = w.dataSync();
+        let s = 0;
+        for (let i = 0; i < y.length; i++) s += y[i] * wd[i];
+        return s;
+      });
+      const grads = tf.tidy(() => tf.grads((...a: tf.Tensor[]) => c.f(...a).mul(w).sum())(c.xs).map((g) => Float32Array.from(g.dataSync())));
+      const h = 1e-2;
+      c.xs.forEach((x, j) => {
+        if (c.name === "attention softmax" && j === 1) return; // the mask: ±1e9 entries, no useful finite difference
+        const base = Float32Array.from(x.dataSync());
+        let maxErr = 0, maxG = 0;
+        for (let k = 0; k < base.length; k++) {
+          const at = (d: number) => {
+            const v = base.slice();
+            v[k] += d;
+            const xt = tf.tensor(v, x.shape);
+            const xs = c.xs.map((t, q) => (q === j ? xt : t));
+            const l = loss(xs);
+            xt.dispose();
+            return l;
+          };
+          const fd = (at(h) - at(-h)) / (2 * h);
+          maxErr = Math.max(maxErr, Math.abs(fd - grads[j][k]));
+          maxG = Math.max(maxG, Math.abs(grads[j][k]));
+        }
+        // Central differences: O(h²) truncation plus float32 rounding of the loss over 2h.
+        assert.ok(maxErr <= 2e-3 * Math.max(1, maxG), `${c.name}: gradient of input ${j} off finite differences by ${maxErr} (max |g| ${maxG})`);
+      });
+      w.dispose();
+    }
+    tf.dispose(cases.flatMap((c) => c.xs));
+  } finally {
+    setMatmulBackend("tfjs");
+  }
+});
+
+test("fused kernels: no tensor leaks through forward and gradient", native, () => {
+  setMatmulBackend("native");
+  try {
+    const x = normal([2, 4, 3, 8], 31), cos = normal([1, 4, 1, 4], 32), sin = normal([1, 4, 1, 4], 33), w = normal([8], 34);
+    const scores = normal([2, 1, 6, 6], 35), mask = causal(6, 0, 1), b = normal([8], 36);
+    const before = tf.memory().numTensors;
+    for (let i = 0; i < 3; i++) {
+      tf.tidy(() => {
+        const f = (xx: tf.Tensor, ww: tf.Tensor, s: tf.Tensor, bb: tf.Tensor) =>
+          swiglu(rmsNorm(rope(xx as tf.Tensor4D, cos, sin), ww, 1e-6), biasAdd(xx, bb)).sum().add(attentionSoftmax(s, mask, 0.5).square().sum());
+        tf.grads(f)([x, w, scores, b]);
+      });
+    }
+    assert.equal(tf.memory().numTensors, before);
+    tf.dispose([x, cos, sin, w, scores, mask, b]);
+  } finally {
+    setMatmulBackend("tfjs");
+  }
+});
+
+test("fused kernels: the mask layouts the model uses map to (row / div) % mod; others fall back", () => {
+  assert.deepEqual(maskRows([2, 3, 8, 9], [8, 9]), { div: 1, mod: 8 }); // causal (G*T, S)
+  assert.deepEqual(maskRows([4, 2, 3, 9], [4, 1, 1, 9]), { div: 6, mod: 4 }); // decoding (B, 1, 1, S)
+  assert.deepEqual(maskRows([4, 2, 3, 9], [9]), { div: 1, mod: 1 });
+  assert.deepEqual(maskRows([4, 1, 3, 9], [4, 1, 3, 9]), { div: 1, mod: 12 }); // a size-1 axis inside the block
+  assert.equal(maskRows([4, 2, 3, 9], [4, 1, 3, 9]), undefined); // broadcast in the middle: not one block
+  assert.equal(maskRows([4, 2, 3, 9], [3, 1]), undefined); // a broadcast key axis
+});
+
+test("addon fused kernels: a wrong length or type raises an error naming the argument", native, () => {
+  const st = loadNative();
+  assert.ok(st.ok);
+  const a = st.addon;
+  const f = (n: number) => new Float32Array(n);
+  const cases: [() => void, RegExp][] = [
+    [() => a.rmsNormForward(f(12), f(3), f(12), 3, 4, 1e-6), /rmsNormForward: weight holds 3 floats, expected cols = 4/],
+    [() => a.rmsNormForward(f(12), f(4), f(11), 3, 4, 1e-6), /rmsNormForward: y holds 11 floats, expected rows\*cols = 12/],
+    [() => a.rmsNormForward(f(12), f(4), f(12), 3, 4, NaN), /rmsNormForward: eps must be finite/],
+    [() => a.rmsNormBackward(f(12), f(4), f(12), f(12), f(5), 3, 4, 1e-6), /rmsNormBackward: dweight holds 5 floats/],
+    [() => a.rmsNormBackward(f(12), f(4), f(10), f(12), f(4), 3, 4, 1e-6), /rmsNormBackward: dy holds 10 floats/],
+    [() => a.softmaxForward(f(12), f(7), f(12), 3, 4, 1, 1, 2), /softmaxForward: mask holds 7 floats, expected maskMod\*cols = 8/],
+    [() => a.softmaxForward(f(12), f(8), f(12), 3, 4, 1, 0, 2), /softmaxForward: maskDiv must be at least 1/],
+    [() => a.softmaxForward(f(12), null, f(12), 3, -4, 1, 1, 1), /softmaxForward: cols must be a non-negative integer/],
+    [() => a.softmaxBackward(f(12), f(12), f(13), 3, 4, 1), /softmaxBackward: dx holds 13 floats/],
+    [() => a.ropeForward(f(48), f(12), f(12), f(48), 2, 3, 2, 5, 1, false), /ropeForward: headDim must be even, got 5/],
+    [() => a.ropeForward(f(48), f(12), f(12), f(48), 2, 3, 2, 4, 3, false), /ropeForward: tableRows must be 1 or batch = 2, got 3/],
+    [() => a.ropeForward(f(48), f(5), f(6), f(48), 2, 3, 2, 4, 1, false), /ropeForward: cos holds 5 floats, expected tableRows\*seq\*headDim\/2 = 6/],
+    [() => a.ropeForward(f(48), f(6), f(6), f(48), 2, 3, 2, 4, 1, 0 as unknown as boolean), /ropeForward: inverse must be a boolean/],
+    [() => a.swigluForward(f(5), f(4), f(5), 5), /swigluForward: up holds 4 floats, expected n = 5/],
+    [() => a.swigluBackward(f(5), f(5), f(5), f(5), new Float64Array(5) as unknown as Float32Array, 5), /swigluBackward: dup must be a Float32Array/],
+    [() => a.biasAddForward(f(6), f(2), f(6), 2, 3), /biasAddForward: bias holds 2 floats, expected cols = 3/],
+    [() => a.sumRows(f(6), f(2), 2, 3), /sumRows: out holds 2 floats, expected cols = 3/],
+    [() => a.gatherRows(f(6), Int32Array.of(0, 2), f(6), 2, 3), /gatherRows: indices\[1\] = 2 is outside \[0, 2\)/],
+    [() => a.gatherRows(f(6), Int32Array.of(0, -1), f(6), 2, 3), /gatherRows: indices\[1\] = -1 is outside/],
+    [() => a.gatherRows(f(6), Int32Array.of(0), f(6), 2, 3), /gatherRows: out holds 6 floats, expected indices.length\*cols = 3/],
+    [() => (a.rmsNormForward as unknown as (...x: unknown[]) => void)(f(1)), /needs 6 arguments/],
+  ];
+  for (const [fn, re] of cases) assert.throws(fn, (e: unknown) => e instanceof Error && re.test(e.message), String(re));
+  // A kernel that throws frees its output: a bad index through tf.gather leaves no tensor behind.
+  setMatmulBackend("native");
+  try {
+    const table = normal([4, 3], 41), before = tf.memory();
+    assert.throws(() => tf.gather(table, tf.tensor1d([0, 9], "int32")), /gatherRows: indices\[1\] = 9 is outside \[0, 4\)/);
+    assert.equal(tf.memory().numBytes, before.numBytes + 8); // only the index tensor (2 x int32), tracked outside any tidy
+    table.dispose();
+  } finally {
+    setMatmulBackend("tfjs");
+  }
+});
+
+test("the model routes RMSNorm, RoPE, the attention softmax, SwiGLU and the biases through the fused kernels on native only", native, async () => {
+  const cfg = parseModelConfig(presetConfigJson("tiny", 64));
+  const m = Transformer.random(cfg, 1);
+  try {
+    const run = () => tf.tidy(() => m.forward(tf.tensor2d([[5, 6, 7, 8]], [1, 4], "int32")).hidden);
+    const fused = [FUSED_KERNELS.rmsNorm, FUSED_KERNELS.rope, FUSED_KERNELS.softmax, FUSED_KERNELS.swiglu, ...(cfg.qkvBias ? [FUSED_KERNELS.biasAdd] : [])];
+    setMatmulBackend("native");
+    setFusedOps(true); // whatever env AGENT_R1_FUSED says
+    const onNative = await kernelsRun(run);
+    for (const k of fused) assert.ok(onNative.has(k), `${k} runs on native`);
+    setMatmulBackend("tfjs");
+    const onTfjs = await kernelsRun(run);
+    for (const k of Object.values(FUSED_KERNELS)) assert.ok(!onTfjs.has(k), `${k} does not run on tfjs`);
+  } finally {
+    setMatmulBackend("tfjs");
+    m.dispose();
   }
 });
 

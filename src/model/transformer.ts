@@ -11,6 +11,7 @@
  * kv key/value heads, G = nh / kv, hd head dim, F ffn size, V vocab.
  */
 import { recordingGradients, tf } from "../engine/local/tf-backend.js";
+import { attentionSoftmax, biasAdd, rmsNorm, rope, swiglu } from "../engine/local/fused-ops.js";
 import type { ModelConfig } from "./config.js";
 import type { HostTensor } from "./safetensors.js";
 import { ModelFormatError } from "../util/errors.js";
@@ -227,9 +228,9 @@ export class Transformer {
     return tf.matMul(hidden, this.p("score.weight")).reshape([-1]);
   }
 
+  /** x (B, T, H) normalized (fused on the native backend; see fused-ops.ts). */
   private rmsNorm(x: tf.Tensor3D, weight: string): tf.Tensor3D {
-    const ms = x.square().mean(-1, true); // (B, T, 1)
-    return x.mul(ms.add(this.config.rmsNormEps).rsqrt()).mul(this.p(weight));
+    return rmsNorm(x, this.p(weight), this.config.rmsNormEps);
   }
 
   private linear(x: tf.Tensor3D, name: string, bias = false): tf.Tensor3D {
@@ -237,7 +238,7 @@ export class Transformer {
     const w = this.p(name + ".weight");
     const x2 = x.reshape([B * T, I]) as tf.Tensor2D;
     let y = recordingGradients() ? matMulWithCachedTranspose(x2, w, this.transposed(w)) : tf.matMul(x2, w);
-    if (bias) y = y.add(this.p(name + ".bias"));
+    if (bias) y = biasAdd(y, this.p(name + ".bias"));
     return y.reshape([B, T, -1]);
   }
 
@@ -259,7 +260,7 @@ export class Transformer {
   private mlp(x: tf.Tensor3D, p: string): tf.Tensor3D {
     const gate = this.linear(x, p + "mlp.gate_proj"); // (B, T, F)
     const up = this.linear(x, p + "mlp.up_proj"); // (B, T, F)
-    return this.linear(gate.mul(gate.sigmoid()).mul(up), p + "mlp.down_proj"); // (B, T, H)
+    return this.linear(swiglu(gate, up), p + "mlp.down_proj"); // silu(gate)·up (B, T, F) → (B, T, H)
   }
 
   private attention(x: tf.Tensor3D, p: string, cos: tf.Tensor, sin: tf.Tensor, mask: tf.Tensor, pastK?: tf.Tensor4D, pastV?: tf.Tensor4D) {
@@ -270,8 +271,8 @@ export class Transformer {
     let q = this.linear(x, p + "self_attn.q_proj", bias).reshape([B, T, nh, hd]) as tf.Tensor4D;
     let k = this.linear(x, p + "self_attn.k_proj", bias).reshape([B, T, kv, hd]) as tf.Tensor4D;
     const vNew = this.linear(x, p + "self_attn.v_proj", bias).reshape([B, T, kv, hd]);
-    q = rotate(q, cos, sin);
-    k = rotate(k, cos, sin);
+    q = rope(q, cos, sin); // (B, T, nh, hd)
+    k = rope(k, cos, sin); // (B, T, kv, hd)
     let kAll = k.transpose([0, 2, 1, 3]) as tf.Tensor4D; // (B, kv, T, hd)
     let vAll = vNew.transpose([0, 2, 1, 3]) as tf.Tensor4D; // (B, kv, T, hd)
     if (pastK && pastV) {
@@ -280,8 +281,8 @@ export class Transformer {
     }
     // Query head j*G+g uses key/value head j, so group the queries under their kv head.
     const qg = q.transpose([0, 2, 1, 3]).reshape([B, kv, G * T, hd]); // (B, kv, G*T, hd)
-    const scores = tf.matMul(qg, kAll, false, true).mul(1 / Math.sqrt(hd)).add(mask); // (B, kv, G*T, S)
-    const probs = tf.softmax(scores, -1);
+    // softmax(q·kᵀ / √hd + mask) over the keys
+    const probs = attentionSoftmax(tf.matMul(qg, kAll, false, true), mask, 1 / Math.sqrt(hd)); // (B, kv, G*T, S)
     const ctx = tf.matMul(probs, vAll) // (B, kv, G*T, hd)
       .reshape([B, nh, T, hd])
       .transpose([0, 2, 1, 3]) // (B, T, nh, hd)
@@ -323,13 +324,6 @@ function matMulWithCachedTranspose(x: tf.Tensor2D, w: tf.Variable, wT: tf.Tensor
     };
   }) as unknown as Parameters<typeof tf.customGrad>[0]);
   return op(x, w) as tf.Tensor2D;
-}
-
-/** Rotate-half rotary embedding of x (B, T, heads, hd). */
-function rotate(x: tf.Tensor4D, cos: tf.Tensor, sin: tf.Tensor): tf.Tensor4D {
-  const half = x.shape[3] / 2;
-  const [x1, x2] = tf.split(x, [half, half], 3);
-  return tf.concat([x1.mul(cos).sub(x2.mul(sin)), x2.mul(cos).add(x1.mul(sin))], 3) as tf.Tensor4D;
 }
 
 /** Additive causal mask (G*T, S): row g*T+t is query position start+t, which sees keys 0..start+t. */

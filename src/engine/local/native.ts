@@ -2,8 +2,9 @@
  * The native addon (native/agent_r1_native.c, built by node-gyp at install into
  * build/Release/agent_r1_native.node) and the choice of compute backend:
  *  - "tfjs": every kernel on TensorFlow.js's wasm backend;
- *  - "native": matrix products through the addon's BLAS sgemm, zero-copy on the
- *    wasm heap (the rest of the model still runs on the wasm backend);
+ *  - "native": matrix products through the addon's BLAS sgemm, and the decoder's
+ *    RMSNorm, RoPE, attention softmax and SwiGLU as fused C kernels (./fused-ops.ts),
+ *    zero-copy on the wasm heap (the other kernels still run on the wasm backend);
  *  - "auto": native when the addon loads, else tfjs.
  * The choice is the engine option `backend`, else env AGENT_R1_BACKEND, else auto.
  * AGENT_R1_NATIVE_DISABLE=1 makes the loader act as if the addon failed to load.
@@ -29,7 +30,36 @@ export interface NativeAddon {
   /** BLAS threads per call (process-wide). */
   setThreads(n: number): void;
   getThreads(): number;
-  info(): { blas: string; threads: number };
+  /** Threads per fused kernel (1..16, default 1; process-wide). */
+  setFusedThreads(n: number): void;
+  getFusedThreads(): number;
+  info(): { blas: string; threads: number; fusedThreads: number };
+
+  // Fused element-wise kernels (native/fused_ops.c), on Float32Array views; every length is
+  // checked (a wrong one throws a RangeError naming the argument). Outputs are written, never read.
+  /** y (rows, cols) = x (rows, cols) · rsqrt(mean(x², row) + eps) · weight (cols). */
+  rmsNormForward(x: Float32Array, weight: Float32Array, y: Float32Array, rows: number, cols: number, eps: number): void;
+  /** dx (rows, cols) and dweight (cols) of rmsNormForward, given dy (rows, cols). */
+  rmsNormBackward(x: Float32Array, weight: Float32Array, dy: Float32Array, dx: Float32Array, dweight: Float32Array, rows: number, cols: number, eps: number): void;
+  /** y (rows, cols) = softmax over each row of x·scale + mask[(row / maskDiv) % maskMod] (mask (maskMod, cols), or null for none). */
+  softmaxForward(x: Float32Array, mask: Float32Array | null, y: Float32Array, rows: number, cols: number, scale: number, maskDiv: number, maskMod: number): void;
+  /** dx (rows, cols) of softmaxForward with respect to x, from its output y and dy (rows, cols). */
+  softmaxBackward(y: Float32Array, dy: Float32Array, dx: Float32Array, rows: number, cols: number, scale: number): void;
+  /**
+   * Rotate-half rotary embedding: x, y (batch, seq, heads, headDim); cos, sin (tableRows, seq, headDim/2),
+   * tableRows 1 (shared) or batch (per row). `inverse` rotates by the negative angle (the gradient).
+   */
+  ropeForward(x: Float32Array, cos: Float32Array, sin: Float32Array, y: Float32Array, batch: number, seq: number, heads: number, headDim: number, tableRows: number, inverse: boolean): void;
+  /** y (n) = gate · sigmoid(gate) · up. */
+  swigluForward(gate: Float32Array, up: Float32Array, y: Float32Array, n: number): void;
+  /** dgate, dup (n) of swigluForward, given dy (n). */
+  swigluBackward(gate: Float32Array, up: Float32Array, dy: Float32Array, dgate: Float32Array, dup: Float32Array, n: number): void;
+  /** y (rows, cols) = x (rows, cols) + bias (cols). */
+  biasAddForward(x: Float32Array, bias: Float32Array, y: Float32Array, rows: number, cols: number): void;
+  /** out (cols) = column sums of x (rows, cols) (accumulated in double). */
+  sumRows(x: Float32Array, out: Float32Array, rows: number, cols: number): void;
+  /** out (n, cols) = table (rows, cols)[indices (n)]; an index outside [0, rows) throws a RangeError naming it. */
+  gatherRows(table: Float32Array, indices: Int32Array, out: Float32Array, rows: number, cols: number): void;
 }
 
 export type NativeStatus = { ok: true; addon: NativeAddon; path: string } | { ok: false; reason: string };
@@ -72,6 +102,7 @@ export function loadNative(): NativeStatus {
   try {
     const addon = createRequire(import.meta.url)(path) as NativeAddon;
     if (typeof addon.gemm !== "function") throw new Error("it exports no gemm function");
+    if (typeof addon.rmsNormForward !== "function") throw new Error("it exports no fused kernels (an old build: rebuild it with 'npm run build:native')");
     loaded = { ok: true, addon, path };
   } catch (e) {
     loaded = { ok: false, reason: `${path} failed to load: ${(e as Error).message.split("\n")[0]}` };

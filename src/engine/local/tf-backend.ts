@@ -6,7 +6,11 @@
  *  - `BatchMatMul` is fast (XNNPACK) only for batch 1 with neither input
  *    transposed, so transposes are done explicitly and batches are looped.
  * With the native backend (./native.ts), `BatchMatMul` instead calls BLAS sgemm
- * from the addon on views of the wasm heap (no copies; transposes are BLAS flags).
+ * from the addon on views of the wasm heap (no copies; transposes are BLAS flags),
+ * and the model's fused element-wise ops (./fused-ops.ts) and row gathers
+ * (`GatherV2` along axis 0: embedding lookups, KV-cache rows) run as C kernels unless
+ * env AGENT_R1_FUSED=0 (read when the backend is chosen) or setFusedOps(false);
+ * env AGENT_R1_FUSED_THREADS sets their threads per kernel (default 1).
  * The umbrella `@tensorflow/tfjs` import registers the gradients.
  */
 import * as tf from "@tensorflow/tfjs";
@@ -14,14 +18,14 @@ import "@tensorflow/tfjs-backend-wasm";
 import { loadNative, type BackendName, type NativeAddon } from "./native.js";
 import { InputError } from "../../util/errors.js";
 
-type TensorInfo = { dataId: object; shape: number[]; dtype: string };
+export type TensorInfo = { dataId: object; shape: number[]; dtype: string };
 // The wasm backend's kernel-level API, typed only as far as we use it.
-type WasmBackend = {
+export type WasmBackend = {
   makeOutput(shape: number[], dtype: string): TensorInfo;
   typedArrayFromHeap(t: TensorInfo): Float32Array | Int32Array;
   disposeData(dataId: object): boolean;
 };
-type KernelFn = (args: { inputs: Record<string, TensorInfo>; backend: WasmBackend; attrs?: Record<string, unknown> }) => TensorInfo | TensorInfo[];
+export type KernelFn = (args: { inputs: Record<string, TensorInfo>; backend: WasmBackend; attrs?: Record<string, unknown> }) => TensorInfo | TensorInfo[];
 
 let ready: Promise<void> | undefined;
 
@@ -30,6 +34,7 @@ export function initBackend(): Promise<void> {
   ready ??= (async () => {
     registerUnsortedSegmentSum();
     wrapBatchMatMul();
+    wrapGather();
     shareIdentity();
     fastMatrixTranspose();
     // The emscripten module installs process-wide handlers that rethrow and print
@@ -136,11 +141,27 @@ export function recordingGradients(): boolean {
 
 /** This thread's sgemm when its matrix products run natively. */
 let native: NativeAddon | undefined;
+/** Whether the model uses the addon's fused kernels while the native backend is on. */
+let fusedOn = true;
 const claims: Record<BackendName, number> = { native: 0, tfjs: 0 };
 
 /** The backend this thread's matrix products run on. */
 export function matmulBackend(): BackendName {
   return native ? "native" : "tfjs";
+}
+
+/** True when the model should route RMSNorm, RoPE, the attention softmax and SwiGLU through the addon's fused kernels. */
+export function fusedOpsActive(): boolean {
+  return native !== undefined && fusedOn;
+}
+
+/**
+ * Turns the fused kernels on or off in this thread (A/B timing, tests); the
+ * TF.js compositions they replace run when off. Each switch to the native
+ * backend resets it from env AGENT_R1_FUSED ("0" = off; default on).
+ */
+export function setFusedOps(on: boolean): void {
+  fusedOn = on;
 }
 
 /**
@@ -157,6 +178,13 @@ export function setMatmulBackend(backend: BackendName, threads = 1): void {
   if (!st.ok) throw new InputError(`the native backend is unavailable: ${st.reason}`, "use the tfjs backend, or build the addon");
   st.addon.setThreads(threads);
   native = st.addon;
+  fusedOn = process.env.AGENT_R1_FUSED !== "0";
+  const ft = process.env.AGENT_R1_FUSED_THREADS;
+  if (ft !== undefined && ft !== "") {
+    const n = Number(ft);
+    if (!Number.isInteger(n) || n < 1 || n > 16) throw new InputError(`AGENT_R1_FUSED_THREADS must be an integer in [1, 16], got '${ft}'`);
+    st.addon.setFusedThreads(n);
+  }
 }
 
 /**
@@ -259,6 +287,46 @@ function wrapBatchMatMul(): void {
     kernelFunc: ((args: Parameters<KernelFn>[0]) => (native ? nativeBatchMatMul(args, native) : fastBatchMatMul(args, matmul))) as unknown as tf.KernelFunc,
   };
   tf.registerKernel(config);
+}
+
+/**
+ * GatherV2 along axis 0 (embedding lookup, cache rows, the picked log-probs) as a
+ * native row copy while the fused kernels are on: the wasm kernel took about 11 ms
+ * for the 2048 embedding rows of an S micro-batch. Other gathers keep the wasm kernel.
+ */
+function wrapGather(): void {
+  const original = tf.getKernel("GatherV2", "wasm");
+  if (!original || (original as { wrapped?: boolean }).wrapped) return;
+  const gather = original.kernelFunc as unknown as KernelFn;
+  tf.unregisterKernel("GatherV2", "wasm");
+  tf.registerKernel({
+    kernelName: "GatherV2",
+    backendName: "wasm",
+    setupFunc: original.setupFunc,
+    disposeFunc: original.disposeFunc,
+    wrapped: true,
+    kernelFunc: ((args: Parameters<KernelFn>[0]) => {
+      const { x, indices } = args.inputs;
+      const axis = args.attrs!.axis as number, batchDims = (args.attrs!.batchDims as number | undefined) ?? 0;
+      const onAxis0 = axis === 0 || axis === -x.shape.length;
+      if (!native || !fusedOn || !onAxis0 || batchDims !== 0 || x.dtype !== "float32" || indices.dtype !== "int32" || x.shape.length < 1) return gather(args);
+      return nativeGatherRows(args.backend, x, indices, native);
+    }) as unknown as tf.KernelFunc,
+  } as tf.KernelConfig);
+}
+
+/** out (...indices.shape, ...x.shape[1:]) = x (rows, ...)[indices]. */
+function nativeGatherRows(backend: WasmBackend, x: TensorInfo, indices: TensorInfo, addon: NativeAddon): TensorInfo {
+  const rows = x.shape[0], cols = x.shape.slice(1).reduce((a, b) => a * b, 1);
+  const out = backend.makeOutput([...indices.shape, ...x.shape.slice(1)], "float32");
+  try {
+    // Views after the allocation: growing the heap detaches older views.
+    addon.gatherRows(backend.typedArrayFromHeap(x) as Float32Array, backend.typedArrayFromHeap(indices) as Int32Array, backend.typedArrayFromHeap(out) as Float32Array, rows, cols);
+  } catch (e) {
+    backend.disposeData(out.dataId);
+    throw e;
+  }
+  return out;
 }
 
 /**

@@ -1,0 +1,137 @@
+/* Argument checking for the addon's N-API functions; see napi_args.h. */
+#include "napi_args.h"
+
+#include <math.h>
+#include <stdio.h>
+
+napi_value fail_type(napi_env env, const char *msg) {
+  napi_throw_type_error(env, NULL, msg);
+  return NULL;
+}
+
+napi_value fail_range(napi_env env, const char *msg) {
+  napi_throw_range_error(env, NULL, msg);
+  return NULL;
+}
+
+static int is_nullish(napi_env env, napi_value v, int *out) {
+  napi_valuetype vt;
+  if (napi_typeof(env, v, &vt) != napi_ok) return 0;
+  *out = vt == napi_undefined || vt == napi_null;
+  return 1;
+}
+
+static int typed_array(napi_env env, napi_value v, napi_typedarray_type want, void **data, int64_t *len) {
+  bool is_ta = false;
+  napi_typedarray_type type;
+  size_t length = 0;
+  void *ptr = NULL;
+  if (napi_is_typedarray(env, v, &is_ta) != napi_ok || !is_ta) return 0;
+  if (napi_get_typedarray_info(env, v, &type, &length, &ptr, NULL, NULL) != napi_ok || type != want) return 0;
+  *data = ptr;
+  *len = (int64_t)length;
+  return 1;
+}
+
+int arg_f32(napi_env env, napi_value v, const char *fn, const char *name, float **data, int64_t *len) {
+  void *ptr = NULL;
+  if (!typed_array(env, v, napi_float32_array, &ptr, len)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: %s must be a Float32Array", fn, name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  *data = (float *)ptr;
+  return 1;
+}
+
+int arg_f32_or_null(napi_env env, napi_value v, const char *fn, const char *name, float **data, int64_t *len) {
+  int nullish = 0;
+  *data = NULL;
+  *len = 0;
+  if (!is_nullish(env, v, &nullish)) return 0;
+  if (nullish) return 1;
+  void *ptr = NULL;
+  if (!typed_array(env, v, napi_float32_array, &ptr, len)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: %s must be a Float32Array or null", fn, name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  *data = (float *)ptr;
+  return 1;
+}
+
+int arg_i32_or_null(napi_env env, napi_value v, const char *fn, const char *name, int32_t **data, int64_t *len) {
+  int nullish = 0;
+  *data = NULL;
+  *len = 0;
+  if (!is_nullish(env, v, &nullish)) return 0;
+  if (nullish) return 1;
+  void *ptr = NULL;
+  if (!typed_array(env, v, napi_int32_array, &ptr, len)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: %s must be an Int32Array or null", fn, name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  *data = (int32_t *)ptr;
+  return 1;
+}
+
+int arg_dim(napi_env env, napi_value v, const char *fn, const char *name, int64_t *out) {
+  napi_valuetype vt;
+  char msg[200];
+  double d = 0;
+  if (napi_typeof(env, v, &vt) != napi_ok || vt != napi_number || napi_get_value_double(env, v, &d) != napi_ok) {
+    snprintf(msg, sizeof msg, "%s: %s must be a number", fn, name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  if (!(d >= 0) || d > (double)MAX_DIM || d != (double)(int64_t)d) {
+    snprintf(msg, sizeof msg, "%s: %s must be a non-negative integer below 2^31, got %g", fn, name, d);
+    napi_throw_range_error(env, NULL, msg);
+    return 0;
+  }
+  *out = (int64_t)d;
+  return 1;
+}
+
+int arg_number(napi_env env, napi_value v, const char *fn, const char *name, double *out) {
+  napi_valuetype vt;
+  char msg[200];
+  double d = 0;
+  if (napi_typeof(env, v, &vt) != napi_ok || vt != napi_number || napi_get_value_double(env, v, &d) != napi_ok) {
+    snprintf(msg, sizeof msg, "%s: %s must be a number", fn, name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  if (!isfinite(d)) {
+    snprintf(msg, sizeof msg, "%s: %s must be finite, got %g", fn, name, d);
+    napi_throw_range_error(env, NULL, msg);
+    return 0;
+  }
+  *out = d;
+  return 1;
+}
+
+int arg_flag(napi_env env, napi_value v, const char *fn, const char *name, int *out) {
+  napi_valuetype vt;
+  char msg[200];
+  bool b = false;
+  if (napi_typeof(env, v, &vt) != napi_ok || vt != napi_boolean || napi_get_value_bool(env, v, &b) != napi_ok) {
+    snprintf(msg, sizeof msg, "%s: %s must be a boolean", fn, name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
+  }
+  *out = b ? 1 : 0;
+  return 1;
+}
+
+int expect_len(napi_env env, const char *fn, const char *name, int64_t len, int64_t want, const char *what) {
+  if (len == want) return 1;
+  char msg[240];
+  snprintf(msg, sizeof msg, "%s: %s holds %lld floats, expected %s = %lld", fn, name, (long long)len, what, (long long)want);
+  napi_throw_range_error(env, NULL, msg);
+  return 0;
+}
