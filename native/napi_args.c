@@ -33,61 +33,50 @@ static int typed_array(napi_env env, napi_value v, napi_typedarray_type want, vo
   return 1;
 }
 
-int arg_f32(napi_env env, napi_value v, const char *fn, const char *name, float **data, int64_t *len) {
-  void *ptr = NULL;
-  if (!typed_array(env, v, napi_float32_array, &ptr, len)) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "%s: %s must be a Float32Array", fn, name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
+/* v as a typed array of type `want` (or, when `nullable`, null/undefined: data NULL, len 0);
+ * otherwise a TypeError "fn: name must be <what>". */
+static int arg_typed(napi_env env, napi_value v, const char *fn, const char *name, napi_typedarray_type want,
+                     int nullable, const char *what, void **data, int64_t *len) {
+  *data = NULL;
+  *len = 0;
+  if (nullable) {
+    int nullish = 0;
+    if (!is_nullish(env, v, &nullish)) return 0;
+    if (nullish) return 1;
   }
-  *data = (float *)ptr;
-  return 1;
+  if (typed_array(env, v, want, data, len)) return 1;
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: %s must be %s%s", fn, name, what, nullable ? " or null" : "");
+  napi_throw_type_error(env, NULL, msg);
+  return 0;
+}
+
+int arg_f32(napi_env env, napi_value v, const char *fn, const char *name, float **data, int64_t *len) {
+  return arg_typed(env, v, fn, name, napi_float32_array, 0, "a Float32Array", (void **)data, len);
 }
 
 int arg_f32_or_null(napi_env env, napi_value v, const char *fn, const char *name, float **data, int64_t *len) {
-  int nullish = 0;
-  *data = NULL;
-  *len = 0;
-  if (!is_nullish(env, v, &nullish)) return 0;
-  if (nullish) return 1;
-  void *ptr = NULL;
-  if (!typed_array(env, v, napi_float32_array, &ptr, len)) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "%s: %s must be a Float32Array or null", fn, name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
-  }
-  *data = (float *)ptr;
-  return 1;
+  return arg_typed(env, v, fn, name, napi_float32_array, 1, "a Float32Array", (void **)data, len);
 }
 
 int arg_i32_or_null(napi_env env, napi_value v, const char *fn, const char *name, int32_t **data, int64_t *len) {
-  int nullish = 0;
-  *data = NULL;
-  *len = 0;
-  if (!is_nullish(env, v, &nullish)) return 0;
-  if (nullish) return 1;
-  void *ptr = NULL;
-  if (!typed_array(env, v, napi_int32_array, &ptr, len)) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "%s: %s must be an Int32Array or null", fn, name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
-  }
-  *data = (int32_t *)ptr;
-  return 1;
+  return arg_typed(env, v, fn, name, napi_int32_array, 1, "an Int32Array", (void **)data, len);
+}
+
+/* v as a double, or a TypeError "fn: name must be a number". */
+static int read_number(napi_env env, napi_value v, const char *fn, const char *name, double *out) {
+  napi_valuetype vt;
+  if (napi_typeof(env, v, &vt) == napi_ok && vt == napi_number && napi_get_value_double(env, v, out) == napi_ok) return 1;
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: %s must be a number", fn, name);
+  napi_throw_type_error(env, NULL, msg);
+  return 0;
 }
 
 int arg_dim(napi_env env, napi_value v, const char *fn, const char *name, int64_t *out) {
-  napi_valuetype vt;
   char msg[200];
   double d = 0;
-  if (napi_typeof(env, v, &vt) != napi_ok || vt != napi_number || napi_get_value_double(env, v, &d) != napi_ok) {
-    snprintf(msg, sizeof msg, "%s: %s must be a number", fn, name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
-  }
+  if (!read_number(env, v, fn, name, &d)) return 0;
   if (!(d >= 0) || d > (double)MAX_DIM || d != (double)(int64_t)d) {
     snprintf(msg, sizeof msg, "%s: %s must be a non-negative integer below 2^31, got %g", fn, name, d);
     napi_throw_range_error(env, NULL, msg);
@@ -98,14 +87,9 @@ int arg_dim(napi_env env, napi_value v, const char *fn, const char *name, int64_
 }
 
 int arg_number(napi_env env, napi_value v, const char *fn, const char *name, double *out) {
-  napi_valuetype vt;
   char msg[200];
   double d = 0;
-  if (napi_typeof(env, v, &vt) != napi_ok || vt != napi_number || napi_get_value_double(env, v, &d) != napi_ok) {
-    snprintf(msg, sizeof msg, "%s: %s must be a number", fn, name);
-    napi_throw_type_error(env, NULL, msg);
-    return 0;
-  }
+  if (!read_number(env, v, fn, name, &d)) return 0;
   if (!isfinite(d)) {
     snprintf(msg, sizeof msg, "%s: %s must be finite, got %g", fn, name, d);
     napi_throw_range_error(env, NULL, msg);
