@@ -271,8 +271,14 @@ export function registerFusedKernels(): void {
     if (!tf.getKernel(kernelName, "wasm")) tf.registerKernel({ kernelName, backendName: "wasm", kernelFunc: fn as unknown as tf.KernelFunc });
   }
 
-  // Gradient functions run the backward kernel once, eagerly, and hand out its outputs. They
-  // live in the backward pass's scope, as TF.js's own intermediate gradients do.
+  registerFusedGradients();
+}
+
+/**
+ * The fused kernels' gradients. Each runs the backward kernel once, eagerly, and hands out its
+ * outputs; they live in the backward pass's scope, as TF.js's own intermediate gradients do.
+ */
+function registerFusedGradients(): void {
   tf.registerGradient({
     kernelName: K.rmsNorm,
     inputsToSave: ["x", "weight"],
