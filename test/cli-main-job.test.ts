@@ -70,7 +70,7 @@ test("tokenizer writes tokenizer.json and tokenizer_config.json", async () => {
 
 test("pretrain: copying curriculum, SFT, a loadable base without optimizer state; --init continues from it", async () => {
   const out = join(tempDir(), "base");
-  const r = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--vocab", "400", "--copy-steps", "3", "--steps", "3", "--batch", "2", "--out", out]);
+  const r = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--preset", "tiny", "--vocab", "400", "--copy-steps", "3", "--steps", "3", "--batch", "2", "--out", out]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
   assert.match(r.stdout.join("\n"), /wrote .*base: 0\.\d+M parameters, 9 demonstrations, cross-entropy \d+\.\d+ → \d+\.\d+ nats\/token/);
   for (const f of ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]) assert.ok(existsSync(join(out, f)), f);

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { hermesFormat } from "../src/agent/formats/hermes.js";
 import { chatSetup, renderMessages } from "../src/agent/chat-setup.js";
 import { finalTokens } from "../src/agent/trajectory.js";
+import { DEFAULT_TYPE_MIX, typeSchedule } from "../src/tasks/multihop/type-mix.js";
 import { buildSearchIndex, createMultihopTask, QUESTION_TYPES, searchText, searchTool, type Entity, type SplitWorld } from "../src/tasks/multihop/index.js";
 import { calculatorTool } from "../src/tasks/calc/index.js";
 import type { Split } from "../src/tasks/types.js";
@@ -43,13 +44,13 @@ test("world: unique names, relations stay inside their split, splits share no en
   }
 });
 
-test("questions: sizes as asked, all nine types, each only about its split's entities, two searches each", () => {
+test("questions: sizes as asked, the default mix's type counts, each only about its split's entities, two searches each", () => {
   for (const [k, split] of SPLITS.entries()) {
     const qs = task.questions[split];
     assert.equal(qs.length, [180, 45, 45][k]);
     assert.equal(task.rows(split).length, qs.length);
     const counts = QUESTION_TYPES.map((t) => qs.filter((q) => q.type === t).length);
-    assert.ok(Math.min(...counts) >= Math.floor(qs.length / 9) && Math.max(...counts) <= Math.ceil(qs.length / 9), `${split}: ${counts}`);
+    assert.deepEqual(counts, QUESTION_TYPES.map((t) => typeSchedule(qs.length, DEFAULT_TYPE_MIX).filter((s) => s === t).length), `${split}: ${counts}`);
     const own = new Set(entities(task.world.splits[split]).map((e) => e.name));
     for (const q of qs) {
       assert.equal(q.searches.length, 2, q.question);

@@ -13,8 +13,8 @@ export const pretrainCommand: Command = {
   name: "pretrain",
   summary: "warm-start a base model: task tokenizer, fresh preset model, SFT on expert + careless demonstrations",
   usage:
-    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--init MODEL_DIR] [--copy-steps N] [--tokenizer DIR] [--vocab N] [--quality Q] [--steps N] [--batch N] [--lr X] [--out DIR] [--seed N] [--option name=value ...] ${BACKEND_USAGE}` +
-    `\n  defaults: --preset ${D.preset} --copy-steps ${D.copySteps} --vocab ${D.vocabSize} --quality ${D.quality} --steps ${D.steps} --batch ${D.batchSize} --lr ${D.lr} --seed ${D.seed}`,
+    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--init MODEL_DIR] [--copy-steps N] [--copy-lr X] [--tokenizer DIR] [--vocab N] [--quality Q] [--steps N] [--batch N] [--lr X] [--out DIR] [--seed N] [--option name=value ...] ${BACKEND_USAGE}` +
+    `\n  defaults: --preset ${D.preset} --copy-steps ${D.copySteps} --copy-lr ${D.copyLr} --vocab ${D.vocabSize} --quality ${D.quality} --steps ${D.steps} --batch ${D.batchSize} --lr ${D.lr} --seed ${D.seed} --option train=${D.trainQuestions}`,
   async run(argv, io) {
     const { flags } = parseFlags("pretrain", argv, {
       ...TASK_FLAGS,
@@ -22,6 +22,7 @@ export const pretrainCommand: Command = {
       tokenizer: { type: "string" },
       init: { type: "string" },
       "copy-steps": { type: "string" },
+      "copy-lr": { type: "string" },
       vocab: { type: "string" },
       quality: { type: "string" },
       steps: { type: "string" },
@@ -31,7 +32,7 @@ export const pretrainCommand: Command = {
       seed: { type: "string" },
       ...BACKEND_FLAG,
     });
-    const task = taskFromFlags("pretrain", flags);
+    const task = taskFromFlags("pretrain", flags, { train: D.trainQuestions });
     const preset = flags.preset as string;
     if (!(preset in PRESETS)) throw new InputError(`pretrain: unknown --preset '${preset}'; choose one of: ${Object.keys(PRESETS).join(", ")}`);
     const num = (name: string) => optionalNumber("pretrain", flags, name);
@@ -50,7 +51,7 @@ export const pretrainCommand: Command = {
       const res = await warmStart({
         task, out, preset: preset as PresetName, tokenizer: flags.tokenizer as string | undefined, vocabSize: num("vocab") ?? D.vocabSize,
         quality, steps, batchSize: num("batch") ?? D.batchSize, lr: num("lr") ?? D.lr, seed: num("seed") ?? D.seed,
-        init: flags.init as string | undefined, copySteps: num("copy-steps") ?? D.copySteps,
+        init: flags.init as string | undefined, copySteps: num("copy-steps") ?? D.copySteps, copyLr: num("copy-lr") ?? D.copyLr,
         onCopyStep: (s) => copyProgress.update(s.step, { loss: s.loss }),
         onStep: (s) => { copyProgress.finish(); progress.update(s.step, { loss: s.loss, lr: s.lr.toExponential(1) }); },
       });

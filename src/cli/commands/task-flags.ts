@@ -22,10 +22,11 @@ export function taskOptions(command: string, flags: Parsed["flags"]): Record<str
   return out;
 }
 
-export function taskFromFlags(command: string, flags: Parsed["flags"]): Task {
+/** The task of --task with its --option values over `defaults`. */
+export function taskFromFlags(command: string, flags: Parsed["flags"], defaults: Record<string, unknown> = {}): Task {
   const name = flags.task;
   if (typeof name !== "string" || name === "") throw new InputError(`${command}: --task is required; tasks: ${Object.keys(TASKS).join(", ")}`);
-  return getTask(name, taskOptions(command, flags));
+  return getTask(name, { ...defaults, ...taskOptions(command, flags) });
 }
 
 export function splitFromFlags(command: string, flags: Parsed["flags"], fallback: Split = "test"): Split {

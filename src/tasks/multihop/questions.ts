@@ -13,13 +13,9 @@ import { Rng } from "../../util/rng.js";
 import type { Split } from "../types.js";
 import { GENERATION_ORDER, shuffle, splitStream } from "../common/splits.js";
 import type { City, Company, Entity, SplitWorld, World } from "./world.js";
+import { DEFAULT_TYPE_MIX, QUESTION_TYPES, typeSchedule, type QuestionType, type TypeMix } from "./type-mix.js";
 
-export const QUESTION_TYPES = [
-  "founder_birthplace", "birth_country", "hq_river",
-  "founded_first", "more_people", "longer_river",
-  "years_between", "founder_age", "population_gap",
-] as const;
-export type QuestionType = (typeof QUESTION_TYPES)[number];
+export { QUESTION_TYPES, type QuestionType } from "./type-mix.js";
 
 export interface Question {
   type: QuestionType;
@@ -140,19 +136,20 @@ export const QUESTION_TEMPLATES: Record<QuestionType, Make> = {
 };
 
 /**
- * n distinct questions per split, the types in equal shares (question k has
- * type k mod 9 unless that type runs out of distinct questions), then
- * shuffled; deterministic for (world, seed, sizes).
+ * n distinct questions per split, the types in the shares of `mix`
+ * (type-mix.ts; a type that runs out of distinct questions hands its turn to
+ * the next type), then shuffled; deterministic for (world, seed, sizes, mix).
  */
-export function generateQuestions(world: World, seed: number, sizes: Record<Split, number>): Record<Split, Question[]> {
+export function generateQuestions(world: World, seed: number, sizes: Record<Split, number>, mix: TypeMix = DEFAULT_TYPE_MIX): Record<Split, Question[]> {
   const out = {} as Record<Split, Question[]>;
   for (const split of GENERATION_ORDER) {
     const rng = new Rng(seed, 30 + splitStream(split));
     const seen = new Set<string>();
     const qs: Question[] = [];
+    const schedule = typeSchedule(sizes[split], mix).map((t) => QUESTION_TYPES.indexOf(t));
     for (let shift = 0, misses = 0; qs.length < sizes[split]; ) {
       if (shift > 2 * QUESTION_TYPES.length) throw new InputError(`multihop: cannot draw ${sizes[split]} distinct ${split} questions from its world`, "ask for fewer questions");
-      const q = QUESTION_TEMPLATES[QUESTION_TYPES[(qs.length + shift) % QUESTION_TYPES.length]](rng, world.splits[split], world);
+      const q = QUESTION_TEMPLATES[QUESTION_TYPES[(schedule[qs.length] + shift) % QUESTION_TYPES.length]](rng, world.splits[split], world);
       if (q === undefined || seen.has(q.question)) {
         if (++misses >= 50) [shift, misses] = [shift + 1, 0]; // this type is (nearly) used up
         continue;

@@ -24,12 +24,14 @@ import { MULTIHOP_SYSTEM_PROMPT } from "./prompt.js";
 import { generateQuestions, type Question } from "./questions.js";
 import { buildSearchIndex, DEFAULT_TOP_K, searchText, searchTool, type SearchIndex } from "./search.js";
 import { generateWorld, type World } from "./world.js";
+import { typeMixOptions } from "./type-mix.js";
 
 export const multihopOptionsSchema = z.strictObject({
   ...generatedSplitOptions(384),
   /** Documents the search tool returns per query. */
   topK: z.number().int().min(1).max(10).default(DEFAULT_TOP_K),
-});
+  ...typeMixOptions,
+}).refine((o) => o.bridge + o.comparison + o.numeric > 0, { message: "at least one of bridge, comparison, numeric must be positive", path: ["bridge"] });
 export type MultihopOptions = z.output<typeof multihopOptionsSchema>;
 
 export const MULTIHOP_DATA_SOURCE = "synthetic/multihop";
@@ -52,7 +54,7 @@ export function createMultihopTask(options: Record<string, unknown> = {}): Multi
   const index = buildSearchIndex(documents);
   const search = searchTool(index, o.topK);
   const tools = [search, calculatorTool];
-  const questions = generateQuestions(world, o.seed, sizes);
+  const questions = generateQuestions(world, o.seed, sizes, { bridge: o.bridge, comparison: o.comparison, numeric: o.numeric });
   const rows = (split: Split): TaskRow[] =>
     questions[split].map((q, index) =>
       makeRow({
