@@ -4,8 +4,8 @@ import { Tokenizer } from "../src/model/tokenizer.js";
 import { defaultTokenizerDir } from "../src/model/default-tokenizer.js";
 import { copyDatums, corpusWords } from "../src/train/copy-curriculum.js";
 
-test("corpusWords: distinct letter runs in first-seen order, up to a limit", () => {
-  assert.deepEqual(corpusWords(["Kikel Foods is a company.", "Kikel is 1950 old; Foods!"]), ["Kikel", "Foods", "is", "a", "company", "old"]);
+test("corpusWords: distinct letter and digit runs in first-seen order, up to a limit", () => {
+  assert.deepEqual(corpusWords(["Kikel Foods is a company.", "Kikel is 1950 old; Foods had 863000 people, 1950!"]), ["Kikel", "Foods", "is", "a", "company", "1950", "old", "had", "863000", "people"]);
   assert.deepEqual(corpusWords(["a b c d"], 2), ["a", "b"]);
 });
 

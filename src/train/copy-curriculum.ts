@@ -1,24 +1,29 @@
 /**
  * A copying curriculum run before supervised training on demonstrations.
  * A task agent copies names: from the question into its search query, from
- * a tool response into its next query and its answer. A freshly initialized
+ * a tool response into its next query and its answer, and numbers (years,
+ * populations, lengths) from tool responses into its comparisons and sums. A freshly initialized
  * model learns that late and slowly from demonstrations (where a few tokens
  * per turn are copies); sequences made of a random list of the task's words
  * followed by the same list teach it directly (every token of the second half
  * is a copy), and the circuits that do it ("induction heads") carry over.
  *
- *   sequence  = w1 w2 ... wk "\n" w1 w2 ... wk        (k random words of the task's text)
+ *   sequence  = w1 w2 ... wk "\n" w1 w2 ... wk        (k random words and numbers of the task's text)
  *   weights   = 1 on the targets of the second half, 0 on the first half
  */
 import type { Datum } from "../engine/types.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import { Rng } from "../util/rng.js";
 
-/** Distinct words (letter runs) of a text corpus, in first-seen order. */
+/**
+ * Distinct words (letter runs) and numbers (digit runs) of a text corpus, in first-seen order.
+ * Numbers matter: a base trained to copy letters only copied names but rewrote the numbers it
+ * read (docs/main-job.md, session 4), so comparison and arithmetic questions failed.
+ */
 export function corpusWords(texts: Iterable<string>, limit = 20_000): string[] {
   const seen = new Set<string>();
   for (const t of texts) {
-    for (const m of t.matchAll(/\p{L}+/gu)) {
+    for (const m of t.matchAll(/\p{L}+|\p{N}+/gu)) {
       seen.add(m[0]);
       if (seen.size >= limit) return [...seen];
     }
