@@ -37,6 +37,25 @@ export interface CopyDatumOptions {
   minWords: number;
   maxWords: number;
   seed: number;
+  /**
+   * Share of words replaced by a made-up one (`blendWord`): the head of one corpus word joined to
+   * the tail of another. Default 0. Held-out names are new combinations of familiar syllables;
+   * copying only corpus words, a model learned which syllable follows which and wrote
+   * `Zanrus` for `Zanzan` (docs/main-job.md, session 5), so made-up words force a real copy.
+   */
+  blend?: number;
+}
+
+/**
+ * A made-up word: a head of `a` (at least one character) joined to a tail of `b` (at least one),
+ * cut at random places; digit runs stay digits and get random digits instead.
+ */
+export function blendWord(a: string, b: string, rng: Rng): string {
+  if (/^\p{N}+$/u.test(a)) return Array.from({ length: a.length }, (_, i) => String(i === 0 && a.length > 1 ? 1 + rng.int(9) : rng.int(10))).join("");
+  const head = a.slice(0, 1 + rng.int(Math.max(1, a.length - 1)));
+  const letters = b.replace(/\p{N}/gu, "") || a;
+  const tail = letters.slice(1 + rng.int(Math.max(1, letters.length - 1)));
+  return head + (tail || letters.slice(-1)).toLowerCase();
 }
 
 /** `count` copy datums over `words` (cross-entropy on the second half only). */
@@ -47,7 +66,8 @@ export function copyDatums(tokenizer: Tokenizer, words: readonly string[], o: Co
   const out: Datum[] = [];
   for (let i = 0; i < o.count; i++) {
     const k = o.minWords + rng.int(o.maxWords - o.minWords + 1);
-    const text = Array.from({ length: k }, () => words[rng.int(words.length)]).join(" ");
+    const pick = () => words[rng.int(words.length)];
+    const text = Array.from({ length: k }, () => (rng.next() < (o.blend ?? 0) ? blendWord(pick(), pick(), rng) : pick())).join(" ");
     const half = tokenizer.encode(text);
     const full = [...half, ...newline, ...half];
     const firstCopied = half.length + newline.length; // index in `full` of the first copied token

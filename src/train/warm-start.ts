@@ -38,6 +38,8 @@ export interface WarmStartOptions {
   copySteps?: number;
   /** The copying curriculum's peak learning rate (batch 32, warm-up 50, cosine). */
   copyLr?: number;
+  /** Share of made-up words in the copying curriculum (copy-curriculum.ts `blend`). */
+  copyBlend?: number;
   onStep?: SftOptions["onStep"];
   onCopyStep?: SftOptions["onStep"];
 }
@@ -58,7 +60,7 @@ export interface WarmStartResult {
  * train split's size for the demonstrations (the task option `train` overrides it).
  */
 export const WARM_START_DEFAULTS = {
-  preset: "small", vocabSize: 1024, quality: 0.4, copySteps: 1200, copyLr: 1e-3, steps: 1500, batchSize: 8, lr: 1e-3, seed: 0, trainQuestions: 8192,
+  preset: "small", vocabSize: 1024, quality: 0.4, copySteps: 1200, copyLr: 1e-3, copyBlend: 0.5, steps: 1500, batchSize: 8, lr: 1e-3, seed: 0, trainQuestions: 8192,
 } as const;
 
 export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
@@ -74,7 +76,7 @@ export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
     try {
       if ((o.copySteps ?? 0) > 0) {
         const words = corpusWords(trainCorpus(o.task));
-        const copies = copyDatums(engine.tokenizer, words, { count: 20_000, minWords: 3, maxWords: 12, seed: o.seed });
+        const copies = copyDatums(engine.tokenizer, words, { count: 20_000, minWords: 3, maxWords: 12, seed: o.seed, blend: o.copyBlend ?? WARM_START_DEFAULTS.copyBlend });
         await trainSft(engine, copies, { steps: o.copySteps!, batchSize: 32, lr: o.copyLr ?? WARM_START_DEFAULTS.copyLr, warmupSteps: 50, seed: o.seed, onStep: o.onCopyStep });
       }
       const rows = o.task.rows("train");

@@ -13,8 +13,8 @@ export const pretrainCommand: Command = {
   name: "pretrain",
   summary: "warm-start a base model: task tokenizer, fresh preset model, SFT on expert + careless demonstrations",
   usage:
-    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--init MODEL_DIR] [--copy-steps N] [--copy-lr X] [--tokenizer DIR] [--vocab N] [--quality Q] [--steps N] [--batch N] [--lr X] [--out DIR] [--seed N] [--option name=value ...] ${BACKEND_USAGE}` +
-    `\n  defaults: --preset ${D.preset} --copy-steps ${D.copySteps} --copy-lr ${D.copyLr} --vocab ${D.vocabSize} --quality ${D.quality} --steps ${D.steps} --batch ${D.batchSize} --lr ${D.lr} --seed ${D.seed} --option train=${D.trainQuestions}`,
+    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--init MODEL_DIR] [--copy-steps N] [--copy-lr X] [--copy-blend F] [--tokenizer DIR] [--vocab N] [--quality Q] [--steps N] [--batch N] [--lr X] [--out DIR] [--seed N] [--option name=value ...] ${BACKEND_USAGE}` +
+    `\n  defaults: --preset ${D.preset} --copy-steps ${D.copySteps} --copy-lr ${D.copyLr} --copy-blend ${D.copyBlend} --vocab ${D.vocabSize} --quality ${D.quality} --steps ${D.steps} --batch ${D.batchSize} --lr ${D.lr} --seed ${D.seed} --option train=${D.trainQuestions}`,
   async run(argv, io) {
     const { flags } = parseFlags("pretrain", argv, {
       ...TASK_FLAGS,
@@ -23,6 +23,7 @@ export const pretrainCommand: Command = {
       init: { type: "string" },
       "copy-steps": { type: "string" },
       "copy-lr": { type: "string" },
+      "copy-blend": { type: "string" },
       vocab: { type: "string" },
       quality: { type: "string" },
       steps: { type: "string" },
@@ -38,6 +39,8 @@ export const pretrainCommand: Command = {
     const num = (name: string) => optionalNumber("pretrain", flags, name);
     const quality = num("quality") ?? D.quality;
     if (!(quality >= 0 && quality <= 1)) throw new InputError(`pretrain: --quality must be in [0, 1], got ${quality}`);
+    const copyBlend = num("copy-blend") ?? D.copyBlend;
+    if (!(copyBlend >= 0 && copyBlend <= 1)) throw new InputError(`pretrain: --copy-blend must be in [0, 1], got ${copyBlend}`);
     const steps = num("steps") ?? D.steps;
     const out = (flags.out as string | undefined) ?? `runs/base-${task.name}`;
     io.out(`pretrain: ${preset} model on '${task.name}' demonstrations (quality ${quality}), ${steps} steps → ${out}`);
@@ -51,7 +54,7 @@ export const pretrainCommand: Command = {
       const res = await warmStart({
         task, out, preset: preset as PresetName, tokenizer: flags.tokenizer as string | undefined, vocabSize: num("vocab") ?? D.vocabSize,
         quality, steps, batchSize: num("batch") ?? D.batchSize, lr: num("lr") ?? D.lr, seed: num("seed") ?? D.seed,
-        init: flags.init as string | undefined, copySteps: num("copy-steps") ?? D.copySteps, copyLr: num("copy-lr") ?? D.copyLr,
+        init: flags.init as string | undefined, copySteps: num("copy-steps") ?? D.copySteps, copyLr: num("copy-lr") ?? D.copyLr, copyBlend,
         onCopyStep: (s) => copyProgress.update(s.step, { loss: s.loss }),
         onStep: (s) => { copyProgress.finish(); progress.update(s.step, { loss: s.loss, lr: s.lr.toExponential(1) }); },
       });
