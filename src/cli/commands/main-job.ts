@@ -48,6 +48,8 @@ export interface MainJobResult {
   after: EpisodeSummary;
   iterations: number;
   minutes: number;
+  /** The advantage estimator that trained (the recipe's `algorithm.estimator`, upper-cased: GRPO, RLOO, ...). */
+  algorithm: string;
 }
 
 export async function runMainJob(o: MainJobOptions, io: CommandIO): Promise<MainJobResult> {
@@ -64,10 +66,11 @@ export async function runMainJob(o: MainJobOptions, io: CommandIO): Promise<Main
   const evaluate = async () =>
     (await playRows(trainer.policy, trainer.policy.tokenizer, task, testRows, { greedy: true, maxTurns: r.maxTurns, maxTokensPerTurn: r.maxTokensPerTurn, maxTotalTokens: r.maxTotalTokens, seed: 0 })).summary;
   try {
-    io.out(`main: GRPO on '${task.name}' from ${o.base}, ${cfg.train.iterations} iterations x ${cfg.train.batchSize} questions x ${r.n} samples (budget ${o.budgetMinutes} min) → ${o.out}`);
+    const algorithm = cfg.algorithm.estimator.toUpperCase();
+    io.out(`main: ${algorithm} on '${task.name}' from ${o.base}, ${cfg.train.iterations} iterations x ${cfg.train.batchSize} questions x ${r.n} samples (budget ${o.budgetMinutes} min) → ${o.out}`);
     const before = await evaluate();
     io.out(`base on ${testRows.length} held-out questions (greedy): exact match ${pct(before.em)}, ${before.toolCalls.toFixed(2)} tool calls, ${before.responseTokens.toFixed(0)} response tokens`);
-    const progress = new Progress({ label: "grpo", total: cfg.train.iterations, stream: o.stream });
+    const progress = new Progress({ label: cfg.algorithm.estimator, total: cfg.train.iterations, stream: o.stream });
     try {
       while (trainer.iteration < cfg.train.iterations && Date.now() - t0 < o.budgetMinutes * 60_000) {
         const m = await trainer.step();
@@ -84,7 +87,7 @@ export async function runMainJob(o: MainJobOptions, io: CommandIO): Promise<Main
     }
     const after = await evaluate();
     const minutes = (Date.now() - t0) / 60_000;
-    const result: MainJobResult = { out: o.out, before, after, iterations: trainer.iteration, minutes };
+    const result: MainJobResult = { out: o.out, before, after, iterations: trainer.iteration, minutes, algorithm };
     writeFileSync(join(o.out, "eval.json"), JSON.stringify({ split: "test", rows: testRows.length, greedy: true, ...result }, null, 2) + "\n");
     return result;
   } finally {
@@ -95,7 +98,7 @@ export async function runMainJob(o: MainJobOptions, io: CommandIO): Promise<Main
 export function reportLines(res: MainJobResult, taskName: string): string[] {
   const { before: b, after: a } = res;
   return [
-    ...summaryTable([["base", b], ["after GRPO", a]], taskName),
+    ...summaryTable([["base", b], [`after ${res.algorithm}`, a]], taskName),
     `held-out exact match: ${pct(b.em)} → ${pct(a.em)}`,
     `tool calls per episode: ${b.toolCalls.toFixed(2)} → ${a.toolCalls.toFixed(2)}`,
     `response length (tokens per episode): ${b.responseTokens.toFixed(1)} → ${a.responseTokens.toFixed(1)}`,
