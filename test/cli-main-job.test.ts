@@ -92,6 +92,7 @@ test("bad input gives one-line errors", async () => {
     [dataCommand, ["--task", "multihop", "--option", "sizes=3", "--split", "test", "--out", "x.jsonl"], /^error: task 'multihop': unknown option 'sizes'/],
     [mainJobCommand, ["--base", join(model, "missing")], /^error: main: base checkpoint not found/],
     [tokenizerCommand, ["--task", "multihop", "--out", "t", "--split", "bytes"], /^error: tokenizer: --split must be one of words, gpt, got 'bytes'$/],
+    [pretrainCommand, ["--task", "multihop", ...SMALL, "--copy-blend", "1.5", "--out", join(tempDir(), "c")], /^error: pretrain: --copy-blend must be in \[0, 1\], got 1.5$/],
     [pretrainCommand, ["--task", "multihop", ...SMALL, "--init", join(model, "missing"), "--steps", "1", "--out", join(tempDir(), "b")], /^error: .*missing.*model directory not found/],
   ];
   for (const [cmd, argv, re] of cases) {

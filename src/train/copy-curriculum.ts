@@ -64,10 +64,13 @@ export function copyDatums(tokenizer: Tokenizer, words: readonly string[], o: Co
   const rng = new Rng(o.seed, 31);
   const newline = tokenizer.encode("\n");
   const out: Datum[] = [];
+  const blend = o.blend ?? 0;
+  const pick = () => words[rng.int(words.length)];
+  // blend 0 draws no extra random numbers: the same datums as before blending existed.
+  const word = () => (blend > 0 && rng.next() < blend ? blendWord(pick(), pick(), rng) : pick());
   for (let i = 0; i < o.count; i++) {
     const k = o.minWords + rng.int(o.maxWords - o.minWords + 1);
-    const pick = () => words[rng.int(words.length)];
-    const text = Array.from({ length: k }, () => (rng.next() < (o.blend ?? 0) ? blendWord(pick(), pick(), rng) : pick())).join(" ");
+    const text = Array.from({ length: k }, word).join(" ");
     const half = tokenizer.encode(text);
     const full = [...half, ...newline, ...half];
     const firstCopied = half.length + newline.length; // index in `full` of the first copied token
