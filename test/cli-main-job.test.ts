@@ -70,14 +70,17 @@ test("tokenizer writes tokenizer.json and tokenizer_config.json", async () => {
 
 test("pretrain: copying curriculum, SFT, a loadable base without optimizer state; --init continues from it", async () => {
   const out = join(tempDir(), "base");
-  const r = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--preset", "tiny", "--vocab", "400", "--copy-steps", "3", "--steps", "3", "--batch", "2", "--out", out]);
+  const r = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--preset", "tiny", "--vocab", "400", "--copy-steps", "3", "--steps", "3", "--batch", "2", "--worlds", "4", "--out", out]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
-  assert.match(r.stdout.join("\n"), /wrote .*base: 0\.\d+M parameters, 9 demonstrations, cross-entropy \d+\.\d+ → \d+\.\d+ nats\/token/);
+  assert.match(r.stdout.join("\n"), /quality 0\.4, 4 worlds\)/);
+  // train=9 questions shared by 4 worlds: ceil(9 / 4) = 3 each
+  assert.match(r.stdout.join("\n"), /wrote .*base: 0\.\d+M parameters, 12 demonstrations, cross-entropy \d+\.\d+ → \d+\.\d+ nats\/token/);
   for (const f of ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]) assert.ok(existsSync(join(out, f)), f);
   assert.ok(!existsSync(join(out, "optimizer.safetensors")));
   const again = join(tempDir(), "base2");
-  const r2 = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--init", out, "--copy-steps", "0", "--steps", "2", "--batch", "2", "--out", again]);
+  const r2 = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--init", out, "--copy-steps", "0", "--steps", "2", "--batch", "2", "--worlds", "1", "--out", again]);
   assert.equal(r2.code, 0, r2.stderr.join("\n"));
+  assert.match(r2.stdout.join("\n"), /1 world\), .* 9 demonstrations/s, "--worlds 1: the task's own train split");
   assert.equal(readFileSync(join(again, "tokenizer.json"), "utf8"), readFileSync(join(out, "tokenizer.json"), "utf8"), "--init keeps the model's tokenizer");
 });
 
@@ -93,6 +96,7 @@ test("bad input gives one-line errors", async () => {
     [mainJobCommand, ["--base", join(model, "missing")], /^error: main: base checkpoint not found/],
     [tokenizerCommand, ["--task", "multihop", "--out", "t", "--split", "bytes"], /^error: tokenizer: --split must be one of words, gpt, got 'bytes'$/],
     [pretrainCommand, ["--task", "multihop", ...SMALL, "--copy-blend", "1.5", "--out", join(tempDir(), "c")], /^error: pretrain: --copy-blend must be in \[0, 1\], got 1.5$/],
+    [pretrainCommand, ["--task", "multihop", ...SMALL, "--worlds", "0", "--out", join(tempDir(), "w")], /^error: pretrain: --worlds must be a whole number >= 1, got 0$/],
     [pretrainCommand, ["--task", "multihop", ...SMALL, "--init", join(model, "missing"), "--steps", "1", "--out", join(tempDir(), "b")], /^error: .*missing.*model directory not found/],
   ];
   for (const [cmd, argv, re] of cases) {

@@ -383,7 +383,7 @@ test("(f) critic: value shapes, hand-checked clipped loss, and training reduces 
     // Unclipped: ½ · (0.36 + 1 + 4 + 0.25) / 4 = 0.70125.
     const ru = await c.forwardBackward(hand);
     assert.ok(Math.abs(ru.metrics.loss - 0.70125) < 1e-6, `unclipped loss ${ru.metrics.loss}`);
-    c.dispose();
+    await c.dispose();
     c = undefined;
 
     // Training on a fixed target.
@@ -427,9 +427,26 @@ test("(f) critic: value shapes, hand-checked clipped loss, and training reduces 
     assert.ok(Math.abs(rc2.metrics.clipFraction - clipped / den) < 1e-12);
     assert.ok(clipped > 0 && clipped < den);
   } finally {
-    c?.dispose();
-    c2?.dispose();
-    e.dispose();
+    await c?.dispose();
+    await c2?.dispose();
+    await e.dispose();
+  }
+});
+
+test("critic on worker replicas: disposing it, then the engine, ends cleanly (no rejected promise left behind)", async () => {
+  const rejections: unknown[] = [];
+  const onRejection = (e: unknown) => rejections.push(e);
+  process.on("unhandledRejection", onRejection);
+  try {
+    const e = await LocalEngine.load(base, { workers: 2 });
+    const critic = await e.createCritic();
+    assert.deepEqual((await critic.values([[5, 6, 7], [8, 9]])).map((r) => r.length), [3, 2]);
+    await critic.dispose();
+    await e.dispose();
+    await new Promise((r) => setTimeout(r, 200)); // let any worker exit reach its handlers
+    assert.deepEqual(rejections, []);
+  } finally {
+    process.off("unhandledRejection", onRejection);
   }
 });
 

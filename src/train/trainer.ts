@@ -261,7 +261,7 @@ export class Trainer {
   }
 
   async close(): Promise<void> {
-    this.critic?.dispose();
+    await this.critic?.dispose();
     await this.reference?.dispose();
     await this.engine.dispose();
   }

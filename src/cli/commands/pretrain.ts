@@ -1,10 +1,10 @@
 import { PRESETS, type PresetName } from "../../model/config.js";
-import { WARM_START_DEFAULTS, warmStart } from "../../train/warm-start.js";
+import { WARM_START_DEFAULTS, demonstrationWorlds, warmStart } from "../../train/warm-start.js";
 import { InputError } from "../../util/errors.js";
 import { optionalNumber, parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 import { Progress } from "../progress.js";
-import { TASK_FLAGS, taskFromFlags } from "./task-flags.js";
+import { TASK_FLAGS, taskFromFlags, taskOptions } from "./task-flags.js";
 import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags, backendThroughEnv } from "./backend-flag.js";
 
 const D = WARM_START_DEFAULTS;
@@ -13,8 +13,8 @@ export const pretrainCommand: Command = {
   name: "pretrain",
   summary: "warm-start a base model: task tokenizer, fresh preset model, SFT on expert + careless demonstrations",
   usage:
-    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--init MODEL_DIR] [--copy-steps N] [--copy-lr X] [--copy-blend F] [--tokenizer DIR] [--vocab N] [--quality Q] [--steps N] [--batch N] [--lr X] [--out DIR] [--seed N] [--option name=value ...] ${BACKEND_USAGE}` +
-    `\n  defaults: --preset ${D.preset} --copy-steps ${D.copySteps} --copy-lr ${D.copyLr} --copy-blend ${D.copyBlend} --vocab ${D.vocabSize} --quality ${D.quality} --steps ${D.steps} --batch ${D.batchSize} --lr ${D.lr} --seed ${D.seed} --option train=${D.trainQuestions}`,
+    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--init MODEL_DIR] [--copy-steps N] [--copy-lr X] [--copy-blend F] [--tokenizer DIR] [--vocab N] [--quality Q] [--worlds N] [--steps N] [--batch N] [--lr X] [--out DIR] [--seed N] [--option name=value ...] ${BACKEND_USAGE}` +
+    `\n  defaults: --preset ${D.preset} --copy-steps ${D.copySteps} --copy-lr ${D.copyLr} --copy-blend ${D.copyBlend} --vocab ${D.vocabSize} --quality ${D.quality} --worlds ${D.worlds} --steps ${D.steps} --batch ${D.batchSize} --lr ${D.lr} --seed ${D.seed} --option train=${D.trainQuestions}`,
   async run(argv, io) {
     const { flags } = parseFlags("pretrain", argv, {
       ...TASK_FLAGS,
@@ -26,6 +26,7 @@ export const pretrainCommand: Command = {
       "copy-blend": { type: "string" },
       vocab: { type: "string" },
       quality: { type: "string" },
+      worlds: { type: "string" },
       steps: { type: "string" },
       batch: { type: "string" },
       lr: { type: "string" },
@@ -41,9 +42,14 @@ export const pretrainCommand: Command = {
     if (!(quality >= 0 && quality <= 1)) throw new InputError(`pretrain: --quality must be in [0, 1], got ${quality}`);
     const copyBlend = num("copy-blend") ?? D.copyBlend;
     if (!(copyBlend >= 0 && copyBlend <= 1)) throw new InputError(`pretrain: --copy-blend must be in [0, 1], got ${copyBlend}`);
+    const worlds = num("worlds") ?? D.worlds;
+    if (!(Number.isInteger(worlds) && worlds >= 1)) throw new InputError(`pretrain: --worlds must be a whole number >= 1, got ${worlds}`);
+    // worlds = 1: the task's own train split; more: as many worlds from other seeds share its questions.
+    const options = { train: D.trainQuestions, ...taskOptions("pretrain", flags) };
+    const demoTasks = worlds === 1 ? undefined : demonstrationWorlds(task.name, options, worlds, Number(options.train));
     const steps = num("steps") ?? D.steps;
     const out = (flags.out as string | undefined) ?? `runs/base-${task.name}`;
-    io.out(`pretrain: ${preset} model on '${task.name}' demonstrations (quality ${quality}), ${steps} steps → ${out}`);
+    io.out(`pretrain: ${preset} model on '${task.name}' demonstrations (quality ${quality}, ${worlds} world${worlds === 1 ? "" : "s"}), ${steps} steps → ${out}`);
     const backend = backendFromFlags("pretrain", flags, io);
     const copyProgress = new Progress({ label: "copy", total: num("copy-steps") ?? D.copySteps });
     const progress = new Progress({ label: "sft", total: steps });
@@ -54,7 +60,7 @@ export const pretrainCommand: Command = {
       const res = await warmStart({
         task, out, preset: preset as PresetName, tokenizer: flags.tokenizer as string | undefined, vocabSize: num("vocab") ?? D.vocabSize,
         quality, steps, batchSize: num("batch") ?? D.batchSize, lr: num("lr") ?? D.lr, seed: num("seed") ?? D.seed,
-        init: flags.init as string | undefined, copySteps: num("copy-steps") ?? D.copySteps, copyLr: num("copy-lr") ?? D.copyLr, copyBlend,
+        init: flags.init as string | undefined, copySteps: num("copy-steps") ?? D.copySteps, copyLr: num("copy-lr") ?? D.copyLr, copyBlend, demoTasks,
         onCopyStep: (s) => copyProgress.update(s.step, { loss: s.loss }),
         onStep: (s) => { copyProgress.finish(); progress.update(s.step, { loss: s.loss, lr: s.lr.toExponential(1) }); },
       });

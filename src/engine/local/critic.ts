@@ -52,8 +52,8 @@ export class LocalCritic implements Critic {
     await Promise.all(this.replicas.map((r) => r.load("critic", dir)));
   }
 
-  /** Releases the critic's weights on every replica. */
-  dispose(): void {
-    void Promise.all(this.replicas.map((r) => r.disposeCritic()));
+  /** Releases the critic's weights on every replica; await it before disposing the engine (workers stop then). */
+  async dispose(): Promise<void> {
+    await Promise.all(this.replicas.map((r) => r.disposeCritic()));
   }
 }
