@@ -66,6 +66,9 @@ test("tokenizer writes tokenizer.json and tokenizer_config.json", async () => {
   const r = await run(tokenizerCommand, ["--task", "multihop", "--vocab", "512", "--out", out, ...SMALL]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
   for (const f of ["tokenizer.json", "tokenizer_config.json"]) assert.ok(existsSync(join(out, f)), f);
+  const w = await run(tokenizerCommand, ["--task", "multihop", "--vocab", "512", "--worlds", "3", "--out", join(tempDir(), "tok3"), ...SMALL]);
+  assert.equal(w.code, 0, w.stderr.join("\n"));
+  assert.match(w.stdout.join("\n"), /trained on task 'multihop', 3 worlds\)$/);
 });
 
 test("pretrain: copying curriculum, SFT, a loadable base without optimizer state; --init continues from it", async () => {

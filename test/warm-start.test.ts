@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { demonstrationWorlds, WORLD_SEED_OFFSET } from "../src/train/warm-start.js";
 import type { MultihopTask } from "../src/tasks/multihop/task.js";
 import { createMultihopTask } from "../src/tasks/multihop/index.js";
+import { taskTokenizerCorpus } from "../src/train/task-tokenizer.js";
 
 test("demonstration worlds: one task per seed from seed + offset, the questions shared out, no held-out questions", () => {
   const tasks = demonstrationWorlds("multihop", { seed: 5, topK: 3 }, 4, 30) as MultihopTask[];
@@ -42,4 +43,13 @@ test("demonstration worlds: a name of one world stands for other facts in anothe
 test("demonstration worlds: a bad count is an error naming it", () => {
   assert.throws(() => demonstrationWorlds("multihop", {}, 0, 10), /need a whole number >= 1, got 0/);
   assert.throws(() => demonstrationWorlds("multihop", {}, 1.5, 10), /got 1.5/);
+});
+
+test("the tokenizer corpus of several worlds holds every world's questions and documents", () => {
+  const tasks = demonstrationWorlds("multihop", {}, 3, 6) as MultihopTask[];
+  const text = [...taskTokenizerCorpus(tasks)].join("\n");
+  for (const t of tasks) {
+    for (const r of t.rows("train")) assert.ok(text.includes(r.prompt[1].content), r.prompt[1].content);
+    assert.ok(text.includes(t.documents[0].text));
+  }
 });

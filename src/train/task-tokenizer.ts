@@ -50,25 +50,28 @@ function shippedTokenizer(): { added: AddedToken[]; config: Record<string, unkno
   return { added: json.added_tokens, config };
 }
 
-/** Every text the task's episodes are made of: the corpus, then whole rendered demonstrations. */
-export function* taskTokenizerCorpus(task: Task, seed = 0): Generator<string> {
-  yield* task.corpus();
+/** Every text the tasks' episodes are made of: each task's corpus, then its whole rendered demonstrations. */
+export function* taskTokenizerCorpus(tasks: Task | Task[], seed = 0): Generator<string> {
   const shipped = Tokenizer.fromDir(defaultTokenizerDir());
   const chat = chatSetup(shipped, { template: TASK_CHAT_TEMPLATE });
-  const rows = task.rows("train");
-  // quality 0.5: expert and careless turns both appear, as the warm start will show them.
-  const demos = task.demonstrations(rows, { seed, quality: 0.5 });
-  for (const [i, demo] of demos.entries()) {
-    yield renderMessages(chat, demo, { tools: task.makeEnv(rows[i]).tools, addGenerationPrompt: false });
+  for (const task of Array.isArray(tasks) ? tasks : [tasks]) {
+    yield* task.corpus();
+    const rows = task.rows("train");
+    // quality 0.5: expert and careless turns both appear, as the warm start will show them.
+    const demos = task.demonstrations(rows, { seed, quality: 0.5 });
+    for (const [i, demo] of demos.entries()) {
+      yield renderMessages(chat, demo, { tools: task.makeEnv(rows[i]).tools, addGenerationPrompt: false });
+    }
   }
 }
 
-export async function buildTaskTokenizer(task: Task, opts: TaskTokenizerOptions): Promise<{ dir: string; vocabSize: number }> {
+/** `tasks`: one task, or several (demonstration worlds) whose text is pooled. */
+export async function buildTaskTokenizer(tasks: Task | Task[], opts: TaskTokenizerOptions): Promise<{ dir: string; vocabSize: number }> {
   const { added, config } = shippedTokenizer();
   if (!(Number.isInteger(opts.vocabSize) && opts.vocabSize >= 256 + added.length)) {
     throw new InputError(`tokenizer: --vocab must be an integer of at least ${256 + added.length} (256 bytes + ${added.length} special tokens), got ${opts.vocabSize}`);
   }
-  const json = trainByteLevelBpe(taskTokenizerCorpus(task, opts.seed ?? 0), {
+  const json = trainByteLevelBpe(taskTokenizerCorpus(tasks, opts.seed ?? 0), {
     vocabSize: opts.vocabSize,
     specialTokens: added.filter((t) => t.special).map((t) => t.content),
     addedTokens: added.filter((t) => !t.special).map((t) => t.content),

@@ -24,7 +24,7 @@ export interface WarmStartOptions {
   task: Task;
   out: string;
   preset: PresetName;
-  /** A tokenizer directory; default: a task tokenizer of `vocabSize` ids trained on the spot. */
+  /** A tokenizer directory; default: a task tokenizer of `vocabSize` ids trained on the spot on the demonstration tasks' text. */
   tokenizer?: string;
   vocabSize?: number;
   /** Share of expert demonstrations; the rest answer without searching or after one search. */
@@ -96,7 +96,7 @@ export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
   try {
     let initDir = o.init;
     if (initDir === undefined) {
-      const tokDir = o.tokenizer ?? (await buildTaskTokenizer(o.task, { vocabSize: o.vocabSize ?? WARM_START_DEFAULTS.vocabSize, out: join(scratch, "tokenizer"), seed: o.seed })).dir;
+      const tokDir = o.tokenizer ?? (await buildTaskTokenizer(demoTasks, { vocabSize: o.vocabSize ?? WARM_START_DEFAULTS.vocabSize, out: join(scratch, "tokenizer"), seed: o.seed })).dir;
       initDir = (await initModel({ preset: o.preset, out: join(scratch, "init"), tokenizer: tokDir, seed: o.seed })).dir;
     }
     const parameters = parameterCount(readModelConfig(initDir));

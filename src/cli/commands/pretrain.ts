@@ -1,10 +1,11 @@
 import { PRESETS, type PresetName } from "../../model/config.js";
-import { WARM_START_DEFAULTS, demonstrationWorlds, warmStart } from "../../train/warm-start.js";
+import { WARM_START_DEFAULTS, warmStart } from "../../train/warm-start.js";
 import { InputError } from "../../util/errors.js";
 import { optionalNumber, parseFlags } from "../args.js";
 import type { Command } from "../command.js";
 import { Progress } from "../progress.js";
-import { TASK_FLAGS, taskFromFlags, taskOptions } from "./task-flags.js";
+import { TASK_FLAGS, taskFromFlags } from "./task-flags.js";
+import { WORLDS_FLAG, worldsFromFlags } from "./worlds-flag.js";
 import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags, backendThroughEnv } from "./backend-flag.js";
 
 const D = WARM_START_DEFAULTS;
@@ -26,7 +27,7 @@ export const pretrainCommand: Command = {
       "copy-blend": { type: "string" },
       vocab: { type: "string" },
       quality: { type: "string" },
-      worlds: { type: "string" },
+      ...WORLDS_FLAG,
       steps: { type: "string" },
       batch: { type: "string" },
       lr: { type: "string" },
@@ -42,11 +43,7 @@ export const pretrainCommand: Command = {
     if (!(quality >= 0 && quality <= 1)) throw new InputError(`pretrain: --quality must be in [0, 1], got ${quality}`);
     const copyBlend = num("copy-blend") ?? D.copyBlend;
     if (!(copyBlend >= 0 && copyBlend <= 1)) throw new InputError(`pretrain: --copy-blend must be in [0, 1], got ${copyBlend}`);
-    const worlds = num("worlds") ?? D.worlds;
-    if (!(Number.isInteger(worlds) && worlds >= 1)) throw new InputError(`pretrain: --worlds must be a whole number >= 1, got ${worlds}`);
-    // worlds = 1: the task's own train split; more: as many worlds from other seeds share its questions.
-    const options = { train: D.trainQuestions, ...taskOptions("pretrain", flags) };
-    const demoTasks = worlds === 1 ? undefined : demonstrationWorlds(task.name, options, worlds, Number(options.train));
+    const { worlds, tasks: demoTasks } = worldsFromFlags("pretrain", flags, task, D.worlds);
     const steps = num("steps") ?? D.steps;
     const out = (flags.out as string | undefined) ?? `runs/base-${task.name}`;
     io.out(`pretrain: ${preset} model on '${task.name}' demonstrations (quality ${quality}, ${worlds} world${worlds === 1 ? "" : "s"}), ${steps} steps → ${out}`);

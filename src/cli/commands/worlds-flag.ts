@@ -1,0 +1,21 @@
+/** The --worlds flag of `pretrain` and `tokenizer`: demonstration worlds generated from other seeds. */
+import type { Task } from "../../tasks/types.js";
+import { WARM_START_DEFAULTS, demonstrationWorlds } from "../../train/warm-start.js";
+import { InputError } from "../../util/errors.js";
+import { optionalNumber, type FlagSpec, type Parsed } from "../args.js";
+import { taskOptions } from "./task-flags.js";
+
+export const WORLDS_FLAG: FlagSpec = { worlds: { type: "string" } };
+
+/**
+ * The tasks whose train rows the command learns from: `task` itself when --worlds is 1, else that
+ * many worlds of the same task from other seeds sharing its train questions (--option train=N,
+ * default WARM_START_DEFAULTS.trainQuestions).
+ */
+export function worldsFromFlags(command: string, flags: Parsed["flags"], task: Task, fallback: number): { worlds: number; tasks: Task[] } {
+  const worlds = optionalNumber(command, flags, "worlds") ?? fallback;
+  if (!(Number.isInteger(worlds) && worlds >= 1)) throw new InputError(`${command}: --worlds must be a whole number >= 1, got ${worlds}`);
+  if (worlds === 1) return { worlds, tasks: [task] };
+  const options = { train: WARM_START_DEFAULTS.trainQuestions, ...taskOptions(command, flags) };
+  return { worlds, tasks: demonstrationWorlds(task.name, options, worlds, Number(options.train)) };
+}
