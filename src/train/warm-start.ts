@@ -127,7 +127,10 @@ export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
   }
 }
 
-/** The text of the tasks' training rows and their demonstrations (no held-out entity names). */
+/**
+ * The text of the tasks' training rows and their demonstrations: no held-out entity of the task's own
+ * world (another world may reuse one of its names, with facts drawn again).
+ */
 function* trainCorpus(tasks: Task[]): Generator<string> {
   for (const task of tasks) for (const demo of task.demonstrations(task.rows("train"), { seed: 0, quality: 1 })) for (const m of demo) yield m.content;
 }
