@@ -18,7 +18,8 @@
  *   setThreads(n) / getThreads(): BLAS threads per call (process-wide).
  *   setFusedThreads(n) / getFusedThreads(): threads of the fused kernels (default 1).
  *   info() -> { blas: string, threads: number, fusedThreads: number }
- *   The fused element-wise kernels of fused_ops.c (stage 2).
+ *   The fused element-wise kernels of fused_ops.c (stage 2) and the training kernels of
+ *   train_ops.c (token log-probabilities, AdamW; stage 3).
  *
  * Plain Node-API (node_api.h): no C++ wrapper, no npm dependency.
  */
@@ -40,6 +41,7 @@ extern char *openblas_get_config(void);
 #endif
 
 int register_fused_ops(napi_env env, napi_value exports); /* fused_ops.c */
+int register_train_ops(napi_env env, napi_value exports); /* train_ops.c */
 
 /*
  * Checks that every item an index array names lies inside its array:
@@ -202,5 +204,6 @@ NAPI_MODULE_INIT() {
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
   if (!register_fused_ops(env, exports)) return NULL;
+  if (!register_train_ops(env, exports)) return NULL;
   return exports;
 }

@@ -26,9 +26,8 @@ import { loadConfig } from "../src/train/load-config.js";
 import { Rng } from "../src/util/rng.js";
 import type { Datum } from "../src/engine/types.js";
 import { captureIO, tempDir } from "./helpers.js";
+import { assertClose, diff, fusedVsReference, kernelsRun, native, nativeDisabled as disabled, normal } from "./native-helpers.js";
 
-const disabled = Boolean(process.env.AGENT_R1_NATIVE_DISABLE) && process.env.AGENT_R1_NATIVE_DISABLE !== "0";
-const native = { skip: disabled ? "AGENT_R1_NATIVE_DISABLE is set" : false };
 
 let root: string;
 let base: string;
@@ -43,23 +42,6 @@ before(async () => {
 after(() => {
   fs.rmSync(root, { recursive: true, force: true });
 });
-
-/** Max |a - b| and max |b|. */
-function diff(a: ArrayLike<number>, b: ArrayLike<number>): { abs: number; scale: number } {
-  assert.equal(a.length, b.length, "lengths differ");
-  let abs = 0, scale = 0;
-  for (let i = 0; i < a.length; i++) {
-    abs = Math.max(abs, Math.abs(a[i] - b[i]));
-    scale = Math.max(scale, Math.abs(b[i]));
-  }
-  return { abs, scale };
-}
-
-/** |a - b| <= rel * max|b| elementwise (plus a tiny absolute floor). */
-function assertClose(a: ArrayLike<number>, b: ArrayLike<number>, rel: number, what: string): void {
-  const d = diff(a, b);
-  assert.ok(d.abs <= rel * d.scale + 1e-7, `${what}: max abs diff ${d.abs} > ${rel} x ${d.scale}`);
-}
 
 /** Plain float64 reference: out (...outer, m, n) = op(a) @ op(b) with broadcast batch dims. */
 function referenceMatMul(a: tf.Tensor, b: tf.Tensor, ta: boolean, tb: boolean): Float64Array {
@@ -198,44 +180,6 @@ test("BatchMatMul on native: two-sided broadcasting (2,1) x (1,3), and a bad sha
 // ---------------------------------------------------------------------------
 // Fused element-wise kernels (native/fused_ops.c via src/engine/local/fused-ops.ts)
 // ---------------------------------------------------------------------------
-
-/** A seeded normal tensor (our RNG, so every run draws the same values). */
-function normal(shape: number[], seed: number, scale = 1): tf.Tensor {
-  const rng = new Rng(seed);
-  return tf.tensor(Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => scale * rng.normal()), shape);
-}
-
-/** f's value and its gradients for every input, of the loss Σ f(xs)·w for a fixed random cotangent w. */
-function valueAndGrads(f: (...xs: tf.Tensor[]) => tf.Tensor, xs: tf.Tensor[], w: tf.Tensor): Float32Array[] {
-  return tf.tidy(() => {
-    const y = f(...xs);
-    const gs = tf.grads((...a: tf.Tensor[]) => f(...a).mul(w).sum())(xs);
-    return [y, ...gs].map((t) => Float32Array.from(t.dataSync()));
-  });
-}
-
-/** Runs f with the fused kernels off (the TF.js composition) and on, on the native backend. */
-function fusedVsReference(f: (...xs: tf.Tensor[]) => tf.Tensor, xs: tf.Tensor[], seed: number): { ref: Float32Array[]; fused: Float32Array[] } {
-  setMatmulBackend("native");
-  try {
-    setFusedOps(false);
-    const w = tf.tidy(() => normal(f(...xs).shape, seed));
-    const ref = valueAndGrads(f, xs, w);
-    setFusedOps(true);
-    assert.ok(fusedOpsActive());
-    const fused = valueAndGrads(f, xs, w);
-    w.dispose();
-    return { ref, fused };
-  } finally {
-    setMatmulBackend("tfjs");
-  }
-}
-
-/** The names of the kernels f runs. */
-async function kernelsRun(f: () => tf.Tensor): Promise<Set<string>> {
-  const prof = await tf.profile(() => f());
-  return new Set(prof.kernelNames);
-}
 
 /** A causal additive mask (G*T, S) as the model builds it: row g*T+t sees keys 0..start+t. */
 function causal(T: number, start: number, G: number): tf.Tensor2D {

@@ -91,7 +91,7 @@ export function biasAdd<T extends tf.Tensor>(x: T, bias: tf.Tensor): T {
 
 const allFloat32 = (...ts: tf.Tensor[]) => ts.every((t) => t.dtype === "float32");
 const sameShape = (a: number[], b: number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
-const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
+export const sizeOf = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
 
 /** Rows of the rope tables (1 or B) when x (B, T, h, hd) and the tables (R, T, 1, hd/2) fit the kernel; else undefined. */
 export function ropeTableRows(x: number[], cos: number[], sin: number[]): number | undefined {
@@ -140,25 +140,30 @@ function reduceTo(t: tf.Tensor, shape: number[]): tf.Tensor {
 
 function run(name: string, inputs: Record<string, tf.Tensor>, attrs: Record<string, unknown>): tf.Tensor | tf.Tensor[] {
   registerFusedKernels();
+  return runKernel(name, inputs, attrs);
+}
+
+/** Runs a registered kernel by name (the kernel plumbing below is shared with ./train-ops.ts). */
+export function runKernel(name: string, inputs: Record<string, tf.Tensor>, attrs: Record<string, unknown>): tf.Tensor | tf.Tensor[] {
   return tf.engine().runKernel(name, inputs as unknown as tf.NamedTensorMap, attrs as tf.NamedAttrMap) as tf.Tensor | tf.Tensor[];
 }
 
-function addon(): NativeAddon {
+export function addon(): NativeAddon {
   const st = loadNative();
   if (!st.ok) throw new Error(`fused kernels need the native addon: ${st.reason}`);
   return st.addon;
 }
 
-type Args = Parameters<KernelFn>[0];
+export type Args = Parameters<KernelFn>[0];
 const f32 = (backend: WasmBackend, t: TensorInfo) => backend.typedArrayFromHeap(t) as Float32Array;
-const lastDim = (t: TensorInfo) => t.shape[t.shape.length - 1] ?? 1;
+export const lastDim = (t: TensorInfo) => t.shape[t.shape.length - 1] ?? 1;
 
 /**
  * Allocates outputs of the given shapes, then runs `fill` on float32 views of the inputs and
  * outputs (taken after every allocation: growing the heap detaches older views). A throwing
  * fill (a shape check in C) frees the outputs before the error propagates.
  */
-function withOutputs(backend: WasmBackend, inputs: TensorInfo[], shapes: number[][], fill: (ins: Float32Array[], outs: Float32Array[]) => void): TensorInfo[] {
+export function withOutputs(backend: WasmBackend, inputs: TensorInfo[], shapes: number[][], fill: (ins: Float32Array[], outs: Float32Array[]) => void): TensorInfo[] {
   const outs = shapes.map((s) => backend.makeOutput(s, "float32"));
   try {
     fill(inputs.map((t) => f32(backend, t)), outs.map((t) => f32(backend, t)));
@@ -169,7 +174,7 @@ function withOutputs(backend: WasmBackend, inputs: TensorInfo[], shapes: number[
   return outs;
 }
 
-function requireFloat32(kernel: string, inputs: Record<string, TensorInfo>): void {
+export function requireFloat32(kernel: string, inputs: Record<string, TensorInfo>): void {
   for (const [name, t] of Object.entries(inputs)) {
     if (t.dtype !== "float32") throw new Error(`${kernel}: ${name} must be float32, got ${t.dtype}`);
   }

@@ -60,6 +60,20 @@ export interface NativeAddon {
   sumRows(x: Float32Array, out: Float32Array, rows: number, cols: number): void;
   /** out (n, cols) = table (rows, cols)[indices (n)]; an index outside [0, rows) throws a RangeError naming it. */
   gatherRows(table: Float32Array, indices: Int32Array, out: Float32Array, rows: number, cols: number): void;
+
+  // Training kernels (native/train_ops.c); lengths checked as above.
+  /**
+   * For each row r of logits (rows, cols), with z = logits[r] / temperature: picked[r] = log softmax(z)[targets[r]],
+   * entropy[r] of softmax(z), stats (rows, 2) = max z and log Σ exp(z - max) (the backward's input).
+   * A target outside [0, cols) throws a RangeError naming it.
+   */
+  tokenLogprobsForward(logits: Float32Array, targets: Int32Array, picked: Float32Array, entropy: Float32Array, stats: Float32Array, rows: number, cols: number, temperature: number): void;
+  /** dlogits (rows, cols) of tokenLogprobsForward, given dpicked (rows) and dentropy (rows, or null for zeros). */
+  tokenLogprobsBackward(logits: Float32Array, targets: Int32Array, stats: Float32Array, entropy: Float32Array, dpicked: Float32Array, dentropy: Float32Array | null, dlogits: Float32Array, rows: number, cols: number, temperature: number): void;
+  /** AdamW on n floats: writes wOut, mOut, vOut (see train-ops.ts adamwUpdate for the formula). */
+  adamwStep(w: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, wOut: Float32Array, mOut: Float32Array, vOut: Float32Array, n: number, lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, bc1: number, bc2: number, gradScale: number): void;
+  /** Σ x², accumulated in double. */
+  sumSquares(x: Float32Array): number;
 }
 
 export type NativeStatus = { ok: true; addon: NativeAddon; path: string } | { ok: false; reason: string };

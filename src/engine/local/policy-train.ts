@@ -11,17 +11,7 @@ import type { Datum, ForwardBackwardResult } from "../types.js";
 import { aggregationCoefficients, LOG_RATIO_CLAMP, summarizeForwardBackward, type ResolvedLoss } from "../loss-math.js";
 import { padRows, padTokenRows } from "./padding.js";
 import { toPlanner, type MicroBatchPlanner } from "../micro-batches.js";
-
-/** Per-token log-probabilities (N) of `targets` and the entropies (N) of logits (N, V). */
-function pickLogprobs(logits: tf.Tensor2D, targets: Int32Array, temperature: number) {
-  const [N, V] = logits.shape;
-  const scaled = temperature === 1 ? logits : logits.div(temperature);
-  const logp = tf.logSoftmax(scaled, -1); // (N, V)
-  const flat = new Int32Array(N);
-  for (let i = 0; i < N; i++) flat[i] = i * V + targets[i];
-  const picked = tf.gather(logp.reshape([N * V]), tf.tensor1d(flat, "int32")) as tf.Tensor1D; // (N)
-  return { picked, logp };
-}
+import { tokenLogprobs } from "./train-ops.js";
 
 /** What one replica's pass over its datums returns; `summarizeForwardBackward` turns passes into metrics. */
 export interface RawForwardBackward {
@@ -54,9 +44,9 @@ export function policyPass(tr: Trainable, datums: Datum[], loss: ResolvedLoss, p
     let picked: tf.Tensor1D | undefined, entropy: tf.Tensor1D | undefined;
     const { value, grads } = tf.variableGrads(() => {
       const { hidden } = model.forward(tf.tensor2d(tokens, [B, T], "int32"));
-      const res = pickLogprobs(model.logits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, loss.temperature);
+      const res = tokenLogprobs(model.logits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, loss.temperature);
       picked = tf.keep(res.picked);
-      entropy = tf.keep(res.logp.exp().mul(res.logp).sum(-1).neg() as tf.Tensor1D);
+      entropy = tf.keep(res.entropy);
       const perToken = tokenLossTensor(res.picked, loss, q, a, ref);
       return perToken.mul(tf.tensor1d(c)).sum() as tf.Scalar;
     }, vars);
@@ -125,7 +115,7 @@ export function computeLogprobs(model: Transformer, sequences: number[][], tempe
     group.forEach((s, b) => s.forEach((tok, t) => t > 0 && (targets[b * T + t - 1] = tok)));
     const p = tf.tidy(() => {
       const { hidden } = model.forward(tf.tensor2d(tokens, [B, T], "int32"));
-      return pickLogprobs(model.inferenceLogits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, temperature).picked;
+      return tokenLogprobs(model.inferenceLogits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, temperature).picked;
     });
     const data = p.dataSync();
     p.dispose();

@@ -12,6 +12,7 @@ import { heapView, tf } from "./tf-backend.js";
 import type { Transformer } from "../../model/transformer.js";
 import type { AdamParams, OptimStepResult } from "../types.js";
 import type { HostTensor } from "../../model/safetensors.js";
+import { adamwUpdate, squaredNorm } from "./train-ops.js";
 
 export class Trainable {
   private grads = new Map<string, tf.Tensor>();
@@ -99,9 +100,9 @@ export class Trainable {
     const wd = p.weightDecay ?? 0, clip = p.gradClipNorm ?? 0;
     // Nothing accumulated: nothing to apply, and the step does not count (Adam's bias correction).
     if (this.grads.size === 0) return { gradNorm: 0, skipped: true, step: this.step };
-    const sq = tf.tidy(() => tf.addN([...this.grads.values()].map((g) => g.square().sum())));
-    const gradNorm = Math.sqrt(sq.dataSync()[0]);
-    sq.dispose();
+    // Rounded to float32, the precision of the second moment (which holds g²): a squared norm past
+    // float32's range makes the step non-finite even when a double sum could still hold it.
+    const gradNorm = Math.sqrt(Math.fround(squaredNorm([...this.grads.values()])));
     if (!Number.isFinite(gradNorm)) {
       this.zeroGrad();
       return { gradNorm, skipped: true, step: this.step };
@@ -110,17 +111,15 @@ export class Trainable {
     const scale = clip > 0 && gradNorm > clip ? clip / gradNorm : 1;
     const bc1 = 1 - Math.pow(beta1, this.step), bc2 = 1 - Math.pow(beta2, this.step);
     for (const [name, w] of this.model.params) {
-      const g0 = this.grads.get(name);
-      if (!g0) continue;
+      const g = this.grads.get(name);
+      if (!g) continue;
       const m = this.moment(this.m, name, w), v = this.moment(this.v, name, w);
-      tf.tidy(() => {
-        const g = scale === 1 ? g0 : g0.mul(scale);
-        m.assign(m.mul(beta1).add(g.mul(1 - beta1)));
-        v.assign(v.mul(beta2).add(g.square().mul(1 - beta2)));
-        let update = m.div(bc1).div(v.div(bc2).sqrt().add(eps));
-        if (wd > 0 && w.rank >= 2) update = update.add(w.mul(wd));
-        w.assign(w.sub(update.mul(p.lr)));
-      });
+      const h = { lr: p.lr, beta1, beta2, eps, weightDecay: w.rank >= 2 ? wd : 0, bc1, bc2, gradScale: scale };
+      const next = adamwUpdate(w, g, m, v, h);
+      w.assign(next[0]);
+      m.assign(next[1]);
+      v.assign(next[2]);
+      tf.dispose(next);
     }
     this.zeroGrad();
     this.model.weightsChanged();

@@ -1,0 +1,280 @@
+/*
+ * Training kernels of the native backend, called from src/engine/local/train-ops.ts on
+ * views of the wasm heap:
+ *   tokenLogprobsForward(logits, targets, picked, entropy, stats, rows, cols, temperature)
+ *   tokenLogprobsBackward(logits, targets, stats, entropy, dpicked, dentropy, dlogits, rows, cols, temperature)
+ *   adamwStep(w, g, m, v, wOut, mOut, vOut, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2, gradScale)
+ *   sumSquares(x) -> Σ x² (accumulated in double)
+ *
+ * tokenLogprobs replaces the policy loss's log-softmax over the vocabulary, the pick of the
+ * target's entry and the entropy: one pass over the (rows, vocab) logits instead of a
+ * dozen, and a backward that writes dlogits in one more pass. adamwStep is the optimizer's
+ * element-wise update in the order TF.js's ops compute it (trainable.ts), float32 throughout.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "napi_args.h"
+#include "parallel.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define ROW_LOOP __attribute__((target_clones("avx2", "default")))
+#else
+#define ROW_LOOP
+#endif
+
+/* Items (floats) per extra thread below which a kernel stays on fewer threads. */
+#define GRAIN_FLOATS 32768
+
+#include "vec_math.h"
+
+/* ------------------------------------------------------------------------- */
+/* Token log-probabilities: log-softmax(logits / T)[target] and the entropy    */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+  const float *x;        /* (rows, cols): logits */
+  const int32_t *target; /* (rows) */
+  float *picked;         /* (rows): forward output, log p[target] */
+  float *entropy;        /* (rows): forward output; backward input */
+  float *stats;          /* (rows, 2): per row max(z) and log Σ exp(z - max); forward output, backward input */
+  const float *dpicked;  /* (rows): backward */
+  const float *dentropy; /* (rows): backward */
+  float *dx;             /* (rows, cols): backward output */
+  int64_t cols;
+  float temperature;
+} logprob_ctx;
+
+/*
+ * With z = x / T (x itself when T = 1), mx = max z, e = exp(z - mx), s = Σ e:
+ *   log p[j] = (z[j] - mx) - log s,  entropy = -Σ p·log p = log s - Σ e·(z - mx) / s.
+ * max z = (max x) / T exactly, since rounding x / T is monotonic for T > 0.
+ */
+ROW_LOOP static void logprob_fwd_rows(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const logprob_ctx *c = (const logprob_ctx *)p;
+  const int64_t C = c->cols;
+  const float T = c->temperature;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *xr = c->x + r * C; /* (cols) */
+    const float mx = T == 1.0f ? max8(xr, C) : max8(xr, C) / T;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, wacc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t j = 0;
+    for (; j + 8 <= C; j += 8)
+      for (int l = 0; l < 8; l++) {
+        const float d = (T == 1.0f ? xr[j + l] : xr[j + l] / T) - mx, e = exp_f32(d);
+        acc[l] += e;
+        wacc[l] += e * d;
+      }
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    float w = ((wacc[0] + wacc[1]) + (wacc[2] + wacc[3])) + ((wacc[4] + wacc[5]) + (wacc[6] + wacc[7]));
+    for (; j < C; j++) {
+      const float d = (T == 1.0f ? xr[j] : xr[j] / T) - mx, e = exp_f32(d);
+      s += e;
+      w += e * d;
+    }
+    const float logs = logf(s);
+    c->stats[2 * r] = mx;
+    c->stats[2 * r + 1] = logs;
+    const float zt = T == 1.0f ? xr[c->target[r]] : xr[c->target[r]] / T;
+    c->picked[r] = (zt - mx) - logs;
+    c->entropy[r] = logs - w / s;
+  }
+}
+
+/*
+ * With p = softmax(z), log p as above, H the entropy:
+ *   d picked / dz[j] = [j = target] - p[j],  dH / dz[j] = -p[j]·(log p[j] + H),
+ * and dx = dz / T.
+ */
+ROW_LOOP static void logprob_bwd_rows(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const logprob_ctx *c = (const logprob_ctx *)p;
+  const int64_t C = c->cols;
+  const float T = c->temperature;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *xr = c->x + r * C; /* (cols) */
+    float *dxr = c->dx + r * C;     /* (cols) */
+    const float mx = c->stats[2 * r], logs = c->stats[2 * r + 1], H = c->entropy[r];
+    const float dp = c->dpicked[r], dh = c->dentropy ? c->dentropy[r] : 0.0f;
+    for (int64_t j = 0; j < C; j++) {
+      const float z = T == 1.0f ? xr[j] : xr[j] / T;
+      const float lp = (z - mx) - logs, pj = exp_f32(lp);
+      const float dz = -dp * pj - dh * pj * (lp + H);
+      dxr[j] = T == 1.0f ? dz : dz / T;
+    }
+    const int64_t t = c->target[r];
+    dxr[t] += T == 1.0f ? dp : dp / T;
+  }
+}
+
+/* Checks targets against [0, cols); throws a RangeError naming the first bad one. */
+static int check_targets(napi_env env, const char *fn, const int32_t *t, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; i++) {
+    if (t[i] < 0 || t[i] >= cols) {
+      char msg[200];
+      snprintf(msg, sizeof msg, "%s: targets[%lld] = %d is outside the vocabulary [0, %lld)", fn, (long long)i, (int)t[i], (long long)cols);
+      fail_range(env, msg);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int check_temperature(napi_env env, const char *fn, double T) {
+  if (T > 0) return 1;
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: temperature must be positive, got %g", fn, T);
+  fail_range(env, msg);
+  return 0;
+}
+
+static napi_value token_logprobs_forward(napi_env env, napi_callback_info info) {
+  static const char *fn = "tokenLogprobsForward";
+  size_t argc = 8;
+  napi_value argv[8];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 8) return fail_type(env, "tokenLogprobsForward(logits, targets, picked, entropy, stats, rows, cols, temperature) needs 8 arguments");
+  float *x, *picked, *ent, *stats;
+  int32_t *tg;
+  int64_t xl, tl, pl, el, sl, rows, cols;
+  double T;
+  if (!arg_f32(env, argv[0], fn, "logits", &x, &xl) || !arg_i32_or_null(env, argv[1], fn, "targets", &tg, &tl) ||
+      !arg_f32(env, argv[2], fn, "picked", &picked, &pl) || !arg_f32(env, argv[3], fn, "entropy", &ent, &el) ||
+      !arg_f32(env, argv[4], fn, "stats", &stats, &sl) || !arg_dim(env, argv[5], fn, "rows", &rows) ||
+      !arg_dim(env, argv[6], fn, "cols", &cols) || !arg_number(env, argv[7], fn, "temperature", &T))
+    return NULL;
+  if (!tg) return fail_type(env, "tokenLogprobsForward: targets must be an Int32Array");
+  if (!expect_len(env, fn, "logits", xl, mul_dims(rows, cols), "rows*cols") || !expect_len(env, fn, "targets", tl, rows, "rows") ||
+      !expect_len(env, fn, "picked", pl, rows, "rows") || !expect_len(env, fn, "entropy", el, rows, "rows") ||
+      !expect_len(env, fn, "stats", sl, mul_dims(rows, 2), "rows*2") || !check_temperature(env, fn, T))
+    return NULL;
+  if (rows == 0) return NULL;
+  if (cols == 0) return fail_range(env, "tokenLogprobsForward: cols (the vocabulary) must be at least 1");
+  if (!check_targets(env, fn, tg, rows, cols)) return NULL;
+  logprob_ctx c = {x, tg, picked, ent, stats, NULL, NULL, NULL, cols, (float)T};
+  parallel_for(rows, GRAIN_FLOATS / cols + 1, logprob_fwd_rows, &c);
+  return NULL;
+}
+
+static napi_value token_logprobs_backward(napi_env env, napi_callback_info info) {
+  static const char *fn = "tokenLogprobsBackward";
+  size_t argc = 10;
+  napi_value argv[10];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 10) return fail_type(env, "tokenLogprobsBackward(logits, targets, stats, entropy, dpicked, dentropy, dlogits, rows, cols, temperature) needs 10 arguments");
+  float *x, *stats, *ent, *dp, *dh, *dx;
+  int32_t *tg;
+  int64_t xl, tl, sl, el, dpl, dhl, dxl, rows, cols;
+  double T;
+  if (!arg_f32(env, argv[0], fn, "logits", &x, &xl) || !arg_i32_or_null(env, argv[1], fn, "targets", &tg, &tl) ||
+      !arg_f32(env, argv[2], fn, "stats", &stats, &sl) || !arg_f32(env, argv[3], fn, "entropy", &ent, &el) ||
+      !arg_f32(env, argv[4], fn, "dpicked", &dp, &dpl) || !arg_f32_or_null(env, argv[5], fn, "dentropy", &dh, &dhl) ||
+      !arg_f32(env, argv[6], fn, "dlogits", &dx, &dxl) || !arg_dim(env, argv[7], fn, "rows", &rows) ||
+      !arg_dim(env, argv[8], fn, "cols", &cols) || !arg_number(env, argv[9], fn, "temperature", &T))
+    return NULL;
+  if (!tg) return fail_type(env, "tokenLogprobsBackward: targets must be an Int32Array");
+  const int64_t n = mul_dims(rows, cols);
+  if (!expect_len(env, fn, "logits", xl, n, "rows*cols") || !expect_len(env, fn, "dlogits", dxl, n, "rows*cols") ||
+      !expect_len(env, fn, "targets", tl, rows, "rows") || !expect_len(env, fn, "stats", sl, mul_dims(rows, 2), "rows*2") ||
+      !expect_len(env, fn, "entropy", el, rows, "rows") || !expect_len(env, fn, "dpicked", dpl, rows, "rows") ||
+      (dh && !expect_len(env, fn, "dentropy", dhl, rows, "rows")) || !check_temperature(env, fn, T))
+    return NULL;
+  if (rows == 0) return NULL;
+  if (cols == 0) return fail_range(env, "tokenLogprobsBackward: cols (the vocabulary) must be at least 1");
+  if (!check_targets(env, fn, tg, rows, cols)) return NULL;
+  logprob_ctx c = {x, tg, NULL, ent, stats, dp, dh, dx, cols, (float)T};
+  parallel_for(rows, GRAIN_FLOATS / cols + 1, logprob_bwd_rows, &c);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* AdamW and the squared norm                                                */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+  const float *w, *g, *m, *v; /* (n) each */
+  float *wo, *mo, *vo;        /* (n) each: outputs (may not alias the inputs) */
+  float lr, b1, ob1, b2, ob2, eps, wd, bc1, bc2, scale;
+} adamw_ctx;
+
+/*
+ * g = g·scale; m' = m·β1 + g·(1-β1); v' = v·β2 + g²·(1-β2);
+ * u = (m' / bc1) / (sqrt(v' / bc2) + ε) [+ w·wd]; w' = w - u·lr.
+ */
+ROW_LOOP static void adamw_range(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const adamw_ctx *c = (const adamw_ctx *)p;
+  for (int64_t i = lo; i < hi; i++) {
+    const float g = c->scale == 1.0f ? c->g[i] : c->g[i] * c->scale;
+    const float m = c->m[i] * c->b1 + g * c->ob1;
+    const float v = c->v[i] * c->b2 + (g * g) * c->ob2;
+    float u = (m / c->bc1) / (sqrtf(v / c->bc2) + c->eps);
+    if (c->wd > 0.0f) u = u + c->w[i] * c->wd;
+    c->mo[i] = m;
+    c->vo[i] = v;
+    c->wo[i] = c->w[i] - u * c->lr;
+  }
+}
+
+static napi_value adamw_step(napi_env env, napi_callback_info info) {
+  static const char *fn = "adamwStep";
+  size_t argc = 16;
+  napi_value argv[16];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 16) return fail_type(env, "adamwStep(w, g, m, v, wOut, mOut, vOut, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2, gradScale) needs 16 arguments");
+  float *buf[7];
+  int64_t len[7], n;
+  static const char *names[7] = {"w", "g", "m", "v", "wOut", "mOut", "vOut"};
+  for (int i = 0; i < 7; i++)
+    if (!arg_f32(env, argv[i], fn, names[i], &buf[i], &len[i])) return NULL;
+  if (!arg_dim(env, argv[7], fn, "n", &n)) return NULL;
+  double h[8];
+  static const char *hnames[8] = {"lr", "beta1", "beta2", "eps", "weightDecay", "bc1", "bc2", "gradScale"};
+  for (int i = 0; i < 8; i++)
+    if (!arg_number(env, argv[8 + i], fn, hnames[i], &h[i])) return NULL;
+  for (int i = 0; i < 7; i++)
+    if (!expect_len(env, fn, names[i], len[i], n, "n")) return NULL;
+  adamw_ctx c = {buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6],
+                 (float)h[0], (float)h[1], (float)(1.0 - h[1]), (float)h[2], (float)(1.0 - h[2]),
+                 (float)h[3], (float)h[4], (float)h[5], (float)h[6], (float)h[7]};
+  parallel_for(n, GRAIN_FLOATS, adamw_range, &c);
+  return NULL;
+}
+
+/* Σ x² in double, 4 partial sums. */
+ROW_LOOP static double sum_squares(const float *x, int64_t n) {
+  double acc[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int l = 0; l < 4; l++) acc[l] += (double)x[i + l] * (double)x[i + l];
+  double s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (; i < n; i++) s += (double)x[i] * (double)x[i];
+  return s;
+}
+
+static napi_value sum_squares_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out;
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1) return fail_type(env, "sumSquares(x) needs 1 argument");
+  float *x;
+  int64_t n;
+  if (!arg_f32(env, argv[0], "sumSquares", "x", &x, &n)) return NULL;
+  CHECK_NAPI(env, napi_create_double(env, sum_squares(x, n), &out));
+  return out;
+}
+
+/* ------------------------------------------------------------------------- */
+
+int register_train_ops(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+      {"tokenLogprobsForward", NULL, token_logprobs_forward, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"tokenLogprobsBackward", NULL, token_logprobs_backward, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"adamwStep", NULL, adamw_step, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"sumSquares", NULL, sum_squares_js, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  return napi_define_properties(env, exports, sizeof props / sizeof props[0], props) == napi_ok;
+}
