@@ -227,8 +227,9 @@ def param_count(s):
     return s["layers"] * layer + h + s["vocab"] * h
 
 
-def time_it(fn, reps):
-    fn()  # warm-up
+def time_it(fn, reps, warmups=1):
+    for _ in range(warmups):  # untimed: allocator and caches
+        fn()
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
@@ -277,7 +278,7 @@ def main():
             loss.backward()
             opt.step()
 
-        train_s = time_it(train_step, 1 if args.quick else 2)
+        train_s = time_it(train_step, 1 if args.quick else 3, 2)
         tokens = TRAIN_BATCH * TRAIN_LEN
         emit({"workload": f"train_{name}", "tokens_per_s": tokens / train_s, "gflops": 6 * params * tokens / train_s / 1e9, "seconds": train_s, "rss_mb": peak_rss_mb()})
         summary["train_tokens_per_s"][name] = round(tokens / train_s, 1)

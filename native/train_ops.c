@@ -5,6 +5,7 @@
  *   tokenLogprobsBackward(logits, targets, stats, entropy, dpicked, dentropy, dlogits, rows, cols, temperature)
  *   adamwStep(w, g, m, v, wOut, mOut, vOut, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2, gradScale)
  *   sumSquares(x) -> Σ x² (accumulated in double)
+ *   addInto(out, src, srcOffset): out[i] += src[srcOffset + i] (the replicas' gradient sum)
  *
  * tokenLogprobs replaces the policy loss's log-softmax over the vocabulary, the pick of the
  * target's entry and the entropy: one pass over the (rows, vocab) logits instead of a
@@ -267,6 +268,31 @@ static napi_value sum_squares_js(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/* out (n) += src[offset .. offset + n), in float32. */
+ROW_LOOP static void add_into(float *out, const float *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) out[i] = out[i] + src[i];
+}
+
+static napi_value add_into_js(napi_env env, napi_callback_info info) {
+  static const char *fn = "addInto";
+  size_t argc = 3;
+  napi_value argv[3];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 3) return fail_type(env, "addInto(out, src, srcOffset) needs 3 arguments");
+  float *out, *src;
+  int64_t n, sl, off;
+  if (!arg_f32(env, argv[0], fn, "out", &out, &n) || !arg_f32(env, argv[1], fn, "src", &src, &sl) ||
+      !arg_dim(env, argv[2], fn, "srcOffset", &off))
+    return NULL;
+  if (off + n > sl) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "addInto: src holds %lld floats, fewer than srcOffset + out.length = %lld", (long long)sl, (long long)(off + n));
+    return fail_range(env, msg);
+  }
+  add_into(out, src + off, n);
+  return NULL;
+}
+
 /* ------------------------------------------------------------------------- */
 
 int register_train_ops(napi_env env, napi_value exports) {
@@ -275,6 +301,7 @@ int register_train_ops(napi_env env, napi_value exports) {
       {"tokenLogprobsBackward", NULL, token_logprobs_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"adamwStep", NULL, adamw_step, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sumSquares", NULL, sum_squares_js, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"addInto", NULL, add_into_js, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props) == napi_ok;
 }

@@ -11,7 +11,7 @@ import { initModel } from "../src/model/init-model.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { loadNative, type BackendName } from "../src/engine/local/native.js";
 import { fusedOpsActive, initBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
-import { adamwUpdate, squaredNorm, tokenLogprobs, TRAIN_KERNELS, type AdamWStep } from "../src/engine/local/train-ops.js";
+import { adamwUpdate, squaredNorm, sumFlat, tokenLogprobs, TRAIN_KERNELS, type AdamWStep } from "../src/engine/local/train-ops.js";
 import { Rng } from "../src/util/rng.js";
 import type { Datum } from "../src/engine/types.js";
 import { tempDir } from "./helpers.js";
@@ -142,6 +142,22 @@ test("adamwUpdate: native equals the TF.js composition (clipping scale, weight d
   assert.ok(Math.abs(ss - want) <= 1e-9 * want, `squaredNorm ${ss} vs ${want}`);
   assert.ok(Math.abs(squaredNorm([g, w]) - want) <= 1e-5 * want, "the TF.js composition agrees to float32");
   tf.dispose([w, g, m, v]);
+});
+
+test("sumFlat: the replicas' flat gradients summed into a tensor, natively bit-identical to float32 in JS", native, () => {
+  const rng = new Rng(95);
+  const sources = [0, 1, 2].map(() => Float32Array.from({ length: 50 }, () => rng.normal()));
+  const ref = Float32Array.from(sumFlat(sources, 7, [3, 4]).dataSync());
+  const want = new Float32Array(12);
+  for (let i = 0; i < 12; i++) want[i] = Math.fround(Math.fround(sources[0][7 + i] + sources[1][7 + i]) + sources[2][7 + i]);
+  assert.deepEqual(ref, want);
+  const t = onNative(() => sumFlat(sources, 7, [3, 4]));
+  assert.deepEqual(t.shape, [3, 4]);
+  assert.deepEqual(Float32Array.from(t.dataSync()), want);
+  t.dispose();
+  const st = loadNative();
+  assert.ok(st.ok);
+  assert.throws(() => st.addon.addInto(new Float32Array(10), new Float32Array(12), 3), /addInto: src holds 12 floats, fewer than srcOffset \+ out.length = 13/);
 });
 
 test("train ops: no tensor leaks through tokenLogprobs' gradient and adamwUpdate", native, () => {

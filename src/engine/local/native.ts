@@ -74,6 +74,8 @@ export interface NativeAddon {
   adamwStep(w: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, wOut: Float32Array, mOut: Float32Array, vOut: Float32Array, n: number, lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, bc1: number, bc2: number, gradScale: number): void;
   /** Σ x², accumulated in double. */
   sumSquares(x: Float32Array): number;
+  /** out[i] += src[srcOffset + i] for i < out.length, in float32; a too-short src throws a RangeError. */
+  addInto(out: Float32Array, src: Float32Array, srcOffset: number): void;
 }
 
 export type NativeStatus = { ok: true; addon: NativeAddon; path: string } | { ok: false; reason: string };

@@ -4,7 +4,8 @@
  *  - tokenLogprobs: the policy loss's log-softmax of the logits, the target's entry and the
  *    entropy, one pass over the (rows, vocab) logits, with a paired backward kernel;
  *  - adamwUpdate: AdamW's element-wise update of one parameter and its moments, one pass;
- *  - squaredNorm: Σ g² of a gradient, accumulated in double.
+ *  - squaredNorm: Σ g² of a gradient, accumulated in double;
+ *  - sumFlat: the replicas' flat gradients summed straight into a heap tensor.
  * As in ./fused-ops.ts, each runs its kernel when `fusedOpsActive()`, else the TF.js
  * composition it replaces, which stays the reference the tests compare against.
  */
@@ -15,6 +16,7 @@ export const TRAIN_KERNELS = {
   tokenLogprobs: "AgentR1TokenLogprobs",
   tokenLogprobsGrad: "AgentR1TokenLogprobsGrad",
   adamw: "AgentR1AdamW",
+  sumFlat: "AgentR1SumFlat",
 } as const;
 const K = TRAIN_KERNELS;
 
@@ -87,6 +89,18 @@ export function squaredNorm(ts: tf.Tensor[]): number {
   return out;
 }
 
+/**
+ * A float32 tensor of `shape` holding Σ_s sources[s][offset .. offset + size), added left to right
+ * in float32 (the replicas' flat gradients). Natively it is written straight into the heap.
+ */
+export function sumFlat(sources: Float32Array[], offset: number, shape: number[]): tf.Tensor {
+  const size = sizeOf(shape);
+  if (fusedOpsActive()) return run(K.sumFlat, {}, { shape, offset, sources }) as tf.Tensor;
+  const sum = sources[0].slice(offset, offset + size);
+  for (const src of sources.slice(1)) for (let i = 0, j = offset; i < size; i++, j++) sum[i] += src[j];
+  return tf.tensor(sum, shape);
+}
+
 // ---------------------------------------------------------------------------
 // Kernels and gradients
 // ---------------------------------------------------------------------------
@@ -129,6 +143,16 @@ function adamwKernel({ inputs, backend, attrs }: Args): TensorInfo[] {
   );
 }
 
+/** No inputs; attrs shape, offset, sources → the sum of the sources' slices, of that shape. */
+function sumFlatKernel({ backend, attrs }: Args): TensorInfo {
+  const { shape, offset, sources } = attrs as unknown as { shape: number[]; offset: number; sources: Float32Array[] };
+  const size = sizeOf(shape);
+  return withOutputs(backend, [], [shape], (_, [out]) => {
+    out.set(sources[0].subarray(offset, offset + size));
+    for (const src of sources.slice(1)) addon().addInto(out, src, offset);
+  })[0];
+}
+
 let registered = false;
 
 function registerTrainKernels(): void {
@@ -138,6 +162,7 @@ function registerTrainKernels(): void {
     [K.tokenLogprobs, tokenLogprobsKernel],
     [K.tokenLogprobsGrad, tokenLogprobsGradKernel],
     [K.adamw, adamwKernel],
+    [K.sumFlat, sumFlatKernel],
   ];
   for (const [kernelName, fn] of kernels) {
     if (!tf.getKernel(kernelName, "wasm")) tf.registerKernel({ kernelName, backendName: "wasm", kernelFunc: fn as unknown as tf.KernelFunc });

@@ -12,7 +12,7 @@ import { heapView, tf } from "./tf-backend.js";
 import type { Transformer } from "../../model/transformer.js";
 import type { AdamParams, OptimStepResult } from "../types.js";
 import type { HostTensor } from "../../model/safetensors.js";
-import { adamwUpdate, squaredNorm } from "./train-ops.js";
+import { adamwUpdate, squaredNorm, sumFlat } from "./train-ops.js";
 
 export class Trainable {
   private grads = new Map<string, tf.Tensor>();
@@ -66,11 +66,8 @@ export class Trainable {
     let offset = 0;
     for (const [name, v] of this.model.params) {
       // Sources added left to right in float32, so every replica computes the same bits.
-      const sum = sources[0].slice(offset, offset + v.size);
-      for (const src of sources.slice(1)) {
-        for (let i = 0, j = offset; i < sum.length; i++, j++) sum[i] += src[j];
-      }
-      this.grads.set(name, tf.tensor(sum, v.shape));
+      const g = sumFlat(sources, offset, v.shape);
+      this.grads.set(name, g);
       offset += v.size;
     }
   }
