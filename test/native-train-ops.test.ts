@@ -11,7 +11,7 @@ import { initModel } from "../src/model/init-model.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { loadNative, type BackendName } from "../src/engine/local/native.js";
 import { fusedOpsActive, initBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
-import { adamwUpdate, squaredNorm, sumFlat, tokenLogprobs, TRAIN_KERNELS, type AdamWStep } from "../src/engine/local/train-ops.js";
+import { adamwUpdate, addInPlace, squaredNorm, sumFlat, tokenLogprobs, TRAIN_KERNELS, type AdamWStep } from "../src/engine/local/train-ops.js";
 import { Rng } from "../src/util/rng.js";
 import type { Datum } from "../src/engine/types.js";
 import { tempDir } from "./helpers.js";
@@ -158,6 +158,22 @@ test("sumFlat: the replicas' flat gradients summed into a tensor, natively bit-i
   const st = loadNative();
   assert.ok(st.ok);
   assert.throws(() => st.addon.addInto(new Float32Array(10), new Float32Array(12), 3), /addInto: src holds 12 floats, fewer than srcOffset \+ out.length = 13/);
+});
+
+test("addInPlace: adds into a buffer only its tensor holds; a shared buffer is left alone", native, () => {
+  onNative(() => {
+    const a = normal([4, 5], 96), b = normal([4, 5], 97);
+    const want = Float32Array.from(a.add(b).dataSync());
+    assert.equal(addInPlace(a, b), true);
+    assert.deepEqual(Float32Array.from(a.dataSync()), want, "the same bits as TF.js's Add");
+    const shared = a.reshape([20]); // same buffer, two tensors
+    assert.equal(addInPlace(a, b), false);
+    assert.deepEqual(Float32Array.from(shared.dataSync()), want, "unchanged");
+    tf.dispose([a, b, shared]);
+  });
+  const a = normal([3], 98), b = normal([3], 99);
+  assert.equal(addInPlace(a, b), false, "off the native backend nothing happens");
+  tf.dispose([a, b]);
 });
 
 test("train ops: no tensor leaks through tokenLogprobs' gradient and adamwUpdate", native, () => {

@@ -10,7 +10,7 @@
  * Shapes: B batch, T new tokens, S keys (cache + new), H hidden, nh query heads,
  * kv key/value heads, G = nh / kv, hd head dim, F ffn size, V vocab.
  */
-import { recordingGradients, tf } from "../engine/local/tf-backend.js";
+import { matmulBackend, recordingGradients, tf } from "../engine/local/tf-backend.js";
 import { attentionSoftmax, biasAdd, rmsNorm, rope, swiglu } from "../engine/local/fused-ops.js";
 import type { ModelConfig } from "./config.js";
 import type { HostTensor } from "./safetensors.js";
@@ -237,7 +237,10 @@ export class Transformer {
     const [B, T, I] = x.shape;
     const w = this.p(name + ".weight");
     const x2 = x.reshape([B * T, I]) as tf.Tensor2D;
-    let y = recordingGradients() ? matMulWithCachedTranspose(x2, w, this.transposed(w)) : tf.matMul(x2, w);
+    // On wasm the backward pass multiplies by a cached transpose (see transposed()); BLAS reads
+    // w transposed in place, so on the native backend the plain product's gradient needs no copy.
+    const cached = recordingGradients() && matmulBackend() !== "native";
+    let y = cached ? matMulWithCachedTranspose(x2, w, this.transposed(w)) : tf.matMul(x2, w);
     if (bias) y = biasAdd(y, this.p(name + ".bias"));
     return y.reshape([B, T, -1]);
   }

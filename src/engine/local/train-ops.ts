@@ -5,7 +5,8 @@
  *    entropy, one pass over the (rows, vocab) logits, with a paired backward kernel;
  *  - adamwUpdate: AdamW's element-wise update of one parameter and its moments, one pass;
  *  - squaredNorm: Σ g² of a gradient, accumulated in double;
- *  - sumFlat: the replicas' flat gradients summed straight into a heap tensor.
+ *  - sumFlat: the replicas' flat gradients summed straight into a heap tensor;
+ *  - addInPlace: a micro-batch's gradient added into the accumulated one without a new buffer.
  * As in ./fused-ops.ts, each runs its kernel when `fusedOpsActive()`, else the TF.js
  * composition it replaces, which stays the reference the tests compare against.
  */
@@ -99,6 +100,19 @@ export function sumFlat(sources: Float32Array[], offset: number, shape: number[]
   const sum = sources[0].slice(offset, offset + size);
   for (const src of sources.slice(1)) for (let i = 0, j = offset; i < size; i++, j++) sum[i] += src[j];
   return tf.tensor(sum, shape);
+}
+
+/**
+ * target += src in place (float32, the same bits as TF.js's Add) when the native kernels are on and
+ * target's buffer belongs to it alone; returns false, changing nothing, otherwise.
+ */
+export function addInPlace(target: tf.Tensor, src: tf.Tensor): boolean {
+  if (!fusedOpsActive() || target.dtype !== "float32" || src.dtype !== "float32" || target.size !== src.size) return false;
+  const backend = tf.backend() as unknown as WasmBackend & { refCount(dataId: object): number };
+  if (backend.refCount(target.dataId) !== 1) return false;
+  const view = (t: tf.Tensor) => backend.typedArrayFromHeap({ dataId: t.dataId, shape: t.shape, dtype: t.dtype }) as Float32Array;
+  addon().addInto(view(target), view(src), 0);
+  return true;
 }
 
 // ---------------------------------------------------------------------------
