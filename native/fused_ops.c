@@ -30,21 +30,6 @@
 #include "napi_args.h"
 #include "parallel.h"
 
-/*
- * The row loops are compiled twice, for AVX2 and for the baseline, and the loader
- * picks one by the CPU (GCC function multi-versioning; Linux x86-64 only). Without
- * FMA contraction (-std=c99) and with fixed 8-lane partial sums, both give the same
- * bits; AVX2 is about 1.5-2x faster on the exp-bound loops (softmax, SwiGLU).
- */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define ROW_LOOP __attribute__((target_clones("avx2", "default")))
-#else
-#define ROW_LOOP
-#endif
-
-/* Items (floats) per extra thread below which a kernel stays on fewer threads. */
-#define GRAIN_FLOATS 32768
-
 #include "vec_math.h"
 
 

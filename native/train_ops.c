@@ -20,15 +20,6 @@
 #include "napi_args.h"
 #include "parallel.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define ROW_LOOP __attribute__((target_clones("avx2", "default")))
-#else
-#define ROW_LOOP
-#endif
-
-/* Items (floats) per extra thread below which a kernel stays on fewer threads. */
-#define GRAIN_FLOATS 32768
-
 #include "vec_math.h"
 
 /* ------------------------------------------------------------------------- */
