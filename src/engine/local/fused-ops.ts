@@ -255,6 +255,13 @@ function sumRowsKernel({ inputs, backend }: Args): TensorInfo {
   return withOutputs(backend, [x], [[cols]], ([xv], [ov]) => addon().sumRows(xv, ov, rows, cols))[0];
 }
 
+/** Registers kernels for the wasm backend under their names (skipping any already registered). */
+export function registerWasmKernels(kernels: [string, (a: Args) => TensorInfo | TensorInfo[]][]): void {
+  for (const [kernelName, fn] of kernels) {
+    if (!tf.getKernel(kernelName, "wasm")) tf.registerKernel({ kernelName, backendName: "wasm", kernelFunc: fn as unknown as tf.KernelFunc });
+  }
+}
+
 let registered = false;
 
 /** Registers the fused kernels for the wasm backend and their gradients (once per thread). */
@@ -272,9 +279,7 @@ export function registerFusedKernels(): void {
     [K.biasAdd, biasAddKernel],
     [K.sumRows, sumRowsKernel],
   ];
-  for (const [kernelName, fn] of kernels) {
-    if (!tf.getKernel(kernelName, "wasm")) tf.registerKernel({ kernelName, backendName: "wasm", kernelFunc: fn as unknown as tf.KernelFunc });
-  }
+  registerWasmKernels(kernels);
 
   registerFusedGradients();
 }

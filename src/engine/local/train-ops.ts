@@ -11,7 +11,7 @@
  * composition it replaces, which stays the reference the tests compare against.
  */
 import { fusedOpsActive, tf, type TensorInfo, type WasmBackend } from "./tf-backend.js";
-import { addon, lastDim, requireFloat32, runKernel, sizeOf, withOutputs, type Args } from "./fused-ops.js";
+import { addon, lastDim, registerWasmKernels, requireFloat32, runKernel, sizeOf, withOutputs, type Args } from "./fused-ops.js";
 
 export const TRAIN_KERNELS = {
   tokenLogprobs: "AgentR1TokenLogprobs",
@@ -172,15 +172,12 @@ let registered = false;
 function registerTrainKernels(): void {
   if (registered) return;
   registered = true;
-  const kernels: [string, (a: Args) => TensorInfo | TensorInfo[]][] = [
+  registerWasmKernels([
     [K.tokenLogprobs, tokenLogprobsKernel],
     [K.tokenLogprobsGrad, tokenLogprobsGradKernel],
     [K.adamw, adamwKernel],
     [K.sumFlat, sumFlatKernel],
-  ];
-  for (const [kernelName, fn] of kernels) {
-    if (!tf.getKernel(kernelName, "wasm")) tf.registerKernel({ kernelName, backendName: "wasm", kernelFunc: fn as unknown as tf.KernelFunc });
-  }
+  ]);
   tf.registerGradient({
     kernelName: K.tokenLogprobs,
     inputsToSave: ["logits", "targets"],
