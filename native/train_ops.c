@@ -39,6 +39,9 @@ typedef struct {
   float temperature;
 } logprob_ctx;
 
+/* z = x / T; x itself when T = 1 (the common case, no division). */
+static inline float scaled(float x, float T) { return T == 1.0f ? x : x / T; }
+
 /*
  * With z = x / T (x itself when T = 1), mx = max z, e = exp(z - mx), s = Σ e:
  *   log p[j] = (z[j] - mx) - log s,  entropy = -Σ p·log p = log s - Σ e·(z - mx) / s.
@@ -51,27 +54,26 @@ ROW_LOOP static void logprob_fwd_rows(void *p, int64_t lo, int64_t hi, int chunk
   const float T = c->temperature;
   for (int64_t r = lo; r < hi; r++) {
     const float *xr = c->x + r * C; /* (cols) */
-    const float mx = T == 1.0f ? max8(xr, C) : max8(xr, C) / T;
+    const float mx = scaled(max8(xr, C), T);
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, wacc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t j = 0;
     for (; j + 8 <= C; j += 8)
       for (int l = 0; l < 8; l++) {
-        const float d = (T == 1.0f ? xr[j + l] : xr[j + l] / T) - mx, e = exp_f32(d);
+        const float d = scaled(xr[j + l], T) - mx, e = exp_f32(d);
         acc[l] += e;
         wacc[l] += e * d;
       }
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     float w = ((wacc[0] + wacc[1]) + (wacc[2] + wacc[3])) + ((wacc[4] + wacc[5]) + (wacc[6] + wacc[7]));
     for (; j < C; j++) {
-      const float d = (T == 1.0f ? xr[j] : xr[j] / T) - mx, e = exp_f32(d);
+      const float d = scaled(xr[j], T) - mx, e = exp_f32(d);
       s += e;
       w += e * d;
     }
     const float logs = logf(s);
     c->stats[2 * r] = mx;
     c->stats[2 * r + 1] = logs;
-    const float zt = T == 1.0f ? xr[c->target[r]] : xr[c->target[r]] / T;
-    c->picked[r] = (zt - mx) - logs;
+    c->picked[r] = (scaled(xr[c->target[r]], T) - mx) - logs;
     c->entropy[r] = logs - w / s;
   }
 }
@@ -92,13 +94,12 @@ ROW_LOOP static void logprob_bwd_rows(void *p, int64_t lo, int64_t hi, int chunk
     const float mx = c->stats[2 * r], logs = c->stats[2 * r + 1], H = c->entropy[r];
     const float dp = c->dpicked[r], dh = c->dentropy ? c->dentropy[r] : 0.0f;
     for (int64_t j = 0; j < C; j++) {
-      const float z = T == 1.0f ? xr[j] : xr[j] / T;
-      const float lp = (z - mx) - logs, pj = exp_f32(lp);
+      const float lp = (scaled(xr[j], T) - mx) - logs, pj = exp_f32(lp);
       const float dz = -dp * pj - dh * pj * (lp + H);
-      dxr[j] = T == 1.0f ? dz : dz / T;
+      dxr[j] = scaled(dz, T);
     }
     const int64_t t = c->target[r];
-    dxr[t] += T == 1.0f ? dp : dp / T;
+    dxr[t] += scaled(dp, T);
   }
 }
 

@@ -62,7 +62,7 @@ function main() {
     say(`native addon built but does not load (${reason(check.stderr ?? "")}); the tfjs backend will be used`);
     return;
   }
-  say("native addon built (BLAS matrix products, fused RMSNorm, RoPE, softmax, SwiGLU kernels)");
+  say("native addon built (BLAS matrix products; fused RMSNorm, RoPE, softmax, SwiGLU, log-softmax and AdamW kernels)");
 }
 
 try {

@@ -9,14 +9,13 @@
  * kernels (fused-ops.ts) follow their TF.js compositions operation by operation,
  * so they too agree to float32 rounding: reduction order, and an exp within 1 ulp.
  */
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { initModel } from "../src/model/init-model.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { loadNative, type BackendName } from "../src/engine/local/native.js";
-import { broadcastBatch, fusedOpsActive, initBackend, matmulBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
+import { broadcastBatch, fusedOpsActive, matmulBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
 import { attentionSoftmax, biasAdd, FUSED_KERNELS, maskRows, rmsNorm, rope, swiglu } from "../src/engine/local/fused-ops.js";
 import { Transformer } from "../src/model/transformer.js";
 import { parseModelConfig, presetConfigJson } from "../src/model/config.js";
@@ -25,23 +24,11 @@ import { runCli } from "../src/cli/main.js";
 import { loadConfig } from "../src/train/load-config.js";
 import { Rng } from "../src/util/rng.js";
 import type { Datum } from "../src/engine/types.js";
-import { captureIO, tempDir } from "./helpers.js";
-import { assertClose, diff, fusedVsReference, kernelsRun, native, nativeDisabled as disabled, normal } from "./native-helpers.js";
+import { captureIO } from "./helpers.js";
+import { assertClose, diff, fusedVsReference, kernelsRun, native, nativeDisabled as disabled, normal, tinyModelFixture } from "./native-helpers.js";
 
 
-let root: string;
-let base: string;
-
-before(async () => {
-  await initBackend();
-  root = tempDir("agent-r1-native-");
-  base = path.join(root, "tiny");
-  await initModel({ preset: "tiny", out: base, seed: 0 });
-});
-
-after(() => {
-  fs.rmSync(root, { recursive: true, force: true });
-});
+const fx = tinyModelFixture("agent-r1-native-", 0);
 
 /** Plain float64 reference: out (...outer, m, n) = op(a) @ op(b) with broadcast batch dims. */
 function referenceMatMul(a: tf.Tensor, b: tf.Tensor, ta: boolean, tb: boolean): Float64Array {
@@ -379,7 +366,7 @@ interface Run {
 }
 
 async function engineRun(backend: BackendName): Promise<Run> {
-  const e = await LocalEngine.load(base, { workers: 0, backend });
+  const e = await LocalEngine.load(fx.base, { workers: 0, backend });
   try {
     sharpen(e);
     const rng = new Rng(21);
@@ -441,7 +428,7 @@ test("engine parity, tfjs vs native: logits, computeLogprobs, a forwardBackward'
 test("engine in a worker thread on native: the addon loads there and agrees with the in-process engine", native, async () => {
   const rng = new Rng(4);
   const seqs = [Array.from({ length: 30 }, () => 3 + rng.int(200))];
-  const w = await LocalEngine.load(base, { workers: 1, backend: "native" });
+  const w = await LocalEngine.load(fx.base, { workers: 1, backend: "native" });
   let remote: (number | null)[][];
   try {
     assert.equal((await w.stats()).backend, "native");
@@ -449,7 +436,7 @@ test("engine in a worker thread on native: the addon loads there and agrees with
   } finally {
     await w.dispose();
   }
-  const local = await LocalEngine.load(base, { workers: 0, backend: "tfjs" });
+  const local = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs" });
   try {
     const here = await local.computeLogprobs(seqs);
     const d = diff(remote[0].slice(1) as number[], here[0].slice(1) as number[]);
@@ -460,13 +447,13 @@ test("engine in a worker thread on native: the addon loads there and agrees with
 });
 
 test("one thread runs one backend: a second engine on the other backend is an error until the first is disposed", native, async () => {
-  const a = await LocalEngine.load(base, { workers: 0, backend: "native" });
+  const a = await LocalEngine.load(fx.base, { workers: 0, backend: "native" });
   try {
-    await assert.rejects(() => LocalEngine.load(base, { workers: 0, backend: "tfjs" }), (e: unknown) => e instanceof InputError && /already loaded in this thread/.test((e as Error).message));
+    await assert.rejects(() => LocalEngine.load(fx.base, { workers: 0, backend: "tfjs" }), (e: unknown) => e instanceof InputError && /already loaded in this thread/.test((e as Error).message));
   } finally {
     await a.dispose();
   }
-  const b = await LocalEngine.load(base, { workers: 0, backend: "tfjs" });
+  const b = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs" });
   assert.equal(b.backend, "tfjs");
   await b.dispose();
 });
@@ -486,10 +473,10 @@ async function withoutAddon<T>(fn: () => Promise<T>): Promise<T> {
 test("without the addon: native is an error naming the reason, auto falls back and says why, the CLI prints one line once", async () => {
   await withoutAddon(async () => {
     await assert.rejects(
-      () => LocalEngine.load(base, { workers: 0, backend: "native" }),
+      () => LocalEngine.load(fx.base, { workers: 0, backend: "native" }),
       (e: unknown) => e instanceof InputError && /native backend is unavailable: disabled by AGENT_R1_NATIVE_DISABLE/.test((e as Error).message),
     );
-    const e = await LocalEngine.load(base, { workers: 0, backend: "auto" });
+    const e = await LocalEngine.load(fx.base, { workers: 0, backend: "auto" });
     try {
       assert.equal(e.backend, "tfjs");
       const stats = await e.stats();
@@ -499,19 +486,19 @@ test("without the addon: native is an error naming the reason, auto falls back a
       await e.dispose();
     }
 
-    const input = path.join(root, "score.jsonl");
+    const input = path.join(fx.root, "score.jsonl");
     fs.writeFileSync(input, JSON.stringify({ tokens: [5, 6, 7, 8] }) + "\n");
     const first = captureIO();
-    assert.equal(await runCli(["score", "--model", base, "--input", input], first), 0, first.stderr.join("\n"));
+    assert.equal(await runCli(["score", "--model", fx.base, "--input", input], first), 0, first.stderr.join("\n"));
     assert.equal(first.stderr.length, 1, first.stderr.join("\n"));
     assert.match(first.stderr[0], /^agent-r1: native backend unavailable \(disabled by AGENT_R1_NATIVE_DISABLE\); using tfjs$/);
     assert.equal(first.stdout.length, 1);
     const second = captureIO();
-    assert.equal(await runCli(["score", "--model", base, "--input", input, "--backend", "auto"], second), 0);
+    assert.equal(await runCli(["score", "--model", fx.base, "--input", input, "--backend", "auto"], second), 0);
     assert.deepEqual(second.stderr, [], "the fallback line prints once per process");
 
     const forced = captureIO();
-    assert.equal(await runCli(["score", "--model", base, "--input", input, "--backend", "native"], forced), 1);
+    assert.equal(await runCli(["score", "--model", fx.base, "--input", input, "--backend", "native"], forced), 1);
     assert.equal(forced.stderr.length, 1);
     assert.match(forced.stderr[0], /^error: the native backend is unavailable: disabled by AGENT_R1_NATIVE_DISABLE/);
   });
@@ -519,17 +506,17 @@ test("without the addon: native is an error naming the reason, auto falls back a
 
 test("backend choice: bad values name the allowed ones; env AGENT_R1_BACKEND is the default; engine.backend in the config", async () => {
   const io = captureIO();
-  assert.equal(await runCli(["score", "--model", base, "--input", "x.jsonl", "--backend", "gpu"], io), 1);
+  assert.equal(await runCli(["score", "--model", fx.base, "--input", "x.jsonl", "--backend", "gpu"], io), 1);
   assert.match(io.stderr.join("\n"), /score: --backend: unknown backend 'gpu'; choose one of: auto, native, tfjs/);
 
   const before = process.env.AGENT_R1_BACKEND;
   process.env.AGENT_R1_BACKEND = "tfjs";
   try {
-    const e = await LocalEngine.load(base, { workers: 0 });
+    const e = await LocalEngine.load(fx.base, { workers: 0 });
     assert.equal(e.backend, "tfjs");
     await e.dispose();
     process.env.AGENT_R1_BACKEND = "cuda";
-    await assert.rejects(() => LocalEngine.load(base, { workers: 0 }), /AGENT_R1_BACKEND: unknown backend 'cuda'/);
+    await assert.rejects(() => LocalEngine.load(fx.base, { workers: 0 }), /AGENT_R1_BACKEND: unknown backend 'cuda'/);
   } finally {
     if (before === undefined) delete process.env.AGENT_R1_BACKEND;
     else process.env.AGENT_R1_BACKEND = before;

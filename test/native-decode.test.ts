@@ -3,32 +3,16 @@
  * cache, single rows and a padded batch of rows at different positions, against each other and
  * against the uncached forward pass.
  */
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
-import { initModel } from "../src/model/init-model.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import type { BackendName } from "../src/engine/local/native.js";
 import { disposeCache, type KVCache } from "../src/model/transformer.js";
-import { initBackend, tf } from "../src/engine/local/tf-backend.js";
+import { tf } from "../src/engine/local/tf-backend.js";
 import { Rng } from "../src/util/rng.js";
-import { tempDir } from "./helpers.js";
-import { assertClose, native } from "./native-helpers.js";
+import { assertClose, native, tinyModelFixture } from "./native-helpers.js";
 
-let root: string;
-let base: string;
-
-before(async () => {
-  await initBackend();
-  root = tempDir("agent-r1-decode-");
-  base = path.join(root, "tiny");
-  await initModel({ preset: "tiny", out: base, seed: 3 });
-});
-
-after(() => {
-  fs.rmSync(root, { recursive: true, force: true });
-});
+const fx = tinyModelFixture("agent-r1-decode-", 3);
 
 interface Decoded {
   /** Logits (V) of every position of the sequence from the uncached pass. */
@@ -46,7 +30,7 @@ const rows = (t: tf.Tensor): Float32Array[] => {
 };
 
 async function decode(backend: BackendName, seq: number[], prefill: number): Promise<Decoded> {
-  const e = await LocalEngine.load(base, { workers: 0, backend });
+  const e = await LocalEngine.load(fx.base, { workers: 0, backend });
   try {
     const m = e.model;
     const logitsOf = (hidden: tf.Tensor3D) => m.inferenceLogits(hidden.reshape([-1, hidden.shape[2]]) as tf.Tensor2D);

@@ -1,7 +1,12 @@
 /** Shared by the native-backend test files: comparisons and the fused-vs-composition harness. */
+import { before, after } from "node:test";
 import assert from "node:assert/strict";
-import { fusedOpsActive, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
+import fs from "node:fs";
+import path from "node:path";
+import { initModel } from "../src/model/init-model.js";
+import { fusedOpsActive, initBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
 import { Rng } from "../src/util/rng.js";
+import { tempDir } from "./helpers.js";
 
 export const nativeDisabled = Boolean(process.env.AGENT_R1_NATIVE_DISABLE) && process.env.AGENT_R1_NATIVE_DISABLE !== "0";
 /** Test options: run unless AGENT_R1_NATIVE_DISABLE is set. */
@@ -60,4 +65,22 @@ export function fusedVsReference(f: (...xs: tf.Tensor[]) => tf.Tensor, xs: tf.Te
 export async function kernelsRun(f: () => tf.Tensor): Promise<Set<string>> {
   const prof = await tf.profile(() => f());
   return new Set(prof.kernelNames);
+}
+
+/**
+ * Registers hooks that start the backend and write a tiny model into a fresh temp dir (removed
+ * after the file's tests); `root` and `base` (the model dir) are filled in by `before`.
+ */
+export function tinyModelFixture(prefix: string, seed: number): { root: string; base: string } {
+  const fx = { root: "", base: "" };
+  before(async () => {
+    await initBackend();
+    fx.root = tempDir(prefix);
+    fx.base = path.join(fx.root, "tiny");
+    await initModel({ preset: "tiny", out: fx.base, seed });
+  });
+  after(() => {
+    fs.rmSync(fx.root, { recursive: true, force: true });
+  });
+  return fx;
 }

@@ -3,33 +3,17 @@
  * log-probabilities with entropy and their gradient, AdamW, the squared gradient norm, against
  * the TF.js compositions they replace; and ten optimizer steps of a whole engine on both backends.
  */
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
-import { initModel } from "../src/model/init-model.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { loadNative, type BackendName } from "../src/engine/local/native.js";
-import { fusedOpsActive, initBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
+import { fusedOpsActive, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
 import { adamwUpdate, addInPlace, squaredNorm, sumFlat, tokenLogprobs, TRAIN_KERNELS, type AdamWStep } from "../src/engine/local/train-ops.js";
 import { Rng } from "../src/util/rng.js";
 import type { Datum } from "../src/engine/types.js";
-import { tempDir } from "./helpers.js";
-import { assertClose, diff, fusedVsReference, kernelsRun, native, normal } from "./native-helpers.js";
+import { assertClose, diff, fusedVsReference, kernelsRun, native, normal, tinyModelFixture } from "./native-helpers.js";
 
-let root: string;
-let base: string;
-
-before(async () => {
-  await initBackend();
-  root = tempDir("agent-r1-train-ops-");
-  base = path.join(root, "tiny");
-  await initModel({ preset: "tiny", out: base, seed: 0 });
-});
-
-after(() => {
-  fs.rmSync(root, { recursive: true, force: true });
-});
+const fx = tinyModelFixture("agent-r1-train-ops-", 0);
 
 /** Runs f on the native backend with the fused kernels on. */
 function onNative<T>(f: () => T): T {
@@ -194,7 +178,7 @@ test("train ops: no tensor leaks through tokenLogprobs' gradient and adamwUpdate
 
 /** Ten forwardBackward + optimStep rounds (PPO loss, clipping, weight decay) on one backend: the final weights. */
 async function tenSteps(backend: BackendName): Promise<{ weights: Float32Array; kernels: Set<string> }> {
-  const e = await LocalEngine.load(base, { workers: 0, backend });
+  const e = await LocalEngine.load(fx.base, { workers: 0, backend });
   try {
     const V = e.config.vocabSize, rng = new Rng(5);
     const seqs = [0, 1, 2, 3].map((i) => Array.from({ length: 18 + 5 * i }, () => 3 + rng.int(V - 3)));

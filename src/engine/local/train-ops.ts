@@ -10,7 +10,7 @@
  * As in ./fused-ops.ts, each runs its kernel when `fusedOpsActive()`, else the TF.js
  * composition it replaces, which stays the reference the tests compare against.
  */
-import { fusedOpsActive, tf, type TensorInfo, type WasmBackend } from "./tf-backend.js";
+import { fusedOpsActive, heapView, tf, type TensorInfo, type WasmBackend } from "./tf-backend.js";
 import { addon, lastDim, registerWasmKernels, requireFloat32, runKernel, sizeOf, withOutputs, type Args } from "./fused-ops.js";
 
 export const TRAIN_KERNELS = {
@@ -79,9 +79,8 @@ export function adamwUpdate(w: tf.Tensor, g0: tf.Tensor, m: tf.Tensor, v: tf.Ten
 /** Σ over tensors of Σ t² (the squared global norm): in double natively, else TF.js's float32 sums. */
 export function squaredNorm(ts: tf.Tensor[]): number {
   if (fusedOpsActive() && ts.every((t) => t.dtype === "float32")) {
-    const backend = tf.backend() as unknown as WasmBackend;
     let s = 0;
-    for (const t of ts) s += addon().sumSquares(backend.typedArrayFromHeap({ dataId: t.dataId, shape: t.shape, dtype: t.dtype }) as Float32Array);
+    for (const t of ts) s += addon().sumSquares(heapView(t));
     return s;
   }
   const sq = tf.tidy(() => tf.addN(ts.map((g) => g.square().sum())));
@@ -108,10 +107,9 @@ export function sumFlat(sources: Float32Array[], offset: number, shape: number[]
  */
 export function addInPlace(target: tf.Tensor, src: tf.Tensor): boolean {
   if (!fusedOpsActive() || target.dtype !== "float32" || src.dtype !== "float32" || target.size !== src.size) return false;
-  const backend = tf.backend() as unknown as WasmBackend & { refCount(dataId: object): number };
+  const backend = tf.backend() as unknown as { refCount(dataId: object): number };
   if (backend.refCount(target.dataId) !== 1) return false;
-  const view = (t: tf.Tensor) => backend.typedArrayFromHeap({ dataId: t.dataId, shape: t.shape, dtype: t.dtype }) as Float32Array;
-  addon().addInto(view(target), view(src), 0);
+  addon().addInto(heapView(target), heapView(src), 0);
   return true;
 }
 
