@@ -9,7 +9,7 @@
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runCli } from "../src/cli/main.js";
 import { createCalcTask } from "../src/tasks/calc/task.js";
@@ -158,4 +158,50 @@ test("a tokenizer.json of an unsupported model kind: one line naming the file an
   const out = join(dir, "out-wordpiece");
   assert.equal(await fails(["train", "--config", recipe, "--out", out, `model.path=${wordPiece}`], { unchanged: [wordPiece], absent: [out] }), want(wordPiece, "WordPiece"));
   assert.equal(binFails(["tokenize", "--model", unigram, "--text", "hello"]), want(unigram, "Unigram"));
+});
+
+test("prototype keys in overrides, --option and recipes are refused at the parser; Object.prototype stays clean", async () => {
+  const out = join(dir, "out-proto");
+  for (const o of ["__proto__.polluted=1", "train.constructor.prototype.polluted=1", "train.prototype=1", "task.options={__proto__: {polluted: 1}}"]) {
+    assert.match(await fails(["train", "--config", recipe, "--out", out, o], { absent: [out] }), /the key '(__proto__|constructor|prototype)' is not allowed \(it would reach the object's prototype\)$/, o);
+  }
+  assert.match(await fails(["eval", "--model", model, "--task", "calc", "--option", "__proto__=1"]), /^error: eval: --option '__proto__=1': the key '__proto__' is not allowed/);
+  assert.match(await fails(["data", "--task", "calc", "--split", "test", "--out", join(dir, "p.jsonl"), "--option", "constructor=1"]), /--option 'constructor=1': the key 'constructor' is not allowed/);
+  const bad = join(dir, "proto.yaml");
+  writeFileSync(bad, "train:\n  __proto__:\n    polluted: 1\n");
+  assert.match(await fails(["train", "--config", bad, "--out", out], { absent: [out] }), /proto\.yaml: train\.__proto__: the key '__proto__' is not allowed/);
+  assert.equal(({} as Record<string, unknown>).polluted, undefined);
+  assert.equal(Object.prototype.hasOwnProperty.call(Object.prototype, "polluted"), false);
+});
+
+test("eval where every prompt is longer than the context window: exit 1 with the reason, not a table of 0 episodes", async () => {
+  const short = join(dir, "short-context");
+  cpSync(model, short, { recursive: true });
+  const cfg = JSON.parse(readFileSync(join(short, "config.json"), "utf8")) as Record<string, unknown>;
+  writeFileSync(join(short, "config.json"), JSON.stringify({ ...cfg, max_position_embeddings: 16 }));
+  const line = await fails(["eval", "--model", short, "--task", "calc", "--limit", "2"]);
+  assert.match(line, /^error: eval: all 2 episodes failed; first: row 1 \(synthetic\/calc #\d+\): env reset: the first observation is \d+ tokens, at or over maxTotalTokens 16 \(hint: the prompt does not fit/);
+});
+
+test("a directory where a file belongs (or a file where a directory belongs): one line naming the path, never a bare EISDIR", async () => {
+  const asDir = (name: string, file: string) => {
+    const copy = join(dir, name);
+    cpSync(model, copy, { recursive: true });
+    rmSync(join(copy, file));
+    mkdirSync(join(copy, file));
+    return copy;
+  };
+  for (const file of ["config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"]) {
+    const m = asDir(`dir-${file}`, file);
+    assert.equal(await fails(["generate", "--model", m, "--prompt", "hi"], { unchanged: [m] }), `error: ${join(m, file)}: is a directory, not a file`);
+  }
+  const emptyDir = join(dir, "a-directory");
+  mkdirSync(emptyDir, { recursive: true });
+  assert.equal(await fails(["train", "--config", emptyDir, "--out", join(dir, "o")]), `error: ${emptyDir}: is a directory, not a file (hint: --config takes a YAML recipe file)`);
+  assert.equal(await fails(["eval", "--model", model, "--task", "calc", "--data", `${emptyDir}.jsonl`]), `error: ${emptyDir}.jsonl: file not found`);
+  mkdirSync(join(dir, "rows-dir.jsonl"), { recursive: true });
+  assert.equal(await fails(["eval", "--model", model, "--task", "calc", "--data", join(dir, "rows-dir.jsonl")]), `error: ${join(dir, "rows-dir.jsonl")}: is a directory, not a file`);
+  assert.match(await fails(["eval", "--model", recipe, "--task", "calc"]), /recipe\.yaml: is a file, not a model directory \(hint: give the directory that holds config\.json\)$/);
+  assert.equal(await fails(["train", "--resume", recipe]), `error: train: --resume ${recipe} is a file, not a run directory`);
+  assert.match(await fails(["init-model", "--out", join(recipe, "sub")]), /init-model: --out .*recipe\.yaml\/sub: .*recipe\.yaml is a file, not a directory$/);
 });

@@ -1,16 +1,11 @@
 /** JSON Lines: one JSON value per line; blank lines are ignored. Errors name the file and the line. */
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
 import { InputError } from "../util/errors.js";
+import { writeFileAtomic } from "../util/atomic-write.js";
+import { readTextInput } from "../util/read-file.js";
 import { BadRow, collectRows, messageOf, type ReadOptions, type ReadResult } from "./read-result.js";
 
 export function readTextFile(path: string): string {
-  try {
-    return readFileSync(path, "utf8");
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new InputError(`${path}: ${code === "ENOENT" ? "file not found" : `cannot read (${code ?? messageOf(err)})`}`);
-  }
+  return readTextInput(path, (words) => new InputError(`${path}: ${words}`));
 }
 
 /** Non-blank lines with their 1-based line numbers. */
@@ -51,6 +46,5 @@ export function writeJsonl(path: string, rows: readonly unknown[]): void {
     if (line === undefined) throw new InputError(`${path}: row ${i + 1}: ${typeof r} cannot be written as JSON`);
     return line;
   });
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(path, out.length ? `${out.join("\n")}\n` : "");
+  writeFileAtomic(path, out.length ? `${out.join("\n")}\n` : "");
 }

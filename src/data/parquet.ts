@@ -1,9 +1,9 @@
 /** TaskRows as Agent-R1 parquet (layout: parquet-layout.ts), read with hyparquet and written with hyparquet-writer. */
-import { mkdirSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from "hyparquet";
 import { parquetWriteBuffer } from "hyparquet-writer";
 import { InputError } from "../util/errors.js";
+import { writeFileAtomic } from "../util/atomic-write.js";
+import { fileProblem } from "../util/read-file.js";
 import type { TaskRow } from "../tasks/types.js";
 import { JSON_FIELDS_KEY, layoutRows, unlayoutRow } from "./parquet-layout.js";
 import { collectRows, messageOf, type ReadOptions, type ReadResult } from "./read-result.js";
@@ -24,13 +24,14 @@ export function writeTaskRowsParquet(path: string, rows: readonly TaskRow[]): vo
     if (err instanceof InputError) throw new InputError(`${path}: ${err.message}`, err.hint);
     throw err;
   }
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(path, new Uint8Array(buffer));
+  writeFileAtomic(path, new Uint8Array(buffer));
 }
 
 export async function readTaskRowsParquet(path: string, opts: ReadOptions = {}): Promise<ReadResult<TaskRow>> {
   let records: Record<string, unknown>[];
   let jsonFields: string[] = [];
+  const problem = fileProblem(path);
+  if (problem) throw new InputError(`${path}: ${problem}`);
   try {
     const file = await asyncBufferFromFile(path);
     const meta = await parquetMetadataAsync(file);

@@ -4,20 +4,22 @@
  * file is present and parses; writing goes to a temporary directory that is
  * renamed into place, so a failed write never leaves a half-written model.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseModelConfig, type ModelConfig } from "./config.js";
 import { loadModelWeights, saveModelWeights, type DType, type HostTensor } from "./safetensors.js";
 import { Tokenizer } from "./tokenizer.js";
 import { ModelFormatError } from "../util/errors.js";
+import { readTextInput } from "../util/read-file.js";
+import { writeDirectory } from "../util/atomic-write.js";
 
 /** Tokenizer-side files copied verbatim when a model is written back. */
 export const TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"];
 
 export function readJsonFile(path: string): unknown {
-  if (!existsSync(path)) throw new ModelFormatError(path, undefined, "file not found");
+  const text = readTextInput(path, (words) => new ModelFormatError(path, undefined, words));
   try {
-    return JSON.parse(readFileSync(path, "utf8"));
+    return JSON.parse(text);
   } catch (e) {
     throw new ModelFormatError(path, undefined, `invalid JSON: ${(e as Error).message}`);
   }
@@ -25,6 +27,7 @@ export function readJsonFile(path: string): unknown {
 
 export function readModelConfig(dir: string): ModelConfig {
   if (!existsSync(dir)) throw new ModelFormatError(dir, undefined, "model directory not found");
+  if (!statSync(dir).isDirectory()) throw new ModelFormatError(dir, undefined, "is a file, not a model directory", "give the directory that holds config.json");
   const file = join(dir, "config.json");
   return parseModelConfig(readJsonFile(file), file);
 }
@@ -60,12 +63,9 @@ export interface WriteModelOptions {
   extra?: (tmpDir: string) => void;
 }
 
-/** Writes a model directory atomically: everything goes to DIR.tmp-PID, then replaces DIR. */
+/** Writes a model directory through a temporary sibling (util/atomic-write.ts: atomic when DIR is new, replaces a non-empty DIR). */
 export function writeModelDir(dir: string, o: WriteModelOptions): void {
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp, { recursive: true });
-  try {
+  writeDirectory(dir, (tmp) => {
     const dtype = o.dtype ?? "F32";
     const torchDtype = { F32: "float32", BF16: "bfloat16", F16: "float16" }[dtype];
     writeFileSync(join(tmp, "config.json"), JSON.stringify({ ...o.config, torch_dtype: torchDtype }, null, 2) + "\n");
@@ -75,12 +75,5 @@ export function writeModelDir(dir: string, o: WriteModelOptions): void {
       if (existsSync(src)) copyFileSync(src, join(tmp, f));
     }
     o.extra?.(tmp);
-  } catch (e) {
-    rmSync(tmp, { recursive: true, force: true });
-    throw e;
-  }
-  const old = `${dir}.old-${process.pid}`;
-  if (existsSync(dir)) renameSync(dir, old);
-  renameSync(tmp, dir);
-  rmSync(old, { recursive: true, force: true });
+  });
 }

@@ -2,9 +2,10 @@
  * safetensors read/write: u64 LE header length N, N bytes of JSON header, then raw tensor data.
  * Tensors are always float32 in memory; F16/BF16 are converted at the file boundary.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelFormatError } from "../util/errors.js";
+import { readInput, readTextInput } from "../util/read-file.js";
 
 export type DType = "F32" | "F16" | "BF16";
 export interface HostTensor { shape: number[]; data: Float32Array }
@@ -169,8 +170,7 @@ export function serializeSafetensors(
 }
 
 export function readSafetensorsFile(path: string): SafetensorsFile {
-  if (!existsSync(path)) throw new ModelFormatError(path, undefined, "file not found");
-  return parseSafetensors(readFileSync(path), path);
+  return parseSafetensors(readInput(path, (words) => new ModelFormatError(path, undefined, words)), path);
 }
 
 function writeAtomic(path: string, bytes: Uint8Array | string): void {
@@ -191,9 +191,10 @@ export function loadModelWeights(dir: string): Map<string, LoadedTensor> {
   if (!existsSync(indexPath)) {
     throw new ModelFormatError(dir, undefined, `no ${SINGLE_FILE} or ${INDEX_FILE} found`, "is this a Hugging Face model directory?");
   }
+  const text = readTextInput(indexPath, (words) => new ModelFormatError(indexPath, undefined, words));
   let index: unknown;
   try {
-    index = JSON.parse(readFileSync(indexPath, "utf8"));
+    index = JSON.parse(text);
   } catch (e) {
     throw new ModelFormatError(indexPath, undefined, `not valid JSON: ${(e as Error).message}`);
   }

@@ -2,7 +2,8 @@
  * Hugging Face `tokenizer.json` loader (byte-level BPE only), wrapping
  * @huggingface/tokenizers with the config lookups the trainer needs.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
+import { readTextInput } from "../util/read-file.js";
 import { join } from "node:path";
 import { Tokenizer as HFTokenizer } from "@huggingface/tokenizers";
 import { ModelFormatError } from "../util/errors.js";
@@ -35,13 +36,7 @@ function isObject(v: unknown): v is JsonObject {
 }
 
 function readJsonFile(path: string): JsonObject {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new ModelFormatError(path, undefined, code === "ENOENT" ? "file not found" : `cannot read file (${code ?? String(err)})`);
-  }
+  const text = readTextInput(path, (words) => new ModelFormatError(path, undefined, words));
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -138,7 +133,7 @@ export class Tokenizer {
     const configPath = join(dir, "tokenizer_config.json");
     const config = existsSync(configPath) ? readJsonFile(configPath) : {};
     const jinjaPath = join(dir, "chat_template.jinja");
-    const template = existsSync(jinjaPath) ? readFileSync(jinjaPath, "utf8") : undefined;
+    const template = existsSync(jinjaPath) ? readTextInput(jinjaPath, (words) => new ModelFormatError(jinjaPath, undefined, words)) : undefined;
     return new Tokenizer(json, config, join(dir, "tokenizer.json"), configPath, template);
   }
 

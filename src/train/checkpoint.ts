@@ -8,21 +8,27 @@
  * never touched before the new one is complete.
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import { z } from "zod";
 import { AgentR1Error } from "../util/errors.js";
 
 export const MANIFEST = "manifest.json";
 export const STATE = "state.json";
 
-function listFiles(dir: string): string[] {
-  const out: string[] = [];
+/**
+ * Every entry under `dir`, relative, with '/' separators: regular files in `files`, anything that
+ * is neither a file nor a directory (a symlink, a FIFO, a socket) in `other`. Never follows a link.
+ */
+function walk(dir: string, prefix = "", acc: { files: string[]; other: string[] } = { files: [], other: [] }): { files: string[]; other: string[] } {
   for (const name of readdirSync(dir).sort()) {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) out.push(...listFiles(p));
-    else out.push(p);
+    const rel = prefix ? `${prefix}/${name}` : name;
+    const st = lstatSync(join(dir, name));
+    if (st.isDirectory()) walk(join(dir, name), rel, acc);
+    else if (st.isFile()) acc.files.push(rel);
+    else acc.other.push(rel);
   }
-  return out;
+  return acc;
 }
 
 function sha256(file: string): string {
@@ -76,14 +82,16 @@ export async function writeCheckpoint<S extends object>(runDir: string, step: nu
     mkdirSync(tmp);
     await fill(tmp);
     writeFileSync(join(tmp, STATE), JSON.stringify(state, null, 2) + "\n");
-    const files = Object.fromEntries(listFiles(tmp).map((f) => [relative(tmp, f), sha256(f)]));
+    const files = Object.fromEntries(walk(tmp).files.map((rel) => [rel, sha256(join(tmp, rel))]));
     writeFileSync(join(tmp, MANIFEST), JSON.stringify({ step, files }, null, 2) + "\n");
     rmSync(final, { recursive: true, force: true });
     renameSync(tmp, final);
   } catch (e) {
     throw failed(e);
   }
-  for (const old of listCheckpoints(runDir).slice(keep)) rmSync(join(root, `step-${old}`), { recursive: true, force: true });
+  // Only older steps are pruned: a newer step-M (one that failed verification when this run resumed) is left for its own write to replace.
+  const older = listCheckpoints(runDir).filter((s) => s < step);
+  for (const old of older.slice(Math.max(0, keep - 1))) rmSync(join(root, `step-${old}`), { recursive: true, force: true });
   return final;
 }
 
@@ -96,24 +104,58 @@ export function removeUnfinishedCheckpoints(runDir: string): string[] {
   return stale;
 }
 
-/** Why a checkpoint directory fails verification, or undefined when every file matches its checksum. */
+const manifestSchema = z.object({
+  step: z.number().int().nonnegative(),
+  files: z.record(z.string(), z.string().regex(/^[0-9a-f]{64}$/, "expected a SHA-256 hex digest")),
+});
+
+/** A listed path is usable only when it is relative, normalized, and stays inside the checkpoint. */
+function badPath(rel: string): string | undefined {
+  const parts = rel.split("/");
+  if (rel === "" || rel.startsWith("/") || rel.includes("\\") || parts.some((p) => p === "" || p === "." || p === "..")) return `lists '${rel}', which is not a plain relative path inside the checkpoint`;
+  return undefined;
+}
+
+/**
+ * Why a checkpoint directory fails verification, or undefined when it is sound: the manifest
+ * parses, names exactly the regular files of the checkpoint (relative paths inside it, state.json
+ * among them), every one matches its checksum, and there is nothing else (no unlisted file, no
+ * symlink, FIFO or socket). Files are only opened once they are known to be regular files.
+ */
 export function verifyCheckpoint(dir: string): string | undefined {
   const manifestPath = join(dir, MANIFEST);
-  if (!existsSync(manifestPath)) return "no manifest (the write did not finish)";
-  let files: unknown;
+  const mst = lstatSync(manifestPath, { throwIfNoEntry: false });
+  if (!mst) return "no manifest (the write did not finish)";
+  if (!mst.isFile()) return `${MANIFEST} is not a regular file`;
+  let raw: unknown;
   try {
-    files = JSON.parse(readFileSync(manifestPath, "utf8")).files;
+    raw = JSON.parse(readFileSync(manifestPath, "utf8"));
   } catch {
     return `${MANIFEST} is not valid JSON`;
   }
-  if (typeof files !== "object" || files === null || Array.isArray(files)) return `${MANIFEST} has no 'files' checksums`;
-  const sums = files as Record<string, unknown>;
-  if (!Object.hasOwn(sums, STATE)) return `${MANIFEST} does not list ${STATE}`;
-  for (const [rel, sum] of Object.entries(sums)) {
-    const p = join(dir, rel);
-    if (!existsSync(p)) return `${rel} is missing`;
-    if (sha256(p) !== sum) return `${rel} does not match its checksum`;
+  const parsed = manifestSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return `${MANIFEST}: ${issue.path.map(String).join(".") || "(top)"}: ${issue.message}`;
   }
+  const named = /^step-(\d+)$/.exec(basename(dir));
+  if (named && Number(named[1]) !== parsed.data.step) return `${MANIFEST} is for step ${parsed.data.step}, not ${named[1]}`;
+  const sums = parsed.data.files;
+  const listed = Object.keys(sums);
+  if (!Object.hasOwn(sums, STATE)) return `${MANIFEST} does not list ${STATE}`;
+  for (const rel of listed) {
+    const bad = badPath(rel);
+    if (bad) return `${MANIFEST} ${bad}`;
+  }
+  const found = walk(dir);
+  if (found.other.length > 0) return `${found.other[0]} is not a regular file (a link, FIFO or device)`;
+  const onDisk = new Set(found.files.filter((f) => f !== MANIFEST));
+  for (const rel of listed) {
+    if (!onDisk.has(rel)) return lstatSync(join(dir, rel), { throwIfNoEntry: false }) ? `${rel} is not a regular file` : `${rel} is missing`;
+  }
+  const unlisted = [...onDisk].find((f) => !Object.hasOwn(sums, f));
+  if (unlisted) return `${unlisted} is in the checkpoint but not in ${MANIFEST}`;
+  for (const rel of listed) if (sha256(join(dir, rel)) !== sums[rel]) return `${rel} does not match its checksum`;
   return undefined;
 }
 
@@ -125,22 +167,40 @@ export interface FoundCheckpoint<S> {
   skipped: { step: number; reason: string }[];
 }
 
+/** Checks a checkpoint's state.json against what it must hold; returns the state, or why it is unusable. */
+export type StateParser<S> = (raw: unknown, step: number) => { state: S } | { error: string };
+
+/** Accepts any JSON object (for tests and tools that do not know the state's shape). */
+const anyObject = <S>(raw: unknown): { state: S } | { error: string } =>
+  raw !== null && typeof raw === "object" && !Array.isArray(raw) ? { state: raw as S } : { error: `${STATE} is not a JSON object` };
+
 /** The newest checkpoint that verifies, or undefined when there is none. */
-export function latestCheckpoint<S>(runDir: string): FoundCheckpoint<S> | undefined {
-  return scanCheckpoints<S>(runDir).found;
+export function latestCheckpoint<S>(runDir: string, parseState: StateParser<S> = anyObject): FoundCheckpoint<S> | undefined {
+  return scanCheckpoints<S>(runDir, parseState).found;
 }
 
-/** The newest checkpoint that verifies (if any), and the newer ones that did not, with the reason. */
-export function scanCheckpoints<S>(runDir: string): { found?: FoundCheckpoint<S>; skipped: { step: number; reason: string }[] } {
+/** The newest checkpoint that verifies and whose state parses (if any), and the newer ones that did not, with the reason. */
+export function scanCheckpoints<S>(runDir: string, parseState: StateParser<S> = anyObject): { found?: FoundCheckpoint<S>; skipped: { step: number; reason: string }[] } {
   const skipped: { step: number; reason: string }[] = [];
   for (const step of listCheckpoints(runDir)) {
     const dir = join(checkpointsDir(runDir), `step-${step}`);
-    const bad = verifyCheckpoint(dir);
-    if (bad) {
-      skipped.push({ step, reason: bad });
+    const reason = verifyCheckpoint(dir) ?? stateProblem(dir, step, parseState);
+    if (typeof reason === "string") {
+      skipped.push({ step, reason });
       continue;
     }
-    return { found: { dir, step, state: JSON.parse(readFileSync(join(dir, STATE), "utf8")) as S, skipped }, skipped };
+    return { found: { dir, step, state: reason.state, skipped }, skipped };
   }
   return { skipped };
+}
+
+function stateProblem<S>(dir: string, step: number, parseState: StateParser<S>): string | { state: S } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(join(dir, STATE), "utf8"));
+  } catch {
+    return `${STATE} is not valid JSON`;
+  }
+  const res = parseState(raw, step);
+  return "error" in res ? res.error : res;
 }

@@ -7,6 +7,7 @@ import type { Trajectory } from "../agent/trajectory.js";
 import type { Engine } from "../engine/types.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import type { EpisodeScore, Task, TaskRow } from "../tasks/types.js";
+import { AgentR1Error } from "../util/errors.js";
 
 export interface EpisodeSummary {
   episodes: number;
@@ -63,4 +64,29 @@ export async function playRows(engine: Engine, tokenizer: Tokenizer, task: Task,
   });
   const scores = result.trajectories.map((t) => task.score(t, rows[t.rowIndex], tokenizer));
   return { result, scores, summary: summarizeEpisodes(result.trajectories, scores, result.metrics.failed) };
+}
+
+/** Where and why an episode failed, for one log line: `row 2 of the batch (calc #7): env reset: ...`. */
+export function describeFailure(rows: TaskRow[], t: Trajectory, rowsLabel?: string): string {
+  const row = rows[t.rowIndex];
+  const stage = `env ${t.error?.stage ?? "?"}:`, message = t.error?.message ?? "unknown error";
+  return `row ${t.rowIndex + 1}${rowsLabel ? ` ${rowsLabel}` : ""} (${row?.data_source ?? "?"} #${row?.extra_info?.index ?? "?"}): ${message.startsWith(stage) ? message : `${stage} ${message}`}`;
+}
+
+/**
+ * Played rows where every episode failed: an error naming the first failure, since a summary of
+ * nothing would read as a score of 0. Otherwise a note about the failed ones (or undefined).
+ */
+export function checkPlayed(what: string, rows: TaskRow[], result: RolloutResult): string | undefined {
+  const failed = result.failed.length, total = failed + result.trajectories.length;
+  if (failed === 0) return undefined;
+  const first = describeFailure(rows, result.failed[0]);
+  if (result.trajectories.length === 0) {
+    const tooLong = /maxTotalTokens/.test(result.failed[0].error?.message ?? "");
+    throw new AgentR1Error(
+      `${what}: all ${total} episodes failed; first: ${first}`,
+      tooLong ? "the prompt does not fit the episode's token limit: raise it if the model's max_position_embeddings allows, or shorten the prompts" : "fix the task's environment",
+    );
+  }
+  return `${what}: ${failed} of ${total} episodes failed and are not in the summary; first: ${first}`;
 }

@@ -2,11 +2,13 @@
  * Reading a recipe: YAML file, then `key.path=value` overrides, then the
  * schema. Errors name the key and what is allowed, in one line.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { configSchema, type TrainConfig } from "./config.js";
 import { InputError } from "../util/errors.js";
+import { checkKey, findForbiddenKey } from "../util/safe-keys.js";
+import { readTextInput } from "../util/read-file.js";
 
 type Json = Record<string, unknown>;
 
@@ -16,6 +18,7 @@ export function applyOverride(obj: Json, override: string): void {
   if (eq <= 0) throw new InputError(`override '${override}' must look like key.path=value`);
   const path = override.slice(0, eq).split(".");
   if (path.some((p) => p === "")) throw new InputError(`override '${override}': empty key in '${override.slice(0, eq)}'`);
+  for (const key of path) checkKey(key, `override '${override}'`);
   const raw = override.slice(eq + 1);
   let value: unknown;
   try {
@@ -23,9 +26,11 @@ export function applyOverride(obj: Json, override: string): void {
   } catch {
     value = raw;
   }
+  const nested = findForbiddenKey(value);
+  if (nested) checkKey(nested.split(".").pop()!, `override '${override}'`);
   let cur: Json = obj;
   for (const key of path.slice(0, -1)) {
-    const next = cur[key];
+    const next = Object.hasOwn(cur, key) ? cur[key] : undefined;
     if (next === undefined || next === null) cur[key] = {};
     else if (typeof next !== "object" || Array.isArray(next)) throw new InputError(`override '${override}': '${key}' is not a section`);
     cur = cur[key] as Json;
@@ -81,12 +86,15 @@ export function loadConfig(file: string | undefined, overrides: string[] = []): 
   let raw: Json = {};
   if (file) {
     if (!existsSync(file)) throw new InputError(`${file}: recipe not found`);
+    const text = readTextInput(file, (words) => new InputError(`${file}: ${words}`, "--config takes a YAML recipe file"));
     try {
-      raw = (parseYaml(readFileSync(file, "utf8")) ?? {}) as Json;
+      raw = (parseYaml(text) ?? {}) as Json;
     } catch (e) {
       throw new InputError(`${file}: not valid YAML (${(e as Error).message.split("\n")[0]})`);
     }
     if (typeof raw !== "object" || Array.isArray(raw)) throw new InputError(`${file}: the recipe must be a mapping of sections`);
+    const bad = findForbiddenKey(raw);
+    if (bad) throw new InputError(`${file}: ${bad}: the key '${bad.split(".").pop()}' is not allowed (it would reach the object's prototype)`);
   }
   for (const o of overrides) applyOverride(raw, o);
   return parseConfig(raw, file ?? "config");

@@ -7,7 +7,7 @@
  * special and added tokens, end-of-turn token and default chat template, so a
  * model made with it loads like any other.
  */
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { renderMessages, chatSetup } from "../agent/chat-setup.js";
 import { PRETOKENIZE_REGEX, trainByteLevelBpe, WORD_SPLIT_REGEX } from "../model/bpe-trainer.js";
@@ -15,6 +15,7 @@ import { defaultTokenizerDir } from "../model/default-tokenizer.js";
 import { COMPACT_CHAT_TEMPLATE } from "../model/chat-template.js";
 import { Tokenizer } from "../model/tokenizer.js";
 import type { Task } from "../tasks/types.js";
+import { writeDirectory } from "../util/atomic-write.js";
 import { InputError } from "../util/errors.js";
 
 export interface TaskTokenizerOptions {
@@ -82,9 +83,10 @@ export async function buildTaskTokenizer(tasks: Task | Task[], opts: TaskTokeniz
   for (const t of json.added_tokens) {
     decoder[String(t.id)] = { content: t.content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: t.special };
   }
-  mkdirSync(opts.out, { recursive: true });
-  writeFileSync(join(opts.out, "tokenizer.json"), JSON.stringify(json, null, 2) + "\n");
-  writeFileSync(join(opts.out, "tokenizer_config.json"), JSON.stringify({ ...config, chat_template: TASK_CHAT_TEMPLATE, added_tokens_decoder: decoder }, null, 2) + "\n");
+  writeDirectory(opts.out, (tmp) => {
+    writeFileSync(join(tmp, "tokenizer.json"), JSON.stringify(json, null, 2) + "\n");
+    writeFileSync(join(tmp, "tokenizer_config.json"), JSON.stringify({ ...config, chat_template: TASK_CHAT_TEMPLATE, added_tokens_decoder: decoder }, null, 2) + "\n");
+  });
   const tok = Tokenizer.fromDir(opts.out);
   return { dir: opts.out, vocabSize: tok.vocabSize };
 }

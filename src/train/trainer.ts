@@ -13,18 +13,22 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
+import { z } from "zod";
 import { LocalEngine } from "../engine/local/local-engine.js";
 import type { LocalCritic } from "../engine/local/critic.js";
 import { advantageEstimator } from "../rl/advantages/index.js";
 import { decodeTrajectory } from "../agent/trajectory-view.js";
 import { initModel } from "../model/init-model.js";
+import { readModelConfig } from "../model/model-dir.js";
+import { readTrainerStep } from "../engine/local/trainable-io.js";
 import type { Task, TaskRow } from "../tasks/types.js";
 import type { TrainConfig } from "./config.js";
 import { nextBatch, type DataCursor } from "./data-order.js";
-import { removeUnfinishedCheckpoints, scanCheckpoints, writeCheckpoint, type FoundCheckpoint } from "./checkpoint.js";
+import { removeUnfinishedCheckpoints, scanCheckpoints, writeCheckpoint, type FoundCheckpoint, type StateParser } from "./checkpoint.js";
 import { prepareBatch } from "./prepare-batch.js";
+import { checkNewRunDir, emptyRunDir } from "./run-dir.js";
 import { updateCritic, updatePolicy } from "./update.js";
-import { playRows, type EpisodeSummary } from "./evaluate.js";
+import { describeFailure, playRows, type EpisodeSummary } from "./evaluate.js";
 import { faultsFromEnv, type TrainFaults } from "./faults.js";
 import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
 import type { Trajectory } from "../agent/trajectory.js";
@@ -37,6 +41,38 @@ export interface TrainState {
   optimizerSteps: number;
 }
 
+const trainStateSchema = z.strictObject({
+  iteration: z.number().int().positive(),
+  cursor: z.strictObject({ epoch: z.number().int().nonnegative(), position: z.number().int().nonnegative() }),
+  optimizerSteps: z.number().int().nonnegative(),
+});
+
+/** A checkpoint's state.json, checked: the shape above, written at the iteration its directory names. */
+export const parseTrainState: StateParser<TrainState> = (raw, step) => {
+  const res = trainStateSchema.safeParse(raw);
+  if (!res.success) {
+    const issue = res.error.issues[0];
+    return { error: `state.json: ${issue.path.map(String).join(".") || "(top)"}: ${issue.message}` };
+  }
+  if (res.data.iteration !== step) return { error: `state.json: iteration ${res.data.iteration} is not the checkpoint's step ${step}` };
+  return { state: res.data };
+};
+
+/** The model directories of a checkpoint, read back as the engine will (config.json, trainer_state.json): why one is unusable, if it is. */
+function checkpointModelsProblem(dir: string): string | undefined {
+  for (const role of ["policy", "critic"]) {
+    const sub = join(dir, role);
+    if (role === "critic" && !existsSync(sub)) continue;
+    try {
+      readModelConfig(sub);
+      readTrainerStep(sub);
+    } catch (e) {
+      return e instanceof Error ? e.message.replace(`${dir}/`, "") : String(e);
+    }
+  }
+  return undefined;
+}
+
 export type IterationMetrics = Record<string, number>;
 
 export interface TrainOptions {
@@ -44,6 +80,10 @@ export interface TrainOptions {
   task: Task;
   /** Continue from the newest complete checkpoint in `out`. */
   resume?: boolean;
+  /** Start a new run even though `out` is not empty: what is there is deleted (never a directory the run reads, nor the working directory). */
+  force?: boolean;
+  /** The command, for messages about `out`. Default "train". */
+  command?: string;
   onIteration?: (m: IterationMetrics) => void;
   log?: (line: string) => void;
   /** Test-only fault injection (src/train/faults.ts). Default: what AGENT_R1_FAULT asks for, usually nothing. */
@@ -71,14 +111,26 @@ export class Trainer {
     const notes: string[] = [];
     let found: FoundCheckpoint<TrainState> | undefined;
     if (opts.resume) {
-      const scan = scanCheckpoints<TrainState>(out);
+      const scan = scanCheckpoints<TrainState>(out, (raw, step) => {
+        const res = parseTrainState(raw, step);
+        const models = "state" in res ? checkpointModelsProblem(join(out, "checkpoints", `step-${step}`)) : undefined;
+        return models ? { error: models } : res;
+      });
       const why = scan.skipped.map((s) => `${join(out, "checkpoints", `step-${s.step}`)}: ${s.reason}`);
       if (!scan.found) throw new InputError(`${out}: no complete checkpoint to resume from${why.length ? ` (${why.join("; ")})` : ""}`);
       found = scan.found;
       notes.push(...why.map((w) => `skipping checkpoint ${w}; resuming from step-${scan.found!.step}`));
-    } else if (existsSync(join(out, "metrics.jsonl"))) throw new InputError(`${out} already holds a run`, "use --resume to continue it, or pick a new --out");
+    }
+    const inputs = [
+      { label: "model", path: cfg.model.path },
+      { label: "tokenizer directory", path: cfg.model.tokenizer },
+      { label: "data file", path: cfg.data.train },
+      { label: "data file", path: cfg.data.val },
+    ];
+    const replace = !opts.resume && checkNewRunDir(out, { command: opts.command, force: opts.force, inputs });
     const rows = await readRows(cfg, opts.task, notes);
     const faults = opts.faults ?? faultsFromEnv();
+    if (replace) emptyRunDir(out);
     const base = await baseModel(cfg, out);
     const engineOpts = { workers: cfg.engine.workers, prefixCacheBytes: cfg.engine.prefixCacheMb * 2 ** 20, microBatchBytes: cfg.engine.microBatchMb * 2 ** 20, backend: cfg.engine.backend };
     const engine = await LocalEngine.load(found ? join(found.dir, "policy") : base, engineOpts);
@@ -183,9 +235,7 @@ export class Trainer {
    */
   private reportFailedEpisodes(it: number, rows: TaskRow[], ok: Trajectory[], failed: Trajectory[]): void {
     if (failed.length === 0) return;
-    const first = failed[0], row = rows[first.rowIndex];
-    const where = `row ${first.rowIndex + 1} of the batch (${row?.data_source ?? "?"} #${row?.extra_info?.index ?? "?"})`;
-    const what = `${where}: env ${first.error?.stage ?? "?"}: ${first.error?.message ?? "unknown error"}`;
+    const what = describeFailure(rows, failed[0], "of the batch");
     const total = failed.length + ok.length;
     if (ok.length === 0) {
       throw new AgentR1Error(`iteration ${it}: all ${total} episodes failed; first: ${what}`, "fix the task's environment, then continue with --resume (the run directory holds the last checkpoint)");

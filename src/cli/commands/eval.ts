@@ -1,7 +1,7 @@
 import { readTaskRowsFile, skippedRowsNote } from "../../data/index.js";
 import { LocalEngine } from "../../engine/local/local-engine.js";
 import type { TaskRow } from "../../tasks/types.js";
-import { playRows, type EpisodeSummary } from "../../train/evaluate.js";
+import { checkPlayed, playRows, type EpisodeSummary } from "../../train/evaluate.js";
 import { InputError } from "../../util/errors.js";
 import { optionalNumber, parseFlags, requireString } from "../args.js";
 import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
@@ -72,13 +72,15 @@ export const evalCommand: Command = {
     const engine = await LocalEngine.load(modelDir, { backend });
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
     try {
-      const { summary } = await playRows(engine, engine.tokenizer, task, rows, {
+      const { summary, result } = await playRows(engine, engine.tokenizer, task, rows, {
         greedy: true,
         maxTurns: optionalNumber("eval", flags, "max-turns") ?? EVAL_DEFAULTS.maxTurns,
         maxTokensPerTurn: optionalNumber("eval", flags, "max-tokens-per-turn") ?? EVAL_DEFAULTS.maxTokensPerTurn,
         maxTotalTokens: Math.min(EVAL_DEFAULTS.maxTotalTokens, engine.config.maxPositionEmbeddings),
         seed: optionalNumber("eval", flags, "seed") ?? 0,
       });
+      const failures = checkPlayed("eval", rows, result);
+      if (failures) io.err(failures);
       io.out(`eval: ${modelDir} on '${task.name}' ${split ? `${split} split` : String(flags.data)} (${rows.length} rows, greedy)`);
       for (const l of summaryTable([["model", summary]], task.name)) io.out(l);
       if (flags.json) io.out(summaryJson(summary));

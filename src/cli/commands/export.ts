@@ -6,6 +6,7 @@ import type { DType } from "../../model/safetensors.js";
 import { parseFlags, requireString } from "../args.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
+import { checkOutDir, FORCE_FLAG } from "../../util/out-path.js";
 
 const DTYPES: Record<string, DType> = { f32: "F32", bf16: "BF16", f16: "F16" };
 
@@ -24,13 +25,15 @@ export function policyDir(checkpoint: string): string {
 export const exportCommand: Command = {
   name: "export",
   summary: "write a checkpoint's policy as a Hugging Face model directory",
-  usage: "agent-r1 export --checkpoint RUN/checkpoints/step-N --out DIR [--dtype f32|bf16|f16]",
+  usage: "agent-r1 export --checkpoint RUN/checkpoints/step-N --out DIR [--dtype f32|bf16|f16] [--force]  (--out must be new or empty; --force replaces a non-empty one)",
   async run(argv, io) {
-    const { flags } = parseFlags("export", argv, { checkpoint: { type: "string" }, out: { type: "string" }, dtype: { type: "string", default: "f32" } });
+    const { flags } = parseFlags("export", argv, { checkpoint: { type: "string" }, out: { type: "string" }, dtype: { type: "string", default: "f32" }, ...FORCE_FLAG });
     const dtype = DTYPES[flags.dtype as string];
     if (!dtype) throw new InputError(`export: --dtype must be one of ${Object.keys(DTYPES).join(", ")}, got '${flags.dtype}'`);
-    const src = policyDir(requireString("export", flags, "checkpoint"));
+    const checkpoint = requireString("export", flags, "checkpoint");
     const out = requireString("export", flags, "out");
+    const src = policyDir(checkpoint);
+    checkOutDir(out, { command: "export", force: flags.force === true, inputs: [{ label: "checkpoint", path: checkpoint }] });
     const m = loadModelDir(src);
     writeModelDir(out, { config: m.config.raw, weights: m.weights, tokenizerFrom: src, dtype });
     io.out(`wrote ${out} (${flags.dtype}, from ${src})`);

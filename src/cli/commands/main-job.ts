@@ -11,12 +11,13 @@ import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { defaultTokenizerDir } from "../../model/default-tokenizer.js";
 import { getTask } from "../../tasks/index.js";
-import { playRows, type EpisodeSummary } from "../../train/evaluate.js";
+import { checkPlayed, playRows, type EpisodeSummary } from "../../train/evaluate.js";
 import { loadConfig } from "../../train/load-config.js";
 import { Trainer } from "../../train/trainer.js";
 import { InputError } from "../../util/errors.js";
 import { optionalNumber, parseFlags } from "../args.js";
 import type { Command, CommandIO } from "../command.js";
+import { FORCE_FLAG } from "../../util/out-path.js";
 import { Progress } from "../progress.js";
 import { summaryTable } from "./eval.js";
 import { BACKEND_FLAG, BACKEND_USAGE, announceBackend, parseBackendFlag } from "./backend-flag.js";
@@ -38,6 +39,8 @@ export interface MainJobOptions {
   overrides?: string[];
   /** Training stops starting new iterations after this many minutes (evaluations included). */
   budgetMinutes: number;
+  /** Start over in a non-empty `out` (see Trainer's `force`). */
+  force?: boolean;
   /** Progress bar stream; default stderr. */
   stream?: NodeJS.WriteStream;
 }
@@ -60,11 +63,15 @@ export async function runMainJob(o: MainJobOptions, io: CommandIO): Promise<Main
   const cfg = loadConfig(o.recipe, [`model.path=${o.base}`, ...(o.overrides ?? [])]);
   announceBackend(cfg.engine.backend, io);
   const task = getTask(cfg.task.name, cfg.task.options);
-  const trainer = await Trainer.open(cfg, { out: o.out, task, log: (l) => io.err(l) });
+  const trainer = await Trainer.open(cfg, { out: o.out, task, force: o.force, command: "main", log: (l) => io.err(l) });
   const testRows = task.rows("test");
   const r = cfg.rollout;
-  const evaluate = async () =>
-    (await playRows(trainer.policy, trainer.policy.tokenizer, task, testRows, { greedy: true, maxTurns: r.maxTurns, maxTokensPerTurn: r.maxTokensPerTurn, maxTotalTokens: r.maxTotalTokens, seed: 0 })).summary;
+  const evaluate = async () => {
+    const played = await playRows(trainer.policy, trainer.policy.tokenizer, task, testRows, { greedy: true, maxTurns: r.maxTurns, maxTokensPerTurn: r.maxTokensPerTurn, maxTotalTokens: r.maxTotalTokens, seed: 0 });
+    const failures = checkPlayed("main: evaluation", testRows, played.result);
+    if (failures) io.err(failures);
+    return played.summary;
+  };
   try {
     const algorithm = cfg.algorithm.estimator.toUpperCase();
     io.out(`main: ${algorithm} on '${task.name}' from ${o.base}, ${cfg.train.iterations} iterations x ${cfg.train.batchSize} questions x ${r.n} samples (budget ${o.budgetMinutes} min) → ${o.out}`);
@@ -111,9 +118,9 @@ const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 export const mainJobCommand: Command = {
   name: "main",
   summary: "the main job: GRPO on multi-hop search from the committed base; held-out exact match before and after",
-  usage: "agent-r1 main [--config RECIPE.yaml] [--base DIR] [--out RUN_DIR] [--budget-minutes M] " + BACKEND_USAGE + " [key.path=value ...]",
+  usage: "agent-r1 main [--config RECIPE.yaml] [--base DIR] [--out RUN_DIR] [--force] [--budget-minutes M] " + BACKEND_USAGE + " [key.path=value ...]",
   async run(argv, io) {
-    const { flags, positionals } = parseFlags("main", argv, { config: { type: "string" }, base: { type: "string" }, out: { type: "string" }, "budget-minutes": { type: "string" }, ...BACKEND_FLAG });
+    const { flags, positionals } = parseFlags("main", argv, { config: { type: "string" }, base: { type: "string" }, out: { type: "string" }, "budget-minutes": { type: "string" }, ...FORCE_FLAG, ...BACKEND_FLAG });
     const stray = positionals.find((p) => !p.includes("="));
     if (stray) throw new InputError(`main: unexpected argument '${stray}'`, "overrides look like key.path=value");
     const backend = parseBackendFlag("main", flags);
@@ -123,6 +130,7 @@ export const mainJobCommand: Command = {
       out: (flags.out as string | undefined) ?? `runs/main-${new Date().toISOString().replace(/[:.]/g, "-")}`,
       overrides: [...positionals, ...(backend ? [`engine.backend=${backend}`] : [])],
       budgetMinutes: optionalNumber("main", flags, "budget-minutes") ?? MAIN_JOB_DEFAULTS.budgetMinutes,
+      force: flags.force === true,
     }, io);
     for (const l of reportLines(res, "multihop")) io.out(l);
   },

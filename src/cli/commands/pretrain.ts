@@ -3,6 +3,7 @@ import { WARM_START_DEFAULTS, warmStart } from "../../train/warm-start.js";
 import { InputError } from "../../util/errors.js";
 import { optionalNumber, parseFlags } from "../args.js";
 import type { Command } from "../command.js";
+import { checkOutDir, FORCE_FLAG } from "../../util/out-path.js";
 import { Progress } from "../progress.js";
 import { TASK_FLAGS, taskFromFlags } from "./task-flags.js";
 import { WORLDS_FLAG, worldsFromFlags } from "./worlds-flag.js";
@@ -14,7 +15,7 @@ export const pretrainCommand: Command = {
   name: "pretrain",
   summary: "warm-start a base model: task tokenizer, fresh preset model, SFT on expert + careless demonstrations",
   usage:
-    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--init MODEL_DIR] [--copy-steps N] [--copy-lr X] [--copy-blend F] [--tokenizer DIR] [--vocab N] [--quality Q] [--worlds N] [--steps N] [--batch N] [--lr X] [--out DIR] [--seed N] [--option name=value ...] ${BACKEND_USAGE}` +
+    `agent-r1 pretrain --task multihop|calc [--preset tiny|small] [--init MODEL_DIR] [--copy-steps N] [--copy-lr X] [--copy-blend F] [--tokenizer DIR] [--vocab N] [--quality Q] [--worlds N] [--steps N] [--batch N] [--lr X] [--out DIR] [--force] [--seed N] [--option name=value ...] ${BACKEND_USAGE}` +
     `\n  defaults: --preset ${D.preset} --copy-steps ${D.copySteps} --copy-lr ${D.copyLr} --copy-blend ${D.copyBlend} --vocab ${D.vocabSize} --quality ${D.quality} --worlds ${D.worlds} --steps ${D.steps} --batch ${D.batchSize} --lr ${D.lr} --seed ${D.seed} --option train=${D.trainQuestions}`,
   async run(argv, io) {
     const { flags } = parseFlags("pretrain", argv, {
@@ -33,6 +34,7 @@ export const pretrainCommand: Command = {
       lr: { type: "string" },
       out: { type: "string" },
       seed: { type: "string" },
+      ...FORCE_FLAG,
       ...BACKEND_FLAG,
     });
     const task = taskFromFlags("pretrain", flags, { train: D.trainQuestions });
@@ -46,6 +48,8 @@ export const pretrainCommand: Command = {
     const { worlds, tasks: demoTasks } = worldsFromFlags("pretrain", flags, task, D.worlds);
     const steps = num("steps") ?? D.steps;
     const out = (flags.out as string | undefined) ?? `runs/base-${task.name}`;
+    // Checked now, not after the half hour of training that ends by writing it.
+    checkOutDir(out, { command: "pretrain", force: flags.force === true, inputs: [{ label: "--init model", path: flags.init as string | undefined }, { label: "tokenizer directory", path: flags.tokenizer as string | undefined }] });
     io.out(`pretrain: ${preset} model on '${task.name}' demonstrations (quality ${quality}, ${worlds} world${worlds === 1 ? "" : "s"}), ${steps} steps → ${out}`);
     const backend = backendFromFlags("pretrain", flags, io);
     const copyProgress = new Progress({ label: "copy", total: num("copy-steps") ?? D.copySteps });

@@ -1,4 +1,4 @@
-import { readFileSync, existsSync } from "node:fs";
+import { readTextInput } from "../../util/read-file.js";
 import { LocalEngine } from "../../engine/local/local-engine.js";
 import { parseFlags, requireString } from "../args.js";
 import { InputError } from "../../util/errors.js";
@@ -7,9 +7,8 @@ import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js
 
 /** Reads `{"tokens":[...]}` lines; errors name the file and the line. */
 export function readTokenLines(file: string): number[][] {
-  if (!existsSync(file)) throw new InputError(`${file}: file not found`);
   const rows: number[][] = [];
-  readFileSync(file, "utf8").split("\n").forEach((line, i) => {
+  readTextInput(file, (words) => new InputError(`${file}: ${words}`)).split("\n").forEach((line, i) => {
     if (line.trim() === "") return;
     let obj: unknown;
     try {

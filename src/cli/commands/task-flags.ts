@@ -2,6 +2,7 @@
 import { parse as parseYaml } from "yaml";
 import { getTask, TASKS, type Split, type Task } from "../../tasks/index.js";
 import { InputError } from "../../util/errors.js";
+import { checkKey, findForbiddenKey } from "../../util/safe-keys.js";
 import type { FlagSpec, Parsed } from "../args.js";
 
 export const SPLIT_NAMES: readonly Split[] = ["train", "val", "test"];
@@ -17,7 +18,12 @@ export function taskOptions(command: string, flags: Parsed["flags"]): Record<str
   for (const o of (flags.option as string[] | undefined) ?? []) {
     const eq = o.indexOf("=");
     if (eq <= 0) throw new InputError(`${command}: --option '${o}' must look like name=value`, "for example --option test=128");
-    out[o.slice(0, eq)] = parseYaml(o.slice(eq + 1)) as unknown;
+    const name = o.slice(0, eq);
+    checkKey(name, `${command}: --option '${o}'`);
+    const value = parseYaml(o.slice(eq + 1)) as unknown;
+    const nested = findForbiddenKey(value);
+    if (nested) checkKey(nested.split(".").pop()!, `${command}: --option '${o}'`);
+    out[name] = value;
   }
   return out;
 }

@@ -1,4 +1,5 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
+import { readTextInput } from "../../util/read-file.js";
 import { join } from "node:path";
 import { Tokenizer } from "../../model/tokenizer.js";
 import { renderChat } from "../../model/chat.js";
@@ -8,9 +9,9 @@ import { InputError, ModelFormatError } from "../../util/errors.js";
 import type { Command } from "../command.js";
 
 function readJson(file: string, what: string): unknown {
-  if (!existsSync(file)) throw new InputError(`${file}: file not found`);
+  const text = readTextInput(file, (words) => new InputError(`${file}: ${words}`));
   try {
-    return JSON.parse(readFileSync(file, "utf8"));
+    return JSON.parse(text);
   } catch (e) {
     throw new InputError(`${file}: ${what} is not valid JSON (${(e as Error).message})`);
   }

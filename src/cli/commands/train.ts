@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../../train/load-config.js";
 import { Trainer } from "../../train/trainer.js";
@@ -7,27 +7,31 @@ import { parseFlags } from "../args.js";
 import { Progress } from "../progress.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
+import { FORCE_FLAG } from "../../util/out-path.js";
 import { BACKEND_FLAG, BACKEND_USAGE, announceBackend, parseBackendFlag } from "./backend-flag.js";
 
 export const trainCommand: Command = {
   name: "train",
   summary: "train an agent with RL from a YAML recipe (resumable)",
   usage:
-    "agent-r1 train [--config RECIPE.yaml] [--out RUN_DIR] [--resume RUN_DIR] [--skip-bad-rows] " + BACKEND_USAGE + " [key.path=value ...]  " +
-    "(data.train / data.val read rows from .jsonl or .parquet files; --skip-bad-rows skips and counts rows that fail the schema instead of stopping at the first)",
+    "agent-r1 train [--config RECIPE.yaml] [--out RUN_DIR] [--resume RUN_DIR] [--force] [--skip-bad-rows] " + BACKEND_USAGE + " [key.path=value ...]  " +
+    "(--out must be new or empty; --force starts a new run over what is there; data.train / data.val read rows from .jsonl or .parquet files; --skip-bad-rows skips and counts rows that fail the schema instead of stopping at the first)",
   async run(argv, io) {
     const { flags, positionals } = parseFlags("train", argv, {
       config: { type: "string" },
       out: { type: "string" },
       resume: { type: "string" },
       "skip-bad-rows": { type: "boolean", default: false },
+      ...FORCE_FLAG,
       ...BACKEND_FLAG,
     });
     const resume = flags.resume as string | undefined;
+    if (resume && flags.force) throw new InputError("train: give --resume (continue the run) or --force (start over), not both");
     const out = resume ?? (flags.out as string | undefined) ?? `runs/run-${new Date().toISOString().replace(/[:.]/g, "-")}`;
     let recipe = flags.config as string | undefined;
     if (resume) {
       if (!existsSync(resume)) throw new InputError(`train: --resume ${resume}: run directory not found`);
+      if (!statSync(resume).isDirectory()) throw new InputError(`train: --resume ${resume} is a file, not a run directory`);
       recipe ??= join(resume, "config.yaml");
     }
     const overrides = positionals.filter((p) => p.includes("="));
@@ -39,7 +43,7 @@ export const trainCommand: Command = {
     const cfg = loadConfig(recipe, overrides);
     announceBackend(cfg.engine.backend, io);
     const task = getTask(cfg.task.name, cfg.task.options);
-    const trainer = await Trainer.open(cfg, { out, task, resume: Boolean(resume), log: (l) => io.err(l) });
+    const trainer = await Trainer.open(cfg, { out, task, resume: Boolean(resume), force: flags.force === true, log: (l) => io.err(l) });
     io.out(`training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${trainer.iteration})` : ""}`);
     const progress = new Progress({ label: "train", total: cfg.train.iterations });
     try {

@@ -1,9 +1,11 @@
 /** Saving and loading a trainable model: HF weights, optimizer moments (in-memory layout) and the step counter. */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
+import { readTextInput } from "../../util/read-file.js";
 import { join } from "node:path";
 import type { Trainable } from "./trainable.js";
 import { writeModelDir } from "../../model/model-dir.js";
 import { readSafetensorsFile, writeSafetensorsFile } from "../../model/safetensors.js";
+import { ModelFormatError } from "../../util/errors.js";
 
 export const OPTIMIZER_FILE = "optimizer.safetensors";
 export const STATE_FILE = "trainer_state.json";
@@ -22,9 +24,20 @@ export function saveTrainable(tr: Trainable, dir: string, tokenizerFrom: string)
   });
 }
 
-/** The optimizer step recorded in a directory (0 when it holds none). */
+/** The optimizer step recorded in a directory (0 when it holds none); a malformed file is a ModelFormatError naming it. */
 export function readTrainerStep(dir: string): number {
-  return existsSync(join(dir, STATE_FILE)) ? (JSON.parse(readFileSync(join(dir, STATE_FILE), "utf8")).step as number) : 0;
+  const file = join(dir, STATE_FILE);
+  if (!existsSync(file)) return 0;
+  const text = readTextInput(file, (words) => new ModelFormatError(file, undefined, words));
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new ModelFormatError(file, undefined, `invalid JSON: ${(e as Error).message}`);
+  }
+  const step = (raw as { step?: unknown } | null)?.step;
+  if (!(typeof step === "number" && Number.isInteger(step) && step >= 0)) throw new ModelFormatError(file, "step", `must be a non-negative integer, got ${JSON.stringify(step)}`);
+  return step;
 }
 
 export function loadTrainableState(tr: Trainable, dir: string): void {
