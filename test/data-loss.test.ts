@@ -106,12 +106,23 @@ test("every writing command refuses a foreign non-empty --out and leaves it byte
     ["train", "--config", recipe, "--out", dir],
     ["main", "--config", recipe, "--base", model, "--out", dir],
     ["export", "--checkpoint", step1(), "--out", dir],
+    ["demo", "--out", dir, "--iterations", "1"],
   ];
   for (const args of cases) {
     const line = await refused(args, [dir]);
     assert.match(line, /mine is not empty/, args[0]);
     assert.match(line, /--force/, args[0]);
   }
+});
+
+test("demo reuses an earlier demo's directory (its model), and refuses any other non-empty one", async () => {
+  const dir = join(tempDir(), "demo");
+  const args = ["demo", "--out", dir, "--iterations", "1", "--group", "2"];
+  await ok(args);
+  await ok(args);
+  assert.deepEqual(readdirSync(dir).sort(), ["final", "model"]);
+  writeFileSync(join(dir, "notes.txt"), "mine\n");
+  assert.match(await refused(args, [dir]), /demo: --out .*demo is not empty/);
 });
 
 test("train into a run of ours without --resume says so; --force starts over there", async () => {

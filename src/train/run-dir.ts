@@ -4,7 +4,7 @@
  * or --force (start over); any other non-empty directory, only with --force. --force replaces
  * what is there; it never reaches a directory the run reads from, nor the working directory.
  */
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { checkOutDir, type OutCheck } from "../util/out-path.js";
 import { checkpointsDir, listCheckpoints, MANIFEST } from "./checkpoint.js";
@@ -32,7 +32,3 @@ export function checkNewRunDir(out: string, o: { command?: string; force?: boole
   return checkOutDir(out, { command: o.command ?? "train", force: o.force, inputs: o.inputs, notEmpty }) === "replace";
 }
 
-/** Empties a directory that checkNewRunDir allowed to be replaced. */
-export function emptyRunDir(out: string): void {
-  for (const name of readdirSync(out)) rmSync(join(out, name), { recursive: true, force: true });
-}

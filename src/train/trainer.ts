@@ -26,7 +26,8 @@ import type { TrainConfig } from "./config.js";
 import { nextBatch, type DataCursor } from "./data-order.js";
 import { removeUnfinishedCheckpoints, scanCheckpoints, writeCheckpoint, type FoundCheckpoint, type StateParser } from "./checkpoint.js";
 import { prepareBatch } from "./prepare-batch.js";
-import { checkNewRunDir, emptyRunDir } from "./run-dir.js";
+import { checkNewRunDir } from "./run-dir.js";
+import { clearDirectory } from "../util/out-path.js";
 import { updateCritic, updatePolicy } from "./update.js";
 import { describeFailure, playRows, type EpisodeSummary } from "./evaluate.js";
 import { faultsFromEnv, type TrainFaults } from "./faults.js";
@@ -130,7 +131,7 @@ export class Trainer {
     const replace = !opts.resume && checkNewRunDir(out, { command: opts.command, force: opts.force, inputs });
     const rows = await readRows(cfg, opts.task, notes);
     const faults = opts.faults ?? faultsFromEnv();
-    if (replace) emptyRunDir(out);
+    if (replace) clearDirectory(out);
     const base = await baseModel(cfg, out);
     const engineOpts = { workers: cfg.engine.workers, prefixCacheBytes: cfg.engine.prefixCacheMb * 2 ** 20, microBatchBytes: cfg.engine.microBatchMb * 2 ** 20, backend: cfg.engine.backend };
     const engine = await LocalEngine.load(found ? join(found.dir, "policy") : base, engineOpts);

@@ -9,7 +9,7 @@
  * A missing or empty directory is always fine. Checks run before any work, so a
  * refused command has written nothing.
  */
-import { existsSync, lstatSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, realpathSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { InputError } from "./errors.js";
 
@@ -107,6 +107,11 @@ export function checkOutFile(out: string, o: OutCheck): "absent" | "replace" {
   if (!st.isFile()) throw new InputError(`${o.command}: ${flag} ${out} exists and is not a regular file`, `pick a new ${flag}`);
   if (!o.force) throw new InputError(`${o.command}: ${flag} ${out} already exists`, `pick a new ${flag}, or pass --force to replace it`);
   return "replace";
+}
+
+/** Deletes what a directory holds (after checkOutDir said "replace"), keeping the directory itself. */
+export function clearDirectory(dir: string): void {
+  for (const name of readdirSync(dir)) rmSync(join(dir, name), { recursive: true, force: true });
 }
 
 /** The --force flag every writing command takes. */

@@ -4,7 +4,7 @@
  * the importance-sampling loss raise the reward within a minute on 2 cores.
  * (The agent tasks of later milestones replace this toy reward.)
  */
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { initModel } from "../../model/init-model.js";
 import { LocalEngine } from "../../engine/local/local-engine.js";
@@ -13,6 +13,10 @@ import type { Datum } from "../../engine/types.js";
 import { optionalNumber, parseFlags } from "../args.js";
 import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
 import type { Command } from "../command.js";
+import { checkOutDir, clearDirectory, FORCE_FLAG } from "../../util/out-path.js";
+
+/** What a demo writes into its --out. */
+const DEMO_ENTRIES = ["model", "final"];
 
 /** Share of the generated characters that are digits (ignoring special tokens). */
 export function digitReward(text: string): number {
@@ -23,10 +27,13 @@ export function digitReward(text: string): number {
 export const demoCommand: Command = {
   name: "demo",
   summary: "a short RL run that measurably raises a tiny model's reward",
-  usage: "agent-r1 demo [--out DIR] [--iterations N] [--group N] [--seed N] " + BACKEND_USAGE,
+  usage: "agent-r1 demo [--out DIR] [--iterations N] [--group N] [--seed N] [--force] " + BACKEND_USAGE + "  (--out: new, empty, or an earlier demo's, whose model it reuses; --force replaces any other)",
   async run(argv, io) {
-    const { flags } = parseFlags("demo", argv, { out: { type: "string", default: "runs/demo" }, iterations: { type: "string" }, group: { type: "string" }, seed: { type: "string" }, ...BACKEND_FLAG });
+    const { flags } = parseFlags("demo", argv, { out: { type: "string", default: "runs/demo" }, iterations: { type: "string" }, group: { type: "string" }, seed: { type: "string" }, ...FORCE_FLAG, ...BACKEND_FLAG });
     const out = flags.out as string, modelDir = join(out, "model");
+    // An earlier demo's directory (its model/ and final/ only) is reused; anything else follows the --out rule.
+    const earlierDemo = existsSync(out) && statSync(out).isDirectory() && readdirSync(out).every((n) => DEMO_ENTRIES.includes(n));
+    if (!earlierDemo && checkOutDir(out, { command: "demo", force: flags.force === true }) === "replace") clearDirectory(out);
     const iterations = optionalNumber("demo", flags, "iterations") ?? 40;
     const group = optionalNumber("demo", flags, "group") ?? 16;
     const seed = optionalNumber("demo", flags, "seed") ?? 0;
