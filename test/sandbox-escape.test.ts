@@ -1,9 +1,11 @@
 /**
  * The `javascript` tool's sandbox: ordinary code works; escape attempts find
  * nothing of the host; runaway code (loops, memory and stack bombs, floods of
- * output) ends as an error the model reads; the host stays healthy; runs share
- * no state; and 200 runs leak nothing (QuickJS aborts when a runtime is freed
- * with live objects, which would show as a sandbox reset).
+ * output or of promise jobs) ends as an error the model reads, without costing
+ * a worker; values and errors that resist being shown are still reported; the
+ * host stays healthy; runs share no state; and 200 runs leak nothing (QuickJS
+ * aborts when a runtime is freed with live objects, which would show as a
+ * sandbox reset).
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
@@ -117,6 +119,52 @@ test("runaway code is stopped: loops, memory, recursion, output floods", async (
   assert.match(flood.text, /timeout[\s\S]*Output before the error:\nline 0\nline 1\n[\s\S]*\[truncated: \d+ more characters\]$/);
   assert.ok(flood.text.length <= MAX_OUTPUT + 200, `flood of ${flood.text.length} characters`);
   assert.ok(performance.now() - t0 < TIME_LIMIT_MS + 2_000);
+});
+
+test("a microtask flood is a timeout of the code, and the worker is not restarted", async () => {
+  await tool.sandbox.run("1"); // the pool starts its worker on the first call
+  const before = tool.sandbox.stats();
+  // Each job schedules the next: an interrupted job only rejects its promise, so only the deadline between batches ends it.
+  for (const code of ["function f() { Promise.resolve().then(f) } f()", "(async () => { for (;;) await null })()"]) {
+    const r = await tool.sandbox.run(code);
+    assert.equal(r.error?.kind, "timeout", `${code}: ${JSON.stringify(r.error)}`);
+    assert.match(r.error!.message, /^timeout: the code kept scheduling promise jobs \(then\/await callbacks\) past the 500 ms limit \(\d+ jobs ran/);
+  }
+  // An interrupt that QuickJS turned into a rejection (an async function's loop) is still a timeout.
+  const swallowed = await tool.sandbox.run("(async () => { for (;;) {} })(); 1");
+  assert.equal(swallowed.error?.kind, "timeout", JSON.stringify(swallowed));
+  // Each job schedules two: the queue grows until the deadline or the memory stops it, whichever comes first.
+  const doubling = await tool.sandbox.run("async function f() { await null; f(); f() } f()");
+  assert.ok(doubling.error?.kind === "timeout" || doubling.error?.kind === "memory", JSON.stringify(doubling.error));
+  // Memory running out inside a job rejects a promise nobody handles; it is still reported.
+  await fails("const a = []; function f() { a.push(new Array(1e4).fill(0)); Promise.resolve().then(f) } f()", "memory", /^out of memory: .*in a promise job/);
+  // 60,000 jobs that end, growing the memory on the way, are just a run.
+  assert.equal(await ok("let n = 0; function f() { if (++n < 3e4) { Promise.resolve().then(f); Promise.resolve().then(f) } else if (n === 3e4) console.log('reached', n) } f()"), "reached 30000");
+  assert.equal(tool.sandbox.stats().resets, before.resets, "no flood cost a worker");
+  assert.equal(tool.sandbox.stats().workers, before.workers);
+});
+
+test("an exception whose message cannot be shown is an exception, not out of memory", async () => {
+  const before = tool.sandbox.stats().resets;
+  await fails("throw new Proxy({}, { getPrototypeOf() { throw new TypeError('trap') } })", "exception", /^Uncaught exception \(its message could not be shown: TypeError: trap\)$/);
+  await fails("const r = Proxy.revocable({}, {}); r.revoke(); throw r.proxy", "exception", /^Uncaught exception \(its message could not be shown: TypeError: revoked proxy\)$/);
+  await fails("throw new Proxy({}, { getPrototypeOf() { throw null } })", "exception", /could not be shown: it threw null\)$/);
+  await fails("throw new Proxy({}, { getPrototypeOf() { for (;;); } })", "exception", /could not be shown: showing it took longer than 250 ms\)$/);
+  await fails("const e = new Error('x'); Object.defineProperty(e, 'message', { get() { throw 1 } }); throw e", "exception", /^Error: \[message not shown: it is a getter\]\n\s+at /);
+  // Showing a thrown value runs none of its code.
+  await fails("throw { toString() { throw 1 } }", "exception", /^Uncaught \{ toString: \[Function: toString\] \}$/);
+  await fails("throw new Proxy({}, { get() { throw 1 } })", "exception", /^Uncaught \{\}$/);
+  await fails("throw Symbol('s')", "exception", /^Uncaught Symbol\(s\)$/);
+  // Real exhaustion still is memory, also when QuickJS had no room left for the error and threw null.
+  await fails("new Map(Array.from({ length: 1e6 }, (_, i) => [i, i]))", "memory", /^out of memory/);
+  assert.equal(tool.sandbox.stats().resets, before);
+});
+
+test("showing a value runs none of its code and never fails the run", async () => {
+  assert.equal(await ok("({ get x() { throw 1 }, y: 2 })"), "=> { x: [Getter], y: 2 }");
+  assert.equal(await ok("const r = Proxy.revocable({}, {}); r.revoke(); r.proxy"), "=> [the value could not be shown: TypeError: revoked proxy]");
+  assert.equal(await ok("console.log(new Proxy({}, { ownKeys() { throw new Error('trap') } }), 'after'); 1"), "[could not be shown: Error: trap] after\n=> 1");
+  assert.match(await ok("(async () => { await new Promise(() => {}) })()"), /^=> Promise \{ <pending> \} \(it never settled: /);
 });
 
 test("after all that the host is healthy and the tool still answers", async () => {

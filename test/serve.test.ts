@@ -19,6 +19,8 @@ let engine: LocalEngine;
 let server: RunningServer;
 let client: OpenAI;
 const user = [{ role: "user" as const, content: "What is 2+3?" }];
+/** The server takes JSON bodies only when they say so (fetch would send text/plain). */
+const json = { "Content-Type": "application/json" };
 const calculator = {
   type: "function" as const,
   function: { name: "calculator", description: "Evaluate arithmetic", parameters: { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] } },
@@ -77,7 +79,7 @@ test("chat completion without tools: shape, usage, greedy determinism", async ()
   const b = await client.chat.completions.create(req);
   assert.equal(b.choices[0].message.content, c.message.content);
   // model omitted is fine (the server serves one model); the OpenAI types require it, so go raw.
-  const raw = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages: user, max_tokens: 2 }) });
+  const raw = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify({ messages: user, max_tokens: 2 }) });
   assert.equal(raw.status, 200);
 });
 
@@ -205,7 +207,7 @@ test("streamed chat chunks concatenate to the non-streamed greedy answer", async
   assert.deepEqual(usage, whole.usage);
 
   // The wire format: data lines, ending with [DONE].
-  const raw = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ ...req, stream: true }) });
+  const raw = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify({ ...req, stream: true }) });
   assert.match(raw.headers.get("content-type")!, /^text\/event-stream/);
   const events = (await raw.text()).split("\n\n").filter((e) => e.length > 0);
   assert.ok(events.every((e) => e.startsWith("data: ")));
@@ -248,7 +250,7 @@ test("streaming sends chunks while the answer is still being sampled", async () 
     const req = { model: "tiny", messages: user, max_tokens: 24, temperature: 1, seed: 4 };
     const whole = await client.chat.completions.create(req);
     resolvedAt = Infinity;
-    const raw = await fetch(`${timedServer.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ ...req, stream: true }) });
+    const raw = await fetch(`${timedServer.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify({ ...req, stream: true }) });
     const { events, endedAt } = await readEvents(raw);
     assert.equal(events.at(-1)!.data, "[DONE]");
     const chunks = events.slice(0, -1).map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as OpenAI.ChatCompletionChunk }));
@@ -264,7 +266,7 @@ test("streaming sends chunks while the answer is still being sampled", async () 
     const creq = { model: "tiny", prompt: "Once upon a time", max_tokens: 24, temperature: 1, seed: 9 };
     const cwhole = (await client.completions.create(creq)) as OpenAI.Completion & { choices: { token_ids: number[] }[] };
     resolvedAt = Infinity;
-    const craw = await fetch(`${timedServer.url}/v1/completions`, { method: "POST", body: JSON.stringify({ ...creq, stream: true }) });
+    const craw = await fetch(`${timedServer.url}/v1/completions`, { method: "POST", headers: json, body: JSON.stringify({ ...creq, stream: true }) });
     const c = await readEvents(craw);
     const cchunks = c.events.slice(0, -1).map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as { choices: { text: string; token_ids: number[] }[] } }));
     assert.ok(cchunks[0].at < resolvedAt);
@@ -317,9 +319,9 @@ test("live streaming keeps characters whole, holds back stop strings and sends t
     const scripted = await startServer({ engine: streamingScriptedEngine(said), name: "scripted", port: 0 });
     try {
       const body = { model: "scripted", messages: user, ...extra };
-      const whole = (await (await fetch(`${scripted.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify(body) })).json()) as OpenAI.ChatCompletion;
+      const whole = (await (await fetch(`${scripted.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify(body) })).json()) as OpenAI.ChatCompletion;
       assert.ok(Array.isArray(whole.choices), JSON.stringify(whole));
-      const raw = await fetch(`${scripted.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ ...body, stream: true }) });
+      const raw = await fetch(`${scripted.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify({ ...body, stream: true }) });
       const { events } = await readEvents(raw);
       const chunks = events.slice(0, -1).map((e) => JSON.parse(e.data) as OpenAI.ChatCompletionChunk);
       for (const w of whole.choices) {

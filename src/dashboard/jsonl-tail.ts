@@ -7,8 +7,13 @@
  * still shows its last record. When the file is replaced, shrinks, or its already-read bytes
  * change (a resumed run rewrites metrics.jsonl without the iterations after its checkpoint),
  * everything is read again and `generation` goes up, so readers know to start over.
+ * With `within`, the file is read only while it is a regular file inside that directory
+ * (symlinks resolved); otherwise it counts as absent. Lines that are not JSON objects, or
+ * nest too deep to serve again (json-line.ts), are counted as skipped.
  */
-import { closeSync, openSync, readSync, statSync } from "node:fs";
+import { closeSync, constants, openSync, readSync, statSync } from "node:fs";
+import { parseJsonObject } from "./json-line.js";
+import { runFile } from "./run-files.js";
 
 export type JsonRecord = Record<string, unknown>;
 
@@ -28,7 +33,10 @@ export class JsonlTail {
   private gen = 0;
   private bad = 0;
 
-  constructor(readonly file: string) {}
+  constructor(
+    readonly file: string,
+    private readonly opts: { within?: string } = {},
+  ) {}
 
   /** Bumped whenever the file had to be read from the start again. */
   get generation(): number {
@@ -46,19 +54,16 @@ export class JsonlTail {
 
   /** Reads what was appended since the last call; returns how many records are new (all of them after a reset). */
   refresh(): number {
-    let size: number, inode: number;
-    try {
-      const st = statSync(this.file);
-      size = st.size;
-      inode = st.ino;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    const path = this.opts.within === undefined ? this.file : runFile(this.opts.within, this.file);
+    const st = path === undefined ? undefined : statIfPresent(path);
+    if (path === undefined || st === undefined) {
       if (this.inode !== -1) {
         this.reset();
         this.inode = -1;
       }
       return 0;
     }
+    const { size, ino: inode } = st;
     const startGen = this.gen;
     const before = this.recordList.length;
     if (inode !== this.inode || size < this.consumed + this.pending.length) {
@@ -67,7 +72,7 @@ export class JsonlTail {
     }
     if (size === this.consumed + this.pending.length) return this.gen === startGen ? 0 : this.recordList.length;
     const start = this.consumed - this.fingerprint.length;
-    const data = readRange(this.file, start, size);
+    const data = readRange(path, start, size, this.opts.within !== undefined);
     if (!data.subarray(0, this.fingerprint.length).equals(this.fingerprint)) {
       // The bytes already read changed: the file was rewritten in place.
       this.reset();
@@ -113,19 +118,23 @@ export class JsonlTail {
   }
 }
 
-function parseObject(bytes: Buffer): JsonRecord | undefined {
+function statIfPresent(path: string): { size: number; ino: number } | undefined {
   try {
-    const v: unknown = JSON.parse(bytes.toString("utf8"));
-    return v !== null && typeof v === "object" && !Array.isArray(v) ? (v as JsonRecord) : undefined;
-  } catch {
-    return undefined;
+    return statSync(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw e;
   }
 }
 
-/** The bytes of [start, end) (fewer if the file is shorter by now). */
-function readRange(file: string, start: number, end: number): Buffer {
+function parseObject(bytes: Buffer): JsonRecord | undefined {
+  return parseJsonObject(bytes.toString("utf8"));
+}
+
+/** The bytes of [start, end) (fewer if the file is shorter by now); `noFollow` refuses a symlink swapped in since it was resolved. */
+function readRange(file: string, start: number, end: number, noFollow: boolean): Buffer {
   const buf = Buffer.alloc(end - start);
-  const fd = openSync(file, "r");
+  const fd = openSync(file, noFollow ? constants.O_RDONLY | constants.O_NOFOLLOW : constants.O_RDONLY);
   try {
     let got = 0;
     while (got < buf.length) {

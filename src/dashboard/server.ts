@@ -12,14 +12,21 @@
  *                          returned with reset: true.
  *   GET /api/samples       { iterations }: iterations with a samples file, newest first
  *   GET /api/samples/N     { iteration, trajectories, skipped }
+ *
+ * It reads only regular files inside the run directory (run-files.ts), answers only Host
+ * names and Origins it knows (util/host-guard.ts: 403 otherwise, so a DNS-rebinding page
+ * cannot read the config or the samples), and a malformed request target gets a 400.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, join, resolve } from "node:path";
 import { InputError } from "../util/errors.js";
+import { HostGuard } from "../util/host-guard.js";
+import { parseRequestTarget } from "../util/request-target.js";
 import { JsonlTail } from "./jsonl-tail.js";
 import { readSamples, sampleIterations } from "./samples.js";
+import { readRunFile, runFile } from "./run-files.js";
 import { PAGE_HTML } from "./static/page.js";
 import { APP_JS } from "./static/app.js";
 
@@ -29,6 +36,10 @@ export interface DashboardOptions {
   port?: number;
   /** Default 127.0.0.1 (this machine only). */
   host?: string;
+  /** Host names accepted besides the bound address (and the loopback names when bound to loopback); "*" accepts any. */
+  allowHosts?: string[];
+  /** Origins whose pages may read the API (CORS); "*" accepts any. The dashboard's own page always may. */
+  allowOrigins?: string[];
 }
 
 export interface Dashboard {
@@ -44,9 +55,11 @@ export const DEFAULT_HOST = "127.0.0.1";
 export function checkRunDir(runDir: string): void {
   if (!existsSync(runDir)) throw new InputError(`dashboard: run directory ${runDir} not found`);
   if (!statSync(runDir).isDirectory()) throw new InputError(`dashboard: ${runDir} is not a directory`);
-  if (!existsSync(join(runDir, "metrics.jsonl"))) {
-    throw new InputError(`dashboard: ${join(runDir, "metrics.jsonl")} not found`, "not a run directory, or the run has not recorded its first iteration yet");
+  const metrics = join(runDir, "metrics.jsonl");
+  if (!existsSync(metrics)) {
+    throw new InputError(`dashboard: ${metrics} not found`, "not a run directory, or the run has not recorded its first iteration yet");
   }
+  if (runFile(runDir, metrics) === undefined) throw new InputError(`dashboard: ${metrics} is not a regular file inside the run directory`, "the dashboard does not follow links out of the run");
 }
 
 /** Where Chart.js's UMD build is, resolved from this module (works from an installed package). */
@@ -70,8 +83,9 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
   const host = opts.host ?? DEFAULT_HOST;
   const port = opts.port ?? DEFAULT_PORT;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InputError(`dashboard: port must be an integer from 0 to 65535, got ${port}`);
+  const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
   const chartJs = readFileSync(chartJsPath());
-  const tail = new JsonlTail(join(runDir, "metrics.jsonl"));
+  const tail = new JsonlTail(join(runDir, "metrics.jsonl"), { within: runDir });
   const absolute = resolve(runDir);
 
   const routes: Record<string, (req: IncomingMessage, url: URL, res: ServerResponse) => void> = {
@@ -79,10 +93,7 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
     "/index.html": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
     "/app.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", APP_JS),
     "/chart.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", chartJs, "public, max-age=3600"),
-    "/api/info": (_q, _u, res) => {
-      const cfg = join(runDir, "config.yaml");
-      json(res, 200, { run: basename(absolute), runDir: absolute, config: existsSync(cfg) ? readFileSync(cfg, "utf8") : null });
-    },
+    "/api/info": (_q, _u, res) => json(res, 200, { run: basename(absolute), runDir: absolute, config: readRunFile(runDir, join(runDir, "config.yaml")) ?? null }),
     "/api/metrics": (_q, url, res) => {
       tail.refresh();
       const gen = url.searchParams.get("gen");
@@ -99,7 +110,11 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
 
   const server = createServer((req, res) => {
     try {
-      const url = new URL(req.url ?? "/", "http://localhost");
+      const url = parseRequestTarget(req.url);
+      if (!url) return json(res, 400, { error: `malformed request target '${req.url}'` });
+      const verdict = guard.check(req.headers);
+      if (!verdict.ok) return json(res, 403, { error: verdict.message });
+      for (const [k, v] of Object.entries(verdict.headers)) res.setHeader(k, v);
       if (req.method !== "GET" && req.method !== "HEAD") {
         res.setHeader("Allow", "GET, HEAD");
         return json(res, 405, { error: "method not allowed" });

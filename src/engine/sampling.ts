@@ -17,17 +17,32 @@ export interface DrawParams {
   topP: number;
 }
 
-/** log-softmax of logits / temperature, in float64. */
+/**
+ * log-softmax of logits / temperature, in float64. The max logit is subtracted
+ * before dividing: logits / 1e-300 would overflow to Infinity (and NaN logprobs),
+ * (logits - max) / 1e-300 only underflows to -Infinity away from the argmax.
+ */
 export function logSoftmax(logits: ArrayLike<number>, temperature = 1): Float64Array {
   const n = logits.length;
   const out = new Float64Array(n);
   let max = -Infinity;
-  for (let i = 0; i < n; i++) max = Math.max(max, logits[i] / temperature);
+  for (let i = 0; i < n; i++) max = Math.max(max, logits[i]);
   let sum = 0;
-  for (let i = 0; i < n; i++) sum += Math.exp(logits[i] / temperature - max);
-  const lse = max + Math.log(sum);
-  for (let i = 0; i < n; i++) out[i] = logits[i] / temperature - lse;
+  for (let i = 0; i < n; i++) {
+    out[i] = (logits[i] - max) / temperature; // <= 0, and 0 at the argmax
+    sum += Math.exp(out[i]);
+  }
+  const lse = Math.log(sum); // sum >= 1
+  for (let i = 0; i < n; i++) out[i] -= lse;
   return out;
+}
+
+/** log of the total probability of `kept` (most likely first); exactly lp[kept[0]] when it is the only one. */
+function logMass(lp: Float64Array, kept: number[]): number {
+  const top = lp[kept[0]];
+  let sum = 0;
+  for (const i of kept) sum += Math.exp(lp[i] - top);
+  return top + Math.log(sum);
 }
 
 export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng): TokenDraw {
@@ -49,23 +64,24 @@ export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng): T
     return { token: last, logprob: lp[last] };
   }
   const kept = keptTokens(lp, p.topK, p.topP);
-  let mass = 0;
-  for (const i of kept) mass += Math.exp(lp[i]);
-  const u = rng.next() * mass;
+  const log = logMass(lp, kept);
+  const u = rng.next() * Math.exp(log);
   let acc = 0;
   for (const i of kept) {
     acc += Math.exp(lp[i]);
-    if (u < acc) return { token: i, logprob: lp[i] - Math.log(mass) };
+    if (u < acc) return { token: i, logprob: lp[i] - log };
   }
   const i = kept[kept.length - 1];
-  return { token: i, logprob: lp[i] - Math.log(mass) };
+  return { token: i, logprob: lp[i] - log };
 }
 
 /**
  * The k most likely tokens (most likely first, ties by lower id) under the
  * distribution `drawToken` draws from with the same parameters, with the same
  * logprobs it reports: untempered for greedy, renormalized over the kept
- * tokens when top-k / top-p truncate.
+ * tokens when top-k / top-p truncate. Tokens that cannot be drawn (cut by
+ * top-k / top-p, or logprob -Infinity at a tiny temperature) are left out, so
+ * there may be fewer than k.
  */
 export function topAlternatives(logits: ArrayLike<number>, p: DrawParams, k: number): TokenDraw[] {
   if (k <= 0) return [];
@@ -73,15 +89,14 @@ export function topAlternatives(logits: ArrayLike<number>, p: DrawParams, k: num
   const lp = logSoftmax(logits, greedy ? 1 : p.temperature);
   if (!greedy && ((p.topK > 0 && p.topK < lp.length) || p.topP < 1)) {
     const kept = keptTokens(lp, p.topK, p.topP);
-    let mass = 0;
-    for (const i of kept) mass += Math.exp(lp[i]);
-    return kept.slice(0, k).map((i) => ({ token: i, logprob: lp[i] - Math.log(mass) }));
+    const log = logMass(lp, kept);
+    return kept.slice(0, k).filter((i) => lp[i] > -Infinity).map((i) => ({ token: i, logprob: lp[i] - log }));
   }
   // Partial selection: keep the best k seen so far, sorted.
   const best: number[] = [];
   const before = (a: number, b: number) => lp[a] > lp[b] || (lp[a] === lp[b] && a < b);
   for (let i = 0; i < lp.length; i++) {
-    if (best.length === k && !before(i, best[k - 1])) continue;
+    if (!(lp[i] > -Infinity) || (best.length === k && !before(i, best[k - 1]))) continue;
     let at = best.length === k ? k - 1 : best.length;
     while (at > 0 && before(i, best[at - 1])) {
       best[at] = best[at - 1];
@@ -110,8 +125,9 @@ export function keptTokens(lp: Float64Array, topK: number, topP: number): number
   return kept;
 }
 
-// Rounding can leave the cumulative sum a hair under u; fall back to the last token with mass.
+// Rounding can leave the cumulative sum a hair under u; fall back to the last token with mass
+// (exp, not lp > -Infinity: at a tiny temperature lp is -1e300 away from the argmax).
 function lastWithMass(lp: Float64Array): number {
-  for (let i = lp.length - 1; i >= 0; i--) if (lp[i] > -Infinity) return i;
+  for (let i = lp.length - 1; i >= 0; i--) if (Math.exp(lp[i]) > 0) return i;
   return 0;
 }

@@ -26,6 +26,12 @@ export interface SamplingParams {
    * (before `sample` resolves). `index` numbers the sequence as in the returned `sequences`.
    */
   onToken?: (e: TokenEvent) => void;
+  /**
+   * Cancels the request: once aborted, its sequences leave the decode batch at the next step (other
+   * requests in the batch go on unchanged) and `sample` rejects with `signal.reason`, as `fetch` does
+   * (a DOMException named "AbortError" unless `abort(reason)` gave one). Already aborted: rejects at once, nothing is prefilled.
+   */
+  signal?: AbortSignal;
 }
 
 /** One sampled token, as `SamplingParams.onToken` reports it. */
@@ -44,7 +50,7 @@ export interface SampledSequence {
   /** logprob of each sampled token under the distribution it was drawn from (temperature, top-k, top-p applied). Greedy reports the untempered logprob. */
   logprobs: number[];
   stopReason: StopReason;
-  /** Present when `topLogprobs` > 0: per sampled token, the k most likely tokens, most likely first, with their logprobs under the same distribution as `logprobs`. */
+  /** Present when `topLogprobs` > 0: per sampled token, the k most likely tokens, most likely first, with their logprobs under the same distribution as `logprobs` (only tokens it could draw: fewer than k under top-k / top-p or a tiny temperature). */
   topLogprobs?: TokenLogprob[][];
 }
 

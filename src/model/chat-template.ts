@@ -1,6 +1,7 @@
-/** Chat-template rendering (Jinja, as in tokenizer_config.json) plus our default ChatML-with-tools template. */
+/** Chat-template rendering (Jinja, as in tokenizer_config.json, bounded by ./template-limits.ts) plus our default ChatML-with-tools template. */
 import { Template } from "@huggingface/jinja";
 import { ModelFormatError } from "../util/errors.js";
+import { DEFAULT_TEMPLATE_LIMITS, renderBounded, TemplateLimitError, type TemplateLimits, type TemplateProgram } from "./template-limits.js";
 
 export type ChatRole = "system" | "user" | "assistant" | "tool" | "ipython";
 
@@ -31,6 +32,8 @@ export interface RenderChatOptions {
   eosToken?: string;
   /** Extra template variables (e.g. enable_thinking); cannot override the ones above. */
   extra?: Record<string, unknown>;
+  /** Time and size bounds of the render (templates come from hubs); defaults in DEFAULT_TEMPLATE_LIMITS. */
+  limits?: Partial<TemplateLimits>;
 }
 
 export const DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant.";
@@ -119,13 +122,13 @@ export const COMPACT_CHAT_TEMPLATE: string = chatMLTemplate("compact", COMPACT_T
 
 const FILE = "tokenizer_config.json";
 const FIELD = "chat_template";
-const compiled = new Map<string, Template>();
+const compiled = new Map<string, TemplateProgram>();
 
-function compile(template: string): Template {
+function compile(template: string): TemplateProgram {
   let t = compiled.get(template);
   if (t) return t;
   try {
-    t = new Template(template);
+    t = new Template(template).parsed;
   } catch (err) {
     throw new ModelFormatError(FILE, FIELD, `cannot parse chat template: ${(err as Error).message}`);
   }
@@ -150,9 +153,13 @@ export function renderChatTemplate(template: string, opts: RenderChatOptions): s
   ctx.add_generation_prompt = opts.addGenerationPrompt ?? false;
   if (opts.bosToken !== undefined) ctx.bos_token = opts.bosToken;
   if (opts.eosToken !== undefined) ctx.eos_token = opts.eosToken;
+  const limits = opts.limits ? { ...DEFAULT_TEMPLATE_LIMITS, ...opts.limits } : DEFAULT_TEMPLATE_LIMITS;
   try {
-    return tpl.render(ctx);
+    return renderBounded(tpl, ctx, limits);
   } catch (err) {
+    if (err instanceof TemplateLimitError) {
+      throw new ModelFormatError(FILE, FIELD, `chat template stopped: ${err.message}`, "no real chat template comes near this; use a trusted template");
+    }
     throw new ModelFormatError(FILE, FIELD, `chat template failed to render: ${(err as Error).message}`);
   }
 }

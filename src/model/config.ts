@@ -67,6 +67,32 @@ export interface ModelConfig {
   raw: Record<string, unknown>;
 }
 
+/**
+ * Largest size each field may declare: far above any real model, so a hostile or mistyped
+ * config.json fails here, before anything is sized by it (1e9 layers would otherwise build a
+ * billion-entry parameter map). Whether the model fits in memory is checked separately, where
+ * weights are loaded (./model-limits.ts).
+ */
+const SIZE_BOUNDS = {
+  num_hidden_layers: { max: 1024, real: "Llama 3.1 405B has 126" },
+  hidden_size: { max: 65536, real: "Llama 3.1 405B has 16384" },
+  num_attention_heads: { max: 1024, real: "Llama 3.1 405B has 128" },
+  num_key_value_heads: { max: 1024, real: "Llama 3.1 405B has 8" },
+  head_dim: { max: 8192, real: "most models use 64 to 256" },
+  intermediate_size: { max: 2 ** 20, real: "Llama 3.1 405B has 53248" },
+  vocab_size: { max: 2 ** 24, real: "Llama 3 has 128256, Gemma 3 262144" },
+  max_position_embeddings: { max: 2 ** 24, real: "Llama 4 Scout has 10485760" },
+};
+type Bound = { max: number; real: string };
+
+function checkSizeBounds(c: z.infer<typeof hfConfigSchema>, file: string): void {
+  const check = (field: string, value: number | null | undefined, { max, real }: Bound) => {
+    if (value != null && value > max) throw new ModelFormatError(file, field, `${value} is out of range: at most ${max} is accepted (${real})`);
+  };
+  for (const k of Object.keys(SIZE_BOUNDS) as (keyof typeof SIZE_BOUNDS)[]) check(k, c[k], SIZE_BOUNDS[k]);
+  check("rope_scaling.original_max_position_embeddings", c.rope_scaling?.original_max_position_embeddings, SIZE_BOUNDS.max_position_embeddings);
+}
+
 export function parseModelConfig(json: unknown, file = "config.json"): ModelConfig {
   const res = hfConfigSchema.safeParse(json);
   if (!res.success) {
@@ -74,6 +100,7 @@ export function parseModelConfig(json: unknown, file = "config.json"): ModelConf
     throw new ModelFormatError(file, issue.path.join(".") || undefined, issue.message);
   }
   const c = res.data;
+  checkSizeBounds(c, file);
   if (!(SUPPORTED_MODEL_TYPES as readonly string[]).includes(c.model_type)) {
     throw new ModelFormatError(file, "model_type", `unsupported model_type '${c.model_type}'; supported: ${SUPPORTED_MODEL_TYPES.join(", ")}`);
   }

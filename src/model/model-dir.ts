@@ -7,6 +7,7 @@
 import { copyFileSync, existsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseModelConfig, type ModelConfig } from "./config.js";
+import { checkModelFits, checkWeightFiles } from "./model-limits.js";
 import { loadModelWeights, saveModelWeights, type DType, type HostTensor } from "./safetensors.js";
 import { Tokenizer } from "./tokenizer.js";
 import { ModelFormatError } from "../util/errors.js";
@@ -41,13 +42,16 @@ export interface LoadedModelDir {
   dtype: DType;
 }
 
+/** Reads a model directory to run it: the model must fit in a replica, checked before any weight is read. */
 export function loadModelDir(dir: string): LoadedModelDir {
   const config = readModelConfig(dir);
+  checkModelFits(config, join(dir, "config.json"));
   if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
   const tokenizer = Tokenizer.fromDir(dir);
   if (tokenizer.vocabSize > config.vocabSize) {
     throw new ModelFormatError(join(dir, "config.json"), "vocab_size", `${config.vocabSize} is smaller than the tokenizer's ${tokenizer.vocabSize} tokens`);
   }
+  checkWeightFiles(dir, config);
   const weights = loadModelWeights(dir);
   const first = weights.values().next().value;
   return { dir, config, tokenizer, weights, dtype: first?.dtype ?? "F32" };

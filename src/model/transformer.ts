@@ -16,6 +16,7 @@ import type { ModelConfig } from "./config.js";
 import type { HostTensor } from "./safetensors.js";
 import { ModelFormatError } from "../util/errors.js";
 import { ropeInverseFrequencies } from "./rope.js";
+import { checkModelFits } from "./model-limits.js";
 import { Rng } from "../util/rng.js";
 
 /** Keys and values of every layer for the tokens seen so far: (B, kv, S, hd) each. */
@@ -86,6 +87,7 @@ export class Transformer {
    * (tfjs treats seed 0 as "no seed"), so a seed gives the same weights anywhere.
    */
   static random(config: ModelConfig, seed: number, head: "lm" | "value" = "lm"): Transformer {
+    checkModelFits(config, "(random init)");
     const weights = new Map<string, HostTensor>();
     let stream = 0;
     for (const [name, shape] of parameterShapes(config, head)) {

@@ -9,12 +9,13 @@ import type { ServerResponse } from "node:http";
 import { renderMessages } from "../agent/chat-setup.js";
 import { newId, unixNow, type ServeContext } from "./context.js";
 import { badRequest } from "./errors.js";
-import { sendJson } from "./http.js";
+import { sendChoices } from "./http.js";
 import { chatLogprobEntries, type ChatTokenLogprob } from "./logprobs.js";
 import { decodeSequence, TokenStrings, type DecodedSequence } from "./output-text.js";
 import { rejectUnsupported, resolveStops, roomAfter, samplingParams } from "./sampling-options.js";
 import { chatRequestSchema, parseRequest, type ChatRequest } from "./schemas.js";
 import { SseWriter } from "./sse.js";
+import { checkRequestTokens, checkSequences, newTokensThatFit, type RequestLimits } from "./request-limits.js";
 import { LiveText } from "./live-text.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import type { Stops } from "./sampling-options.js";
@@ -43,16 +44,31 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   const useTools = (req.tools?.length ?? 0) > 0 && req.tool_choice !== "none";
   const prompt = tokenizer.encode(renderMessages(chat, messages, { tools: useTools ? toolSchemas(req.tools!) : undefined, addGenerationPrompt: true }));
   const room = roomAfter(ctx, prompt.length, "messages");
-  const maxTokens = Math.min(req.max_completion_tokens ?? req.max_tokens ?? ctx.defaultMaxTokens ?? room, room);
+  const n = req.n ?? 1;
+  checkSequences(ctx.limits, 1, n);
+  // Left to the server, max_tokens is what fits the request token budget; asked for, it must fit.
+  const asked = req.max_completion_tokens ?? req.max_tokens;
+  const maxTokens = Math.min(asked ?? Math.min(ctx.defaultMaxTokens ?? room, newTokensThatFit(ctx.limits, prompt.length, n)), room);
+  const param = req.max_completion_tokens != null ? "max_completion_tokens" : req.max_tokens != null ? "max_tokens" : "messages";
+  checkRequestTokens(ctx.limits, { promptTokens: prompt.length, newTokens: n * Math.max(maxTokens, 1) }, param);
   const stops = resolveStops(req, [chat.endOfTurnId, tokenizer.eosTokenId]);
   const topLogprobs = req.logprobs ? req.top_logprobs ?? 0 : 0;
 
   const head = { id: newId("chatcmpl-"), created: unixNow(), model: ctx.modelId, system_fingerprint: null };
   // Streaming sends text as it is sampled; with logprobs it waits for the whole answer (the alternatives come with it).
-  const live = req.stream && !req.logprobs ? new LiveChat(res, req, head, req.n ?? 1, tokenizer, stops, useTools) : undefined;
+  const live = req.stream && !req.logprobs ? new LiveChat(res, req, head, n, tokenizer, stops, useTools, ctx.limits) : undefined;
   const params = samplingParams(req, stops, maxTokens, topLogprobs);
   if (live) params.onToken = (e) => live.token(e.index, e.token);
-  const { sequences } = await ctx.engine.sample(prompt, params);
+  // A response that closes before sampling is done (the client left, or a stream was cut at
+  // maxResponseBytes) cancels the sampling; nothing more is written or logged then.
+  const gone = new AbortController();
+  let sampled = false;
+  res.on("close", () => sampled || gone.abort());
+  params.signal = gone.signal;
+  const result = await ctx.engine.sample(prompt, params).catch((e: unknown) => (gone.signal.aborted ? undefined : Promise.reject(e)));
+  sampled = true;
+  if (!result || res.writableEnded) return;
+  const { sequences } = result;
 
   const choices: Choice[] = sequences.map((seq, index) => {
     const out = decodeSequence(tokenizer, seq, stops);
@@ -65,20 +81,16 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   const logprobsOf = (c: Choice) => (req.logprobs ? chatLogprobEntries(strings, c.out.seq, 0, c.out.kept) : undefined);
 
   if (live) return live.finish(choices, usage);
-  if (req.stream) return streamChoices(res, req, head, choices, usage, logprobsOf, strings);
+  if (req.stream) return streamChoices(res, req, head, choices, usage, logprobsOf, strings, ctx.limits);
 
-  sendJson(res, 200, {
-    ...head,
-    object: "chat.completion",
-    choices: choices.map((c) => {
-      const entries = logprobsOf(c);
-      const message = c.calls
-        ? { role: "assistant", content: c.calls.content, tool_calls: c.calls.toolCalls, refusal: null }
-        : { role: "assistant", content: c.out.text, refusal: null };
-      return { index: c.index, message, logprobs: entries ? { content: entries, refusal: null } : null, finish_reason: c.finishReason };
-    }),
-    usage,
-  });
+  // Choice by choice, so logprobs cannot build a response past maxResponseBytes.
+  sendChoices(res, ctx.limits, { ...head, object: "chat.completion" }, choices, (c) => {
+    const entries = logprobsOf(c);
+    const message = c.calls
+      ? { role: "assistant", content: c.calls.content, tool_calls: c.calls.toolCalls, refusal: null }
+      : { role: "assistant", content: c.out.text, refusal: null };
+    return { index: c.index, message, logprobs: entries ? { content: entries, refusal: null } : null, finish_reason: c.finishReason };
+  }, usage);
 }
 
 type ChatHead = { id: string; created: number; model: string; system_fingerprint: null };
@@ -104,6 +116,7 @@ class LiveChat {
     tokenizer: Tokenizer,
     stops: Stops,
     tools: boolean,
+    private readonly limits: RequestLimits,
   ) {
     this.includeUsage = req.stream_options?.include_usage === true;
     this.texts = Array.from({ length: n }, () => new LiveText(tokenizer, stops, tools));
@@ -111,7 +124,7 @@ class LiveChat {
 
   private send(choice: object): void {
     if (!this.sse) {
-      this.sse = new SseWriter(this.res);
+      this.sse = new SseWriter(this.res, this.limits);
       for (let i = 0; i < this.n; i++) this.send({ index: i, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null });
     }
     this.sse.send({ ...this.head, object: "chat.completion.chunk", choices: [choice], ...(this.includeUsage ? { usage: null } : {}) });
@@ -152,8 +165,9 @@ function streamChoices(
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number },
   logprobsOf: (c: Choice) => ChatTokenLogprob[] | undefined,
   strings: TokenStrings,
+  limits: RequestLimits,
 ): void {
-  const sse = new SseWriter(res);
+  const sse = new SseWriter(res, limits);
   const includeUsage = req.stream_options?.include_usage === true;
   const send = (choice: object) => sse.send({ ...head, object: "chat.completion.chunk", choices: [choice], ...(includeUsage ? { usage: null } : {}) });
   const lp = (entries: ChatTokenLogprob[] | undefined) => (entries ? { content: entries, refusal: null } : null);

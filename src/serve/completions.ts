@@ -11,12 +11,13 @@ import type { SampledSequence, SampleResult } from "../engine/types.js";
 import { IncrementalDecoder } from "../model/tokenizer.js";
 import { newId, unixNow, type ServeContext } from "./context.js";
 import { badRequest } from "./errors.js";
-import { sendJson } from "./http.js";
+import { sendChoices } from "./http.js";
 import { completionLogprobs, type CompletionLogprobs } from "./logprobs.js";
 import { decodeSequence, TokenStrings, type DecodedSequence } from "./output-text.js";
 import { rejectUnsupported, resolveStops, roomAfter, samplingParams } from "./sampling-options.js";
 import { completionRequestSchema, parseRequest, type CompletionRequest } from "./schemas.js";
 import { SseWriter } from "./sse.js";
+import { checkRequestTokens, checkSequences, type RequestLimits } from "./request-limits.js";
 import { LiveText } from "./live-text.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import type { Stops } from "./sampling-options.js";
@@ -48,6 +49,7 @@ export async function completions(ctx: ServeContext, body: unknown, res: ServerR
 
   const tokenizer = ctx.engine.tokenizer;
   const prompts = promptList(ctx, req.prompt);
+  checkSequences(ctx.limits, prompts.length, n);
   const maxTokens = req.max_tokens ?? DEFAULT_MAX_TOKENS;
   const stops = resolveStops(req, [tokenizer.eosTokenId]);
   const wantLogprobs = req.logprobs != null;
@@ -61,46 +63,50 @@ export async function completions(ctx: ServeContext, body: unknown, res: ServerR
     if (p.ids.length > window) throw badRequest(`the prompt is ${p.ids.length} tokens; this model's context window is ${window} tokens`, param, "context_length_exceeded");
     return 0;
   });
+  const promptTokens = prompts.reduce((s, p) => s + p.ids.length, 0);
+  const newTokens = n * budgets.reduce((s, b) => s + b, 0);
+  checkRequestTokens(ctx.limits, { promptTokens, newTokens, scoredTokens: req.echo && wantLogprobs ? promptTokens : 0 }, "max_tokens");
   const head = { id: newId("cmpl-"), object: "text_completion", created: unixNow(), model: ctx.modelId, system_fingerprint: null };
   // Streaming sends text as it is sampled; with logprobs it waits for the whole answer.
-  const live = req.stream && !wantLogprobs ? new LiveCompletions(res, req, head, prompts, n, tokenizer, stops) : undefined;
+  const live = req.stream && !wantLogprobs ? new LiveCompletions(res, req, head, prompts, n, tokenizer, stops, ctx.limits) : undefined;
+  // A response that closes before sampling is done (the client left, or a stream was cut at
+  // maxResponseBytes) cancels the sampling; nothing more is written or logged then.
+  const gone = new AbortController();
+  let sampled = false;
+  res.on("close", () => sampled || gone.abort());
   const results = await Promise.all(
     prompts.map((p, i): Promise<SampleResult> => {
       if (budgets[i] === 0) return Promise.resolve({ sequences: Array.from({ length: n }, (): SampledSequence => ({ tokens: [], logprobs: [], stopReason: "length" })) });
       const params = samplingParams(req, stops, budgets[i], req.logprobs ?? 0);
       if (live) params.onToken = (e) => live.token(i * n + e.index, e.token);
+      params.signal = gone.signal;
       return ctx.engine.sample(p.ids, params);
     }),
-  );
+  ).catch((e: unknown) => (gone.signal.aborted ? undefined : Promise.reject(e)));
+  sampled = true;
+  if (!results || res.writableEnded) return;
   // Echoed prompt tokens are scored at the sampling temperature (the model's own distribution when greedy).
   const promptLogprobs = req.echo && wantLogprobs ? await ctx.engine.computeLogprobs(prompts.map((p) => p.ids), { temperature: temperature > 0 ? temperature : 1 }) : undefined;
 
   const choices: Choice[] = results.flatMap((r, p) =>
     r.sequences.map((seq, i) => ({ index: p * n + i, prompt: prompts[p], out: decodeSequence(tokenizer, seq, stops), promptLogprobs: promptLogprobs?.[p] })),
   );
-  const promptTokens = prompts.reduce((s, p) => s + p.ids.length, 0);
   const completionTokens = choices.reduce((s, c) => s + c.out.seq.tokens.length, 0);
   const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
   const strings = new TokenStrings(tokenizer);
 
   if (live) return live.finish(choices, usage);
-  if (req.stream) return streamChoices(res, req, head, choices, usage, strings);
+  if (req.stream) return streamChoices(res, req, head, choices, usage, strings, ctx.limits);
 
-  sendJson(res, 200, {
-    ...head,
-    choices: choices.map((c) => {
-      const echo = req.echo ? c.prompt.text : "";
-      return {
-        index: c.index,
-        text: echo + c.out.text,
-        logprobs: wantLogprobs ? choiceLogprobs(strings, req, c) : null,
-        finish_reason: c.out.finishReason,
-        token_ids: c.out.seq.tokens,
-        prompt_token_ids: c.prompt.ids,
-      };
-    }),
-    usage,
-  });
+  // Choice by choice, so logprobs + echo cannot build a response past maxResponseBytes.
+  sendChoices(res, ctx.limits, head, choices, (c) => ({
+    index: c.index,
+    text: (req.echo ? c.prompt.text : "") + c.out.text,
+    logprobs: wantLogprobs ? choiceLogprobs(strings, req, c) : null,
+    finish_reason: c.out.finishReason,
+    token_ids: c.out.seq.tokens,
+    prompt_token_ids: c.prompt.ids,
+  }), usage);
 }
 
 function promptList(ctx: ServeContext, prompt: CompletionRequest["prompt"]): Prompt[] {
@@ -168,6 +174,7 @@ class LiveCompletions {
     private readonly n: number,
     tokenizer: Tokenizer,
     stops: Stops,
+    private readonly limits: RequestLimits,
   ) {
     this.includeUsage = req.stream_options?.include_usage === true;
     this.texts = Array.from({ length: prompts.length * n }, () => new LiveText(tokenizer, stops, false));
@@ -175,7 +182,7 @@ class LiveCompletions {
 
   private send(choice: object): void {
     if (!this.sse) {
-      this.sse = new SseWriter(this.res);
+      this.sse = new SseWriter(this.res, this.limits);
       if (this.req.echo) {
         this.prompts.forEach((p, i) => {
           for (let j = 0; j < this.n; j++) this.send({ index: i * this.n + j, text: p.text, logprobs: null, finish_reason: null, token_ids: [], prompt_token_ids: p.ids });
@@ -213,8 +220,9 @@ function streamChoices(
   choices: Choice[],
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number },
   strings: TokenStrings,
+  limits: RequestLimits,
 ): void {
-  const sse = new SseWriter(res);
+  const sse = new SseWriter(res, limits);
   const includeUsage = req.stream_options?.include_usage === true;
   const send = (choice: object) => sse.send({ ...head, choices: [choice], ...(includeUsage ? { usage: null } : {}) });
   const k = req.logprobs ?? 0;

@@ -1,8 +1,9 @@
-/** What every handler needs: the served model's id, its engine, and its chat format. */
+/** What every handler needs: the served model's id, its engine, its chat format, and the per-request limits. */
 import { randomBytes } from "node:crypto";
 import type { LocalEngine } from "../engine/local/local-engine.js";
 import { chatSetup, type ChatSetup } from "../agent/chat-setup.js";
 import { ApiError } from "./errors.js";
+import { DEFAULT_REQUEST_LIMITS, type RequestLimits } from "./request-limits.js";
 
 /** The part of the engine the server uses. */
 export type ServedEngine = Pick<LocalEngine, "sample" | "computeLogprobs" | "tokenizer" | "config">;
@@ -17,6 +18,7 @@ export class ServeContext {
     readonly engine: ServedEngine,
     /** New tokens when a chat request gives no max_tokens; default the rest of the context window. */
     readonly defaultMaxTokens?: number,
+    readonly limits: RequestLimits = DEFAULT_REQUEST_LIMITS,
   ) {}
 
   /** The model's chat template and end-of-turn token (InputError, hence a 400, when the tokenizer has none). */

@@ -11,7 +11,8 @@ export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
-    readonly opts: { type?: ApiErrorType; code?: string | null; param?: string | null } = {},
+    /** `headers` go on the error response (WWW-Authenticate for a 401, ...). */
+    readonly opts: { type?: ApiErrorType; code?: string | null; param?: string | null; headers?: Record<string, string> } = {},
   ) {
     super(message);
     this.name = "ApiError";

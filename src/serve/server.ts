@@ -6,19 +6,29 @@
  *   GET /v1/models, GET /v1/models/{id}, GET /health.
  * Every failure is answered with the OpenAI error object and a 4xx/5xx
  * status; the server keeps serving.
+ *
+ * Before any route: the request target must parse (400), Host and Origin must
+ * be ones this server answers (403, see util/host-guard.ts), and with an API
+ * key every /v1 route needs `Authorization: Bearer KEY` (401). JSON routes
+ * need `Content-Type: application/json` (415). Per-request limits on
+ * sequences, tokens and response bytes are in request-limits.ts.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { basename, resolve } from "node:path";
 import { LocalEngine, type LocalEngineOptions } from "../engine/local/local-engine.js";
 import { InputError } from "../util/errors.js";
+import { HostGuard, preflightHeaders } from "../util/host-guard.js";
+import { decodePathPart, parseRequestTarget } from "../util/request-target.js";
+import { ApiKey } from "./api-key.js";
 import { chatCompletions } from "./chat-completions.js";
 import { completions } from "./completions.js";
 import { ServeContext, type ServedEngine } from "./context.js";
-import { ApiError, toApiError } from "./errors.js";
+import { ApiError, badRequest, toApiError } from "./errors.js";
 import { DEFAULT_BODY_LIMIT, readJsonBody, sendJson } from "./http.js";
+import { requestLimits, type RequestLimits } from "./request-limits.js";
 
-export interface ServeOptions {
+export interface ServeOptions extends Partial<RequestLimits> {
   /** A Hugging Face model directory to load (or pass `engine`). */
   model?: string;
   /** An engine already loaded (or anything with its sample / computeLogprobs / tokenizer / config); the server does not dispose it on close. */
@@ -37,6 +47,12 @@ export interface ServeOptions {
   engineOptions?: LocalEngineOptions;
   /** Where unexpected (500) errors are reported. Default: stderr. */
   log?: (line: string) => void;
+  /** When set, every /v1 route requires `Authorization: Bearer <apiKey>` (/health stays open). */
+  apiKey?: string;
+  /** Host names accepted besides the bound address (and the loopback names when bound to loopback); "*" accepts any. */
+  allowHosts?: string[];
+  /** Origins whose web pages may call the server (CORS); "*" accepts any. Same-origin requests always may. */
+  allowOrigins?: string[];
 }
 
 export interface RunningServer {
@@ -57,11 +73,15 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const host = opts.host ?? "127.0.0.1";
   const port = opts.port ?? 8000;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InputError(`serve: the port must be an integer in [0, 65535], got ${port}`);
+  if (opts.apiKey !== undefined && !/^\S+$/.test(opts.apiKey)) throw new InputError("serve: the API key must be non-empty and without spaces", "check --api-key (or AGENT_R1_API_KEY), or give none to serve without one");
+  const limits = requestLimits(opts);
+  const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
+  const apiKey = opts.apiKey !== undefined ? new ApiKey(opts.apiKey) : undefined;
   const loaded = opts.engine ? undefined : await LocalEngine.load(opts.model!, opts.engineOptions);
   const engine: ServedEngine = opts.engine ?? loaded!;
   const dir = opts.model ?? (engine instanceof LocalEngine ? engine.sourceDirectory : undefined);
   const modelId = opts.name ?? (dir !== undefined ? basename(resolve(dir)) : "model");
-  const ctx = new ServeContext(modelId, engine, opts.defaultMaxTokens);
+  const ctx = new ServeContext(modelId, engine, opts.defaultMaxTokens, limits);
   const limit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const log = opts.log ?? ((line: string) => process.stderr.write(line + "\n"));
 
@@ -80,10 +100,10 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
       inFlight--;
       if (inFlight === 0) idle?.();
     });
-    handle(ctx, routes, req, res).catch((e) => {
+    handle({ ctx, routes, guard, apiKey }, req, res).catch((e) => {
       const err = toApiError(e);
       if (err.status >= 500) log(`serve: ${req.method} ${req.url}: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
-      if (!res.headersSent) sendJson(res, err.status, err.body());
+      if (!res.headersSent) sendJson(res, err.status, err.body(), err.opts.headers);
       else res.end();
     });
   });
@@ -118,11 +138,30 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   };
 }
 
-async function handle(ctx: ServeContext, routes: Record<string, Partial<Record<string, Handler>>>, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const path = new URL(req.url ?? "/", "http://localhost").pathname.replace(/\/+$/, "") || "/";
+interface Served {
+  ctx: ServeContext;
+  routes: Record<string, Partial<Record<string, Handler>>>;
+  guard: HostGuard;
+  apiKey?: ApiKey;
+}
+
+async function handle({ ctx, routes, guard, apiKey }: Served, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const target = parseRequestTarget(req.url);
+  if (!target) throw badRequest(`malformed request target '${req.url}'; expected a path such as /v1/models`, null, "invalid_url");
+  const verdict = guard.check(req.headers);
+  if (!verdict.ok) throw new ApiError(403, verdict.message, { code: "forbidden" });
+  for (const [k, v] of Object.entries(verdict.headers)) res.setHeader(k, v);
+  const path = target.pathname.replace(/\/+$/, "") || "/";
   const method = req.method ?? "GET";
+  // A CORS preflight (it carries no credentials); the guard has already vetted its Origin.
+  if (method === "OPTIONS" && req.headers.origin !== undefined && req.headers["access-control-request-method"] !== undefined) {
+    res.writeHead(204, preflightHeaders(req.headers, "GET, POST, OPTIONS")).end();
+    return;
+  }
+  if (apiKey && (path === "/v1" || path.startsWith("/v1/"))) apiKey.check(req.headers);
   if (path.startsWith("/v1/models/") && method === "GET") {
-    const id = decodeURIComponent(path.slice("/v1/models/".length));
+    const id = decodePathPart(path.slice("/v1/models/".length));
+    if (id === undefined) throw badRequest(`malformed percent-encoding in the model id of '${path}'`, null, "invalid_url");
     ctx.checkModel(id);
     return sendJson(res, 200, modelCard(ctx));
   }

@@ -17,6 +17,7 @@ import { Replica, type ReplicaApi, type ReplicaOptions, type ReplicaStats, type 
 import { WorkerReplica } from "./worker-replica.js";
 import { LocalCritic } from "./critic.js";
 import { readModelConfig } from "../../model/model-dir.js";
+import { checkModelFits } from "../../model/model-limits.js";
 import { Tokenizer } from "../../model/tokenizer.js";
 import type { ModelConfig } from "../../model/config.js";
 import type { Transformer } from "../../model/transformer.js";
@@ -24,8 +25,8 @@ import type { Trainable } from "./trainable.js";
 import { aggregationCoefficients, resolvedLoss, summarizeForwardBackward, validateDatums } from "../loss-math.js";
 import type { AdamParams, Datum, Engine, ForwardBackwardResult, LossSpec, OptimStepResult, SampleResult, SamplingParams } from "../types.js";
 import { InputError, ModelFormatError } from "../../util/errors.js";
-import { assertTokens } from "../validate.js";
-import { checkOnToken } from "./sampling-params.js";
+import { assertScoringTemperature, assertTokens } from "../validate.js";
+import { checkRequestOptions } from "./sampling-params.js";
 import { randomSeed } from "../../util/rng.js";
 import { AffinityRouter, splitByCost, splitCount } from "./routing.js";
 import { readTrainerStep } from "./trainable-io.js";
@@ -91,6 +92,7 @@ export class LocalEngine implements Engine {
       return new LocalEngine([r], r.tokenizer, r.trainable.model.config, dir, backend, fallback);
     }
     const config = readModelConfig(dir);
+    checkModelFits(config, join(dir, "config.json")); // here, not seconds later in every worker
     if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
     const tokenizer = Tokenizer.fromDir(dir);
     const started = await Promise.allSettled(Array.from({ length: workers }, () => WorkerReplica.start(dir, opts)));
@@ -130,7 +132,8 @@ export class LocalEngine implements Engine {
 
   async sample(prompt: number[], params: SamplingParams = {}): Promise<SampleResult> {
     assertTokens(prompt, this.config.vocabSize, "sample: the prompt");
-    checkOnToken(params);
+    checkRequestOptions(params);
+    if (params.signal?.aborted) throw params.signal.reason;
     const n = params.n ?? 1;
     if (this.replicas.length === 1) return this.replicas[0].sample(prompt, params, 0);
     if (n === 1) {
@@ -144,6 +147,7 @@ export class LocalEngine implements Engine {
         this.router.finished(i, 1);
       }
     }
+    // Every part gets the same seed and the caller's signal: aborting it cancels all of them.
     const seed = params.seed ?? randomSeed();
     const counts = splitCount(n, this.replicas.length);
     let first = 0;
@@ -161,6 +165,7 @@ export class LocalEngine implements Engine {
 
   async computeLogprobs(sequences: number[][], opts: { temperature?: number } = {}): Promise<(number | null)[][]> {
     sequences.forEach((s, i) => assertTokens(s, this.config.vocabSize, `sequence ${i}`));
+    if (opts.temperature !== undefined) assertScoringTemperature(opts.temperature, "computeLogprobs: temperature");
     const parts = splitByCost(sequences.map((s) => s.length), this.replicas.length);
     const res = await Promise.all(parts.map((idx, r) => (idx.length ? this.replicas[r].computeLogprobs(idx.map((i) => sequences[i]), opts.temperature ?? 1) : [])));
     return gather(parts, res, sequences.length);
@@ -169,6 +174,7 @@ export class LocalEngine implements Engine {
   async forwardBackward(datums: Datum[], loss: LossSpec): Promise<ForwardBackwardResult> {
     const spec = resolvedLoss(loss);
     validateDatums(datums, spec);
+    assertScoringTemperature(spec.temperature, "forwardBackward: loss.temperature");
     datums.forEach((d, i) => {
       assertTokens(d.tokens, this.config.vocabSize, `datum ${i} tokens`);
       assertTokens(d.targetTokens, this.config.vocabSize, `datum ${i} targetTokens`);

@@ -10,6 +10,8 @@ interface Call {
   /** sample only: post each sampled token as `{ kind: "token", id, index, token, logprob }` before the result. */
   stream?: boolean;
 }
+/** The caller aborted sample call `id`: its sequences leave the batch (its result is no longer awaited). */
+type Cancel = { kind: "cancel"; id: number };
 
 const port = parentPort!;
 const { dir, opts } = workerData as { dir: string; opts: ReplicaOptions };
@@ -21,20 +23,27 @@ function serializeError(e: unknown) {
 
 Replica.load(dir, opts).then(
   (replica) => {
+    // Sample calls in flight, by id, so a cancel message can abort them.
+    const sampling = new Map<number, AbortController>();
     // Calls run one at a time in arrival order, except sampling, which the scheduler interleaves.
-    port.on("message", async (call: Call) => {
+    port.on("message", async (call: Call | Cancel) => {
+      if ("kind" in call) return sampling.get(call.id)?.abort();
       try {
         const fn = (replica as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[call.method];
         if (typeof fn !== "function") throw new Error(`unknown replica method ${call.method}`);
         let args = call.args;
-        if (call.stream && call.method === "sample") {
-          const onToken = (e: TokenEvent) => port.postMessage({ kind: "token", id: call.id, index: e.index, token: e.token, logprob: e.logprob });
-          args = [args[0], { ...(args[1] as SamplingParams), onToken }, ...args.slice(2)];
+        if (call.method === "sample") {
+          const controller = new AbortController();
+          sampling.set(call.id, controller);
+          const onToken = call.stream ? (e: TokenEvent) => port.postMessage({ kind: "token", id: call.id, index: e.index, token: e.token, logprob: e.logprob }) : undefined;
+          args = [args[0], { ...(args[1] as SamplingParams), onToken, signal: controller.signal }, ...args.slice(2)];
         }
         const result = await fn.apply(replica, args);
         port.postMessage({ id: call.id, result });
       } catch (e) {
         port.postMessage({ id: call.id, error: serializeError(e) });
+      } finally {
+        sampling.delete(call.id);
       }
     });
     port.postMessage({ ready: true });

@@ -2,6 +2,8 @@
  * Continuous batching for sampling. Concurrent `submit` calls share decode
  * steps: a request's prompt is prefilled (reusing the prefix cache), its n
  * sequences join the running batch, and each leaves as soon as it stops.
+ * A request whose signal aborts leaves at once: out of the queue, or its rows
+ * dropped from the batch before the next decode step.
  *
  * The running batch keeps every layer's keys/values in one padded tensor
  * (R, kv, W, hd). Row r's keys are right-aligned: they occupy columns
@@ -15,10 +17,10 @@ import { tf } from "./tf-backend.js";
 import { disposeCache, type KVCache, type Transformer } from "../../model/transformer.js";
 import { IncrementalDecoder, type Tokenizer } from "../../model/tokenizer.js";
 import { drawToken, topAlternatives, type DrawParams } from "../sampling.js";
-import { Rng, randomSeed } from "../../util/rng.js";
+import { Rng } from "../../util/rng.js";
 import type { SampledSequence, SampleResult, SamplingParams, TokenEvent } from "../types.js";
 import { PrefixCache } from "./prefix-cache.js";
-import { checkOnToken, checkSamplingParams, resolveStops, type StopSet } from "./sampling-params.js";
+import { checkRequestOptions, checkSamplingParams, resolveSeed, resolveStops, type StopSet } from "./sampling-params.js";
 
 export interface SchedulerOptions {
   /** Rows decoded together at most. Default 64. */
@@ -45,6 +47,8 @@ interface Request {
   onToken?: (e: TokenEvent) => void;
   /** Thrown by onToken: the request fails with it once its sequences finish. */
   callbackError?: { error: unknown };
+  /** Its signal fired: out of the queue, its rows dead, already rejected. */
+  cancelled?: boolean;
   budget: number;
   done: SampledSequence[];
   pending: number;
@@ -82,6 +86,8 @@ export class Scheduler {
   readonly prefix: PrefixCache;
   private readonly maxBatch: number;
   private counters: SchedulerStats = { decodeSteps: 0, decodedRows: 0, prefillTokens: 0 };
+  /** A request was cancelled: drop its rows before the next decode step rather than decoding them. */
+  private compactNow = false;
 
   constructor(private model: Transformer, private tokenizer: Tokenizer, opts: SchedulerOptions = {}) {
     const c = model.config;
@@ -101,21 +107,43 @@ export class Scheduler {
     const draw: DrawParams = { temperature: params.temperature ?? 1, topK: params.topK ?? 0, topP: params.topP ?? 1 };
     const topLogprobs = params.topLogprobs ?? 0;
     checkSamplingParams(prompt, n, maxTokens, draw, this.model.config.vocabSize, topLogprobs);
-    checkOnToken(params);
+    checkRequestOptions(params);
+    const signal = params.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
-      this.queue.push({
-        prompt, n, draw, resolve, reject,
+      const onAbort = () => this.cancel(req, signal!.reason);
+      const settled = () => signal?.removeEventListener("abort", onAbort);
+      const req: Request = {
+        prompt, n, draw,
+        resolve: (r) => (settled(), resolve(r)),
+        reject: (e) => (settled(), reject(e)),
         stops: resolveStops(params.stop, this.tokenizer),
-        seed: params.seed ?? randomSeed(),
+        seed: resolveSeed(params.seed),
         topLogprobs,
         firstStream: stream.first,
         onToken: params.onToken,
         budget: Math.min(maxTokens, this.model.config.maxPositionEmbeddings - prompt.length),
         done: new Array(n),
         pending: n,
-      });
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.queue.push(req);
       if (!this.running) void this.loop();
     });
+  }
+
+  /** Takes a request out at once: out of the queue, or its rows marked dead (dropped before the next decode). */
+  private cancel(req: Request, reason: unknown): void {
+    if (req.cancelled) return;
+    req.cancelled = true;
+    this.queue = this.queue.filter((q) => q !== req);
+    for (const row of this.rows) {
+      if (row.req === req && !row.dead) {
+        row.dead = true;
+        this.compactNow = true;
+      }
+    }
+    req.reject(reason);
   }
 
   stats(): SchedulerStats {
@@ -223,6 +251,7 @@ export class Scheduler {
       row.out.logprobs.push(logprob);
       if (row.req.topLogprobs > 0) row.out.topLogprobs!.push(topAlternatives(row.logits, row.req.draw, row.req.topLogprobs));
       if (row.req.onToken) this.notify(row.req, { index: row.index, token, logprob });
+      if (row.dead) return; // onToken aborted the request
       const stopped = this.isStop(row, token);
       if (stopped) row.out.stopReason = "stop";
       if (stopped || row.out.tokens.length >= row.req.budget) this.retire(row, r);
@@ -230,11 +259,12 @@ export class Scheduler {
     // Finished rows stay in the batch (decoded and ignored) until a quarter of it is done:
     // dropping them copies every layer's cache, which cost more than the wasted rows.
     const dead = this.rows.filter((r) => r.dead).length;
-    if (dead > 0 && dead * 4 >= this.rows.length) this.compact();
+    if (dead > 0 && (dead * 4 >= this.rows.length || this.compactNow)) this.compact();
   }
 
   /** Drops finished rows from the batch and trims key columns no live row needs. */
   private compact(): void {
+    this.compactNow = false;
     const keep = this.rows.flatMap((r, i) => (r.dead ? [] : [i]));
     const rows = keep.map((r) => this.rows[r]);
     if (rows.length === 0) {

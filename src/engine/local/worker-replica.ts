@@ -85,20 +85,40 @@ export class WorkerReplica {
 
   call(method: string, args: unknown[]): Promise<unknown> {
     if (this.dead) return Promise.reject(this.dead);
-    // Functions cannot cross the thread boundary: sample's onToken stays here, the worker posts tokens back.
+    // Functions and signals cannot cross the thread boundary: sample's onToken and signal stay here;
+    // the worker posts tokens back, and an abort becomes a cancel message for the call.
     let onToken: ((e: TokenEvent) => void) | undefined;
-    if (method === "sample" && (args[1] as SamplingParams | undefined)?.onToken !== undefined) {
-      const { onToken: fn, ...params } = args[1] as SamplingParams;
-      if (typeof fn !== "function") return Promise.reject(new InputError(`sample: onToken must be a function, got ${typeof fn}`));
+    let signal: AbortSignal | undefined;
+    if (method === "sample" && args[1] !== undefined) {
+      const { onToken: fn, signal: sig, ...params } = args[1] as SamplingParams;
+      if (fn !== undefined && typeof fn !== "function") return Promise.reject(new InputError(`sample: onToken must be a function, got ${typeof fn}`));
+      if (sig?.aborted) return Promise.reject(sig.reason);
       onToken = fn;
+      signal = sig;
       args = [args[0], params, ...args.slice(2)];
     }
     const id = this.nextId++;
     if (this.pending.size === 0) this.worker.ref();
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, onToken });
+      const unlisten = signal ? this.cancelOnAbort(id, signal) : undefined;
+      const settle = <T>(f: (v: T) => void) => (v: T) => (unlisten?.(), f(v));
+      this.pending.set(id, { resolve: settle(resolve), reject: settle(reject), onToken });
       this.worker.postMessage(onToken ? { id, method, args, stream: true } : { id, method, args });
     });
+  }
+
+  /** On abort: the call rejects here at once, and the worker drops its sequences. Returns the unsubscribe. */
+  private cancelOnAbort(id: number, signal: AbortSignal): () => void {
+    const onAbort = () => {
+      const p = this.pending.get(id);
+      if (!p) return;
+      this.pending.delete(id);
+      if (this.pending.size === 0) this.worker.unref();
+      this.worker.postMessage({ kind: "cancel", id });
+      p.reject(signal.reason);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    return () => signal.removeEventListener("abort", onAbort);
   }
 
   async terminate(): Promise<void> {
