@@ -1,9 +1,8 @@
 /** Saving and loading a trainable model: HF weights, optimizer moments (in-memory layout) and the step counter. */
 import { existsSync, writeFileSync } from "node:fs";
-import { readTextInput } from "../../util/read-file.js";
 import { join } from "node:path";
 import type { Trainable } from "./trainable.js";
-import { writeModelDir } from "../../model/model-dir.js";
+import { readJsonFile, writeModelDir } from "../../model/model-dir.js";
 import { readSafetensorsFile, writeSafetensorsFile } from "../../model/safetensors.js";
 import { ModelFormatError } from "../../util/errors.js";
 
@@ -28,14 +27,7 @@ export function saveTrainable(tr: Trainable, dir: string, tokenizerFrom: string)
 export function readTrainerStep(dir: string): number {
   const file = join(dir, STATE_FILE);
   if (!existsSync(file)) return 0;
-  const text = readTextInput(file, (words) => new ModelFormatError(file, undefined, words));
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (e) {
-    throw new ModelFormatError(file, undefined, `invalid JSON: ${(e as Error).message}`);
-  }
-  const step = (raw as { step?: unknown } | null)?.step;
+  const step = (readJsonFile(file) as { step?: unknown } | null)?.step;
   if (!(typeof step === "number" && Number.isInteger(step) && step >= 0)) throw new ModelFormatError(file, "step", `must be a non-negative integer, got ${JSON.stringify(step)}`);
   return step;
 }
