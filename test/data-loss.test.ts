@@ -97,22 +97,24 @@ test("export into a foreign non-empty directory is refused; --force replaces it 
   assert.ok(!readdirSync(join(dir, "..")).some((n) => n.includes(".tmp-") || n.includes(".old-")), "no temporary directory left");
 });
 
-test("every writing command refuses a foreign non-empty --out and leaves it byte-identical", async () => {
+test("every writing command refuses a foreign non-empty --out, a checkpoint's own directory and a non-empty `.`, leaving each byte-identical", async () => {
   const dir = foreign();
-  const cases: string[][] = [
-    ["init-model", "--preset", "tiny", "--out", dir],
-    ["tokenizer", "--task", "calc", "--vocab", "300", "--out", dir],
-    ["pretrain", "--task", "calc", "--preset", "tiny", "--out", dir],
-    ["train", "--config", recipe, "--out", dir],
-    ["main", "--config", recipe, "--base", model, "--out", dir],
-    ["export", "--checkpoint", step1(), "--out", dir],
-    ["demo", "--out", dir, "--iterations", "1"],
+  const commands = (out: string): string[][] => [
+    ["init-model", "--preset", "tiny", "--out", out],
+    ["tokenizer", "--task", "calc", "--vocab", "300", "--out", out],
+    ["pretrain", "--task", "calc", "--preset", "tiny", "--out", out],
+    ["train", "--config", recipe, "--out", out],
+    ["main", "--config", recipe, "--base", model, "--out", out],
+    ["export", "--checkpoint", step1(), "--out", out],
+    ["demo", "--out", out, "--iterations", "1"],
   ];
-  for (const args of cases) {
+  for (const args of commands(dir)) {
     const line = await refused(args, [dir]);
     assert.match(line, /mine is not empty/, args[0]);
     assert.match(line, /--force/, args[0]);
   }
+  for (const args of commands(step1())) assert.match(await refused(args, [run]), /step-1 (is not empty|is the checkpoint it reads)/, args[0]);
+  for (const args of commands(".")) assert.match(await refused(args, [dir], { cwd: dir }), /(--out|:) \. (is the current directory and is not empty|is not empty)/, args[0]);
 });
 
 test("demo reuses an earlier demo's directory (its model), and refuses any other non-empty one", async () => {
