@@ -7,14 +7,14 @@
  */
 import { parseArgs } from "node:util";
 import { stdio } from "../src/cli/main.js";
-import { MAIN_JOB_DEFAULTS, reportLines, runMainJob } from "../src/cli/commands/main-job.js";
+import { MAIN_JOB_DEFAULTS, mainJob, reportLines } from "../src/cli/commands/main-job.js";
 
 const { values: args, positionals } = parseArgs({
   options: { out: { type: "string" }, "budget-minutes": { type: "string" }, config: { type: "string" }, base: { type: "string" } },
   allowPositionals: true,
 });
 
-const res = await runMainJob({
+const res = await mainJob({
   recipe: args.config ?? MAIN_JOB_DEFAULTS.recipe(),
   base: args.base ?? MAIN_JOB_DEFAULTS.base(),
   out: args.out ?? `runs/bench-demo-${new Date().toISOString().replace(/[:.]/g, "-")}`,

@@ -1,6 +1,6 @@
 /**
  * Crash and resume (docs/reliability.md): a tiny training run in a child
- * process is killed with SIGKILL while it is paused (AGENT_R1_FAULT=pause:...)
+ * process is killed with SIGKILL while it is paused (a fault plan pause:..., test/fixtures/faulty-engines.ts)
  * during a rollout, during the update, and in the middle of a checkpoint
  * write; `--resume` continues from the last complete checkpoint with every
  * iteration recorded exactly once and the same numbers as a run never
@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { runCli } from "../src/cli/main.js";
 import { listCheckpoints, verifyCheckpoint } from "../src/train/checkpoint.js";
-import { PAUSE_MARKER } from "../src/train/faults.js";
+import { PAUSE_MARKER } from "./fixtures/faulty-engines.js";
 import { snapshot } from "./fixtures/snapshot.js";
 import { captureIO, tempDir } from "./helpers.js";
 
@@ -31,12 +31,12 @@ interface Child {
   paused?: string;
 }
 
-/** node train-toy OUT ITERATIONS [--resume] with AGENT_R1_FAULT=fault; killed with SIGKILL as soon as it reports a pause. */
+/** node train-toy OUT ITERATIONS [--resume] [--faults PLAN]; killed with SIGKILL as soon as it reports a pause. */
 function runToy(out: string, iterations: number, opts: { resume?: boolean; fault?: string } = {}): Promise<Child> {
   const entry = fileURLToPath(new URL("./fixtures/train-toy.js", import.meta.url));
   const file = existsSync(entry) ? entry : entry.replace(/\.js$/, ".ts");
-  const args = [...process.execArgv, file, out, String(iterations), ...(opts.resume ? ["--resume"] : [])];
-  const child = spawn(process.execPath, args, { env: { ...process.env, AGENT_R1_FAULT: opts.fault ?? "" }, stdio: ["ignore", "ignore", "pipe"] });
+  const args = [...process.execArgv, file, out, String(iterations), ...(opts.resume ? ["--resume"] : []), ...(opts.fault ? ["--faults", opts.fault] : [])];
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "", paused: string | undefined;
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (chunk: string) => {

@@ -25,14 +25,13 @@ import type { Trajectory } from "../src/agent/trajectory.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { Trainer } from "../src/train/trainer.js";
 import { CheckpointError, latestCheckpoint, verifyCheckpoint } from "../src/train/checkpoint.js";
-import { parseFaults } from "../src/train/faults.js";
 import type { Task, TaskRow } from "../src/tasks/types.js";
 import { formatError } from "../src/util/errors.js";
 import { Rng } from "../src/util/rng.js";
 import { ScriptedEngine, assistantTurns } from "./conformance/fake-engine.js";
 import { chatmlTokenizer } from "./conformance/fixtures.js";
 import { toyTask } from "./fixtures/toy-task.js";
-import { toyConfig } from "./fixtures/train-toy.js";
+import { faultyToyEngines, toyConfig, toyEngines } from "./fixtures/train-toy.js";
 import { snapshot } from "./fixtures/snapshot.js";
 import { tempDir } from "./helpers.js";
 
@@ -221,7 +220,7 @@ const readMetrics = (out: string) => readFileSync(join(out, "metrics.jsonl"), "u
 test("an env whose reset fails: the episode is left out, counted and logged, and the run goes on; if all fail the run stops naming the row", async () => {
   const out = tempDir(), log: string[] = [];
   // Rollout makes its envs in order (row-major: 2 rows x 4 samples per iteration): every third one fails.
-  const t = await Trainer.open(toyConfig(2), { out, task: flakyTask((k) => k % 3 === 0, "search index unreachable"), log: (l) => log.push(l) });
+  const t = await Trainer.open(toyConfig(2), { out, task: flakyTask((k) => k % 3 === 0, "search index unreachable"), engines: toyEngines(), log: (l) => log.push(l) });
   await t.run();
   await t.close();
   const m = readMetrics(out);
@@ -232,13 +231,14 @@ test("an env whose reset fails: the episode is left out, counted and logged, and
   assert.ok(existsSync(join(out, "checkpoints", "step-2")));
 
   const dead = tempDir();
-  const t2 = await Trainer.open(toyConfig(2), { out: dead, task: flakyTask(() => true, "search index unreachable") });
+  const t2 = await Trainer.open(toyConfig(2), { out: dead, task: flakyTask(() => true, "search index unreachable"), engines: toyEngines() });
   await assert.rejects(t2.step(), { message: /^iteration 1: all 8 episodes failed; first: row 1 of the batch \(toy #\d+\): env reset: search index unreachable$/, hint: /fix the task's environment, then continue with --resume/ });
   await t2.close();
   assert.ok(!existsSync(join(dead, "metrics.jsonl")), "nothing recorded for the failed iteration");
 });
 
-async function weights(engine: LocalEngine): Promise<{ finite: boolean; checksum: number }> {
+async function weights(policy: unknown): Promise<{ finite: boolean; checksum: number }> {
+  const engine = policy as LocalEngine;
   let finite = true;
   for (const v of engine.trainable.model.params.values()) if (!(v.dataSync() as Float32Array).every(Number.isFinite)) finite = false;
   return { finite, checksum: (await engine.weightChecksums())[0] };
@@ -246,20 +246,22 @@ async function weights(engine: LocalEngine): Promise<{ finite: boolean; checksum
 
 test("a NaN loss in a real run: the step is skipped and counted, the weights stay finite and unchanged, the next step trains", async () => {
   const out = tempDir();
-  const t = await Trainer.open(toyConfig(2), { out, task: toyTask(), faults: parseFaults("nan-loss:1") });
+  const faulty = faultyToyEngines("nan-loss:1");
+  const t = await Trainer.open(toyConfig(2), { out, task: toyTask(), engines: faulty.engines });
+  faulty.attach(t);
   const before = await weights(t.policy);
   const m1 = await t.step();
   const after1 = await weights(t.policy);
   assert.equal(m1.skipped_steps, 1);
   assert.ok(Number.isFinite(m1.loss) && Number.isFinite(m1.grad_norm), "skipped steps stay out of the loss and grad-norm means");
   assert.deepEqual(after1, before, "weights untouched by the skipped step");
-  assert.equal(t.policy.step, 0, "the optimizer did not count it");
+  assert.equal((t.policy as LocalEngine).step, 0, "the optimizer did not count it");
   const m2 = await t.step();
   const after2 = await weights(t.policy);
   assert.equal(m2.skipped_steps, 0);
   assert.ok(after2.finite);
   assert.notEqual(after2.checksum, before.checksum, "iteration 2 updated the weights");
-  assert.equal(t.policy.step, 1);
+  assert.equal((t.policy as LocalEngine).step, 1);
   await t.close();
   // metrics.jsonl holds numbers only (a NaN would have been written as null).
   const m = readMetrics(out);
@@ -270,7 +272,9 @@ test("a NaN loss in a real run: the step is skipped and counted, the weights sta
 
 test("a checkpoint write that fails: a clear error, the previous checkpoint intact and loadable, nothing half-written left", async () => {
   const out = tempDir();
-  const t = await Trainer.open(toyConfig(3), { out, task: toyTask(), faults: parseFaults("fail:checkpoint:2") });
+  const faulty = faultyToyEngines("fail:checkpoint:2");
+  const t = await Trainer.open(toyConfig(3), { out, task: toyTask(), engines: faulty.engines });
+  faulty.attach(t);
   await t.step();
   const step1 = join(out, "checkpoints", "step-1");
   const saved = snapshot(step1);
@@ -279,7 +283,7 @@ test("a checkpoint write that fails: a clear error, the previous checkpoint inta
   assert.ok(err instanceof CheckpointError, String(err));
   const line = formatError(err);
   assert.equal(line.split("\n").length, 1);
-  assert.equal(line, `error: ${join(out, "checkpoints", "step-2")}: writing the checkpoint failed: ENOSPC: no space left on device, write (injected by AGENT_R1_FAULT); ` +
+  assert.equal(line, `error: ${join(out, "checkpoints", "step-2")}: writing the checkpoint failed: ENOSPC: no space left on device, write (injected by the test); ` +
     `the newest earlier checkpoint, ${step1}, is untouched (hint: fix the cause (disk space, permissions), then continue the run with --resume)`);
   assert.deepEqual(readdirSync(join(out, "checkpoints")), ["step-1"], "no step-2 and no temporary directory");
   assert.deepEqual(snapshot(step1), saved);

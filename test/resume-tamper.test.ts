@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { runCli } from "../src/cli/main.js";
 import { scanCheckpoints } from "../src/train/checkpoint.js";
 import { parseTrainState, Trainer, type TrainState } from "../src/train/trainer.js";
-import { toyConfig } from "./fixtures/train-toy.js";
+import { toyConfig, toyEngines } from "./fixtures/train-toy.js";
 import { toyTask } from "./fixtures/toy-task.js";
 import { snapshot } from "./fixtures/snapshot.js";
 import { captureIO, tempDir } from "./helpers.js";
@@ -24,7 +24,7 @@ let pristine: string;
 before(async () => {
   // Three iterations, two checkpoints kept: step-3 (tampered below) and step-2 (the fallback).
   pristine = tempDir();
-  const t = await Trainer.open(toyConfig(3), { out: pristine, task: toyTask() });
+  const t = await Trainer.open(toyConfig(3), { out: pristine, task: toyTask(), engines: toyEngines() });
   await t.run();
   await t.close();
 });
@@ -83,7 +83,7 @@ for (const [what, tamper, reason] of cases) {
   test(`resume with ${what}: step-3 is unusable, named in the log, and the run resumes from step-2`, async () => {
     const out = tampered(tamper);
     const logs: string[] = [];
-    const t = await Trainer.open(toyConfig(3), { out, task: toyTask(), resume: true, log: (l) => logs.push(l) });
+    const t = await Trainer.open(toyConfig(3), { out, task: toyTask(), engines: toyEngines(), resume: true, log: (l) => logs.push(l) });
     try {
       assert.equal(t.iteration, 2);
       const skip = logs.find((l) => l.startsWith(`skipping checkpoint ${join(out, "checkpoints", "step-3")}: `));

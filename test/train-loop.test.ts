@@ -6,14 +6,14 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { Trainer } from "../src/train/trainer.js";
 import { toyTask } from "./fixtures/toy-task.js";
-import { toyConfig } from "./fixtures/train-toy.js";
+import { toyConfig, toyEngines } from "./fixtures/train-toy.js";
 import { tempDir } from "./helpers.js";
 
 const metrics = (out: string) => readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
 
 test("two iterations end to end: metrics, samples, checkpoints", async () => {
   const out = tempDir();
-  const t = await Trainer.open(toyConfig(2), { out, task: toyTask() });
+  const t = await Trainer.open(toyConfig(2), { out, task: toyTask(), engines: toyEngines() });
   await t.run();
   await t.close();
   const m = metrics(out);
@@ -69,7 +69,7 @@ test("export turns a checkpoint into a model directory the engine loads with the
   const { LocalEngine } = await import("../src/engine/local/local-engine.js");
   const { captureIO } = await import("./helpers.js");
   const out = tempDir();
-  const t = await Trainer.open(toyConfig(1), { out, task: toyTask() });
+  const t = await Trainer.open(toyConfig(1), { out, task: toyTask(), engines: toyEngines() });
   await t.run();
   await t.close();
   const dir = join(tempDir(), "exported");

@@ -24,7 +24,7 @@ import { TrajectoryBuilder, type Trajectory } from "./trajectory.js";
 export interface RolloutOptions<Row> extends AgentLoopOptions {
   /** Trajectories per row (a group). Default 1. */
   n?: number;
-  /** Default: `engine.tokenizer` when the engine has one (LocalEngine does). */
+  /** Default: `engine.tokenizer` when the engine has one (a PolicyEngine does). */
   tokenizer?: Tokenizer;
   /** Default: chatSetup(tokenizer). maxTotalTokens defaults to min(4096, the model's max_position_embeddings). */
   chat?: ChatSetup;

@@ -3,6 +3,7 @@
 import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { formatError } from "../util/errors.js";
+import { settings } from "../util/settings.js";
 import { stdinLines, type Command, type CommandIO } from "./command.js";
 import { initModelCommand } from "./commands/init-model.js";
 import { scoreCommand } from "./commands/score.js";
@@ -67,7 +68,7 @@ export async function runCli(argv: string[], io: CommandIO = stdio): Promise<num
     return 0;
   } catch (e) {
     io.err(formatError(e));
-    if (process.env.AGENT_R1_DEBUG) io.err(String((e as Error)?.stack));
+    if (settings().debug) io.err(String((e as Error)?.stack));
     return 1;
   }
 }

@@ -22,6 +22,7 @@ export const configSchema = z.strictObject({
     .prefault({}),
   engine: z
     .strictObject({
+      kind: z.enum(["local"]).default("local").describe("The engine: local (in this process, on TF.js or the native addon). The other settings of this section are the local engine's."),
       workers: nonNegInt.optional().describe("Worker threads, one model replica each; 0 runs in the main thread. Default: 2 on 2+ cores."),
       prefixCacheMb: nonNegInt.default(256).describe("Prefix (KV) cache budget per replica, MiB; 0 disables."),
       microBatchMb: positiveInt.default(640).describe("Activation memory per training micro-batch, MiB (the wasm heap is 4 GiB)."),

@@ -14,13 +14,9 @@ import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } fr
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { z } from "zod";
-import { LocalEngine } from "../engine/local/local-engine.js";
-import type { LocalCritic } from "../engine/local/critic.js";
+import type { EngineFactory, OwnedCritic, PolicyEngine } from "../engine/factory.js";
 import { advantageEstimator } from "../rl/advantages/index.js";
 import { decodeTrajectory } from "../agent/trajectory-view.js";
-import { initModel } from "../model/init-model.js";
-import { readModelConfig } from "../model/model-dir.js";
-import { readTrainerStep } from "../engine/local/trainable-io.js";
 import type { Task, TaskRow } from "../tasks/types.js";
 import type { TrainConfig } from "./config.js";
 import { nextBatch, type DataCursor } from "./data-order.js";
@@ -30,7 +26,6 @@ import { checkNewRunDir } from "./run-dir.js";
 import { clearDirectory } from "../util/out-path.js";
 import { updateCritic, updatePolicy } from "./update.js";
 import { describeFailure, playRows, type EpisodeSummary } from "./evaluate.js";
-import { faultsFromEnv, type TrainFaults } from "./faults.js";
 import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
 import type { Trajectory } from "../agent/trajectory.js";
 import { AgentR1Error, InputError } from "../util/errors.js";
@@ -59,17 +54,13 @@ export const parseTrainState: StateParser<TrainState> = (raw, step) => {
   return { state: res.data };
 };
 
-/** The model directories of a checkpoint, read back as the engine will (config.json, trainer_state.json): why one is unusable, if it is. */
-function checkpointModelsProblem(dir: string): string | undefined {
+/** The model directories of a checkpoint, read back as the engine will: why one is unusable, if it is. */
+function checkpointModelsProblem(engines: EngineFactory, dir: string): string | undefined {
   for (const role of ["policy", "critic"]) {
     const sub = join(dir, role);
     if (role === "critic" && !existsSync(sub)) continue;
-    try {
-      readModelConfig(sub);
-      readTrainerStep(sub);
-    } catch (e) {
-      return e instanceof Error ? e.message.replace(`${dir}/`, "") : String(e);
-    }
+    const problem = engines.checkSaved?.(sub);
+    if (problem) return problem.replace(`${dir}/`, "");
   }
   return undefined;
 }
@@ -79,6 +70,8 @@ export type IterationMetrics = Record<string, number>;
 export interface TrainOptions {
   out: string;
   task: Task;
+  /** Where the policy, the reference and the critic come from (the edge builds it from `engine.kind`; `localEngines` for the local kind). */
+  engines: EngineFactory;
   /** Continue from the newest complete checkpoint in `out`. */
   resume?: boolean;
   /** Start a new run even though `out` is not empty: what is there is deleted (never a directory the run reads, nor the working directory). */
@@ -87,18 +80,16 @@ export interface TrainOptions {
   command?: string;
   onIteration?: (m: IterationMetrics) => void;
   log?: (line: string) => void;
-  /** Test-only fault injection (src/train/faults.ts). Default: what AGENT_R1_FAULT asks for, usually nothing. */
-  faults?: TrainFaults;
 }
 
 export class Trainer {
   private state: TrainState = { iteration: 0, cursor: { epoch: 0, position: 0 }, optimizerSteps: 0 };
-  private critic?: LocalCritic;
-  private reference?: LocalEngine;
+  private critic?: OwnedCritic;
+  private reference?: PolicyEngine;
   private trainRows: TaskRow[] = [];
   private valRows: TaskRow[] = [];
 
-  private constructor(readonly cfg: TrainConfig, private engine: LocalEngine, private opts: TrainOptions, private faults: TrainFaults | undefined) {}
+  private constructor(readonly cfg: TrainConfig, private engine: PolicyEngine, private opts: TrainOptions) {}
 
   /**
    * Sets up (or reopens) the run directory and the models. Everything that
@@ -114,7 +105,7 @@ export class Trainer {
     if (opts.resume) {
       const scan = scanCheckpoints<TrainState>(out, (raw, step) => {
         const res = parseTrainState(raw, step);
-        const models = "state" in res ? checkpointModelsProblem(join(out, "checkpoints", `step-${step}`)) : undefined;
+        const models = "state" in res ? checkpointModelsProblem(opts.engines, join(out, "checkpoints", `step-${step}`)) : undefined;
         return models ? { error: models } : res;
       });
       const why = scan.skipped.map((s) => `${join(out, "checkpoints", `step-${s.step}`)}: ${s.reason}`);
@@ -130,16 +121,15 @@ export class Trainer {
     ];
     const replace = !opts.resume && checkNewRunDir(out, { command: opts.command, force: opts.force, inputs });
     const rows = await readRows(cfg, opts.task, notes);
-    const faults = opts.faults ?? faultsFromEnv();
     if (replace) clearDirectory(out);
-    const base = await baseModel(cfg, out);
-    const engineOpts = { workers: cfg.engine.workers, prefixCacheBytes: cfg.engine.prefixCacheMb * 2 ** 20, microBatchBytes: cfg.engine.microBatchMb * 2 ** 20, backend: cfg.engine.backend };
-    const engine = await LocalEngine.load(found ? join(found.dir, "policy") : base, engineOpts);
-    const t = new Trainer(cfg, engine, opts, faults);
+    const engines = opts.engines;
+    const base = await baseModel(cfg, out, engines);
+    const engine = await engines.policy(found ? join(found.dir, "policy") : base);
+    const t = new Trainer(cfg, engine, opts);
     try {
-      if (cfg.algorithm.kl.coef > 0) t.reference = await LocalEngine.load(base, engineOpts);
+      if (cfg.algorithm.kl.coef > 0) t.reference = await engines.reference(base);
       if (advantageEstimator(cfg.algorithm.estimator).needsValues) {
-        t.critic = await engine.createCritic();
+        t.critic = await engines.critic(engine);
         if (found) await t.critic.load(join(found.dir, "critic"));
       }
     } catch (e) {
@@ -164,7 +154,7 @@ export class Trainer {
     return this.state.iteration;
   }
 
-  get policy(): LocalEngine {
+  get policy(): PolicyEngine {
     return this.engine;
   }
 
@@ -176,21 +166,17 @@ export class Trainer {
   async step(): Promise<IterationMetrics> {
     const it = this.state.iteration + 1;
     const rows = this.nextRows();
-    await this.faults?.at?.("rollout", it);
     const t0 = performance.now();
     const ro = await this.rolloutStage(rows, it);
     this.reportFailedEpisodes(it, rows, ro.result.trajectories, ro.result.failed);
     const t1 = performance.now();
     const batch = await prepareBatch(ro.result.trajectories, this.cfg, this.batchModels(), this.cfg.algorithm.kl.coef);
-    const upd = await updatePolicy(this.engine, batch.datums, this.cfg, this.cfg.algorithm.kl.coef, this.state.optimizerSteps, this.totalSteps(), this.cfg.train.seed * 7919 + it, {
-      poisonLoss: this.faults?.nanLoss?.(it),
-    });
+    const upd = await updatePolicy(this.engine, batch.datums, this.cfg, this.cfg.algorithm.kl.coef, this.state.optimizerSteps, this.totalSteps(), this.cfg.train.seed * 7919 + it);
     this.state.optimizerSteps += upd.steps;
-    await this.faults?.at?.("update", it);
     const valueLoss = this.critic ? await updateCritic(this.critic, batch.valueDatums, this.cfg, it) : undefined;
     const t2 = performance.now();
     const val = this.validationDue(it) ? await this.validate(it) : undefined;
-    const stats = await this.engine.stats();
+    const prefixHitRate = (await this.engine.prefixHitRate?.()) ?? 0;
     const m: IterationMetrics = {
       iteration: it,
       /** Rows consumed so far, counting epochs: shows the data order is the same after a resume. */
@@ -209,7 +195,7 @@ export class Trainer {
       groups_dropped: batch.droppedGroups,
       masked_overlong: batch.maskedOverlong,
       drift_mismatches: ro.result.metrics.driftMismatches,
-      prefix_hit_rate: stats.prefixHitRate,
+      prefix_hit_rate: prefixHitRate,
       rollout_s: (t1 - t0) / 1000,
       train_s: (t2 - t1) / 1000,
       rollout_tokens_per_s: ro.result.metrics.actionTokensPerSecond,
@@ -306,7 +292,6 @@ export class Trainer {
   async checkpoint(it: number): Promise<string> {
     return writeCheckpoint(this.opts.out, it, this.state, async (dir) => {
       await this.engine.save(join(dir, "policy"));
-      await this.faults?.at?.("checkpoint", it);
       if (this.critic) await this.critic.save(join(dir, "critic"));
     }, this.cfg.train.keepCheckpoints);
   }
@@ -334,10 +319,10 @@ async function readRows(cfg: TrainConfig, task: Task, notes: string[]): Promise<
 }
 
 /** The starting model directory: the configured path, or a preset initialized once inside the run. */
-async function baseModel(cfg: TrainConfig, out: string): Promise<string> {
+async function baseModel(cfg: TrainConfig, out: string, engines: EngineFactory): Promise<string> {
   if (cfg.model.path) return cfg.model.path;
   const dir = join(out, "base-model");
-  if (!existsSync(join(dir, "config.json"))) await initModel({ preset: cfg.model.preset!, out: dir, tokenizer: cfg.model.tokenizer, seed: cfg.train.seed });
+  if (!existsSync(join(dir, "config.json"))) await engines.initModel({ preset: cfg.model.preset!, out: dir, tokenizer: cfg.model.tokenizer, seed: cfg.train.seed });
   return dir;
 }
 

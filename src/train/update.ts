@@ -47,41 +47,20 @@ export function lossSpec(cfg: TrainConfig, klCoef: number): LossSpec {
 }
 
 /**
- * Test-only (src/train/faults.ts, `nan-loss`): every action token's advantage
- * becomes ±1e39, a finite number to JavaScript (the engine's input checks pass)
- * but infinite in float32, where the engine computes the loss: the loss and the
- * gradients come out NaN, as a numerical blow-up would make them.
- */
-function poisoned(datums: Datum[]): Datum[] {
-  return datums.map((d) => {
-    let k = 0;
-    return { ...d, advantages: d.weights.map((w, t) => (w > 0 ? (k++ % 2 === 0 ? 1e39 : -1e39) : (d.advantages?.[t] ?? 0))) };
-  });
-}
-
-export interface UpdateOptions {
-  /** Test-only: make the loss of the first mini-batch NaN (see `poisoned`). */
-  poisonLoss?: boolean;
-}
-
-/**
  * `step` is the optimizer step count before this update; `totalSteps` the run's planned total (for the schedule).
  * A mini-batch whose gradients are not finite leaves the weights as they were (the engine skips the step);
  * it is counted in `skippedSteps` and its (non-finite) loss and statistics are left out of the means.
  */
-export async function updatePolicy(engine: Engine, datums: Datum[], cfg: TrainConfig, klCoef: number, step: number, totalSteps: number, seed: number, opts: UpdateOptions = {}): Promise<UpdateResult> {
+export async function updatePolicy(engine: Engine, datums: Datum[], cfg: TrainConfig, klCoef: number, step: number, totalSteps: number, seed: number): Promise<UpdateResult> {
   const rng = new Rng(seed, 7);
   const spec = lossSpec(cfg, klCoef);
-  if (opts.poisonLoss && spec.type === "cross_entropy") throw new Error("internal: the nan-loss fault needs a loss with advantages");
   const acc = { loss: 0, entropy: 0, clip: 0, approxKl: 0, klRef: 0, gradNorm: 0, skipped: 0, n: 0 };
-  let poison = opts.poisonLoss === true;
   let lr = learningRate(cfg.optim, step, totalSteps);
   for (let epoch = 0; epoch < cfg.train.ppoEpochs; epoch++) {
     for (const mb of miniBatches(datums, cfg.train.miniBatches, rng)) {
       if (mb.every((d) => d.weights.every((w) => w === 0))) continue;
       lr = learningRate(cfg.optim, step, totalSteps);
-      const fb = await engine.forwardBackward(poison ? poisoned(mb) : mb, spec);
-      poison = false;
+      const fb = await engine.forwardBackward(mb, spec);
       const os = await engine.optimStep({ lr, beta1: cfg.optim.beta1, beta2: cfg.optim.beta2, weightDecay: cfg.optim.weightDecay, gradClipNorm: cfg.optim.gradClipNorm });
       if (os.skipped) {
         acc.skipped++;

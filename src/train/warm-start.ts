@@ -7,10 +7,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LocalEngine } from "../engine/local/local-engine.js";
+import type { EngineFactory } from "../engine/factory.js";
 import { OPTIMIZER_FILE, STATE_FILE } from "../engine/local/trainable-io.js";
 import type { PresetName } from "../model/config.js";
-import { initModel } from "../model/init-model.js";
 import { parameterCount } from "../model/config.js";
 import { readModelConfig } from "../model/model-dir.js";
 import type { Task } from "../tasks/types.js";
@@ -33,7 +32,8 @@ export interface WarmStartOptions {
   batchSize: number;
   lr: number;
   seed: number;
-  workers?: number;
+  /** Where the model is made and trained (the CLI builds it from --backend: `localEngines`). */
+  engines: EngineFactory;
   /** Start from this model directory (its tokenizer too) instead of a fresh `preset` model. */
   init?: string;
   /** Steps of the copying curriculum before the demonstrations (copy-curriculum.ts); 0 skips it. */
@@ -101,10 +101,11 @@ export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
     let initDir = o.init;
     if (initDir === undefined) {
       const tokDir = o.tokenizer ?? (await buildTaskTokenizer(demoTasks, { vocabSize: o.vocabSize ?? WARM_START_DEFAULTS.vocabSize, minFrequency: WARM_START_DEFAULTS.tokenizerMinFrequency, out: join(scratch, "tokenizer"), seed: o.seed })).dir;
-      initDir = (await initModel({ preset: o.preset, out: join(scratch, "init"), tokenizer: tokDir, seed: o.seed })).dir;
+      initDir = join(scratch, "init");
+      await o.engines.initModel({ preset: o.preset, out: initDir, tokenizer: tokDir, seed: o.seed });
     }
     const parameters = parameterCount(readModelConfig(initDir));
-    const engine = await LocalEngine.load(initDir, { workers: o.workers });
+    const engine = await o.engines.policy(initDir);
     try {
       if ((o.copySteps ?? 0) > 0) {
         const words = corpusWords(trainCorpus(demoTasks));

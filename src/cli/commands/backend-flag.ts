@@ -32,17 +32,3 @@ export function backendFromFlags(command: string, flags: Parsed["flags"], io: Co
   announceBackend(choice, io);
   return choice;
 }
-
-/**
- * For library calls that load an engine without a backend option (warm start): sets
- * env AGENT_R1_BACKEND to the choice until the returned restore runs. No choice: no change.
- */
-export function backendThroughEnv(choice: BackendChoice | undefined): () => void {
-  if (choice === undefined) return () => {};
-  const before = process.env.AGENT_R1_BACKEND;
-  process.env.AGENT_R1_BACKEND = choice;
-  return () => {
-    if (before === undefined) delete process.env.AGENT_R1_BACKEND;
-    else process.env.AGENT_R1_BACKEND = before;
-  };
-}

@@ -7,7 +7,8 @@ import { checkOutDir, FORCE_FLAG } from "../../util/out-path.js";
 import { Progress } from "../progress.js";
 import { TASK_FLAGS, taskFromFlags } from "./task-flags.js";
 import { WORLDS_FLAG, worldsFromFlags } from "./worlds-flag.js";
-import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags, backendThroughEnv } from "./backend-flag.js";
+import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
+import { localEngines } from "../../engine/local/factory.js";
 
 const D = WARM_START_DEFAULTS;
 
@@ -55,13 +56,11 @@ export const pretrainCommand: Command = {
     const copyProgress = new Progress({ label: "copy", total: num("copy-steps") ?? D.copySteps });
     const progress = new Progress({ label: "sft", total: steps });
     const t0 = Date.now();
-    // The warm start loads its engine itself, with the default backend: env AGENT_R1_BACKEND carries the choice.
-    const restoreEnv = backendThroughEnv(backend);
     try {
       const res = await warmStart({
         task, out, preset: preset as PresetName, tokenizer: flags.tokenizer as string | undefined, vocabSize: num("vocab") ?? D.vocabSize,
         quality, steps, batchSize: num("batch") ?? D.batchSize, lr: num("lr") ?? D.lr, seed: num("seed") ?? D.seed,
-        init: flags.init as string | undefined, copySteps: num("copy-steps") ?? D.copySteps, copyLr: num("copy-lr") ?? D.copyLr, copyBlend, demoTasks,
+        engines: localEngines({ backend }), init: flags.init as string | undefined, copySteps: num("copy-steps") ?? D.copySteps, copyLr: num("copy-lr") ?? D.copyLr, copyBlend, demoTasks,
         onCopyStep: (s) => copyProgress.update(s.step, { loss: s.loss }),
         onStep: (s) => { copyProgress.finish(); progress.update(s.step, { loss: s.loss, lr: s.lr.toExponential(1) }); },
       });
@@ -71,8 +70,6 @@ export const pretrainCommand: Command = {
     } catch (e) {
       progress.finish();
       throw e;
-    } finally {
-      restoreEnv();
     }
   },
 };

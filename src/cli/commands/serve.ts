@@ -3,6 +3,7 @@ import { startServer } from "../../serve/server.js";
 import { DEFAULT_REQUEST_LIMITS } from "../../serve/request-limits.js";
 import { optionalNumber, parseFlags, requireString, type Parsed } from "../args.js";
 import type { Command } from "../command.js";
+import { settings } from "../../util/settings.js";
 import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
 
 const D = DEFAULT_REQUEST_LIMITS;
@@ -38,7 +39,7 @@ export const serveCommand: Command = {
     const maxTokens = positiveInt(flags, "max-tokens");
     const host = typeof flags.host === "string" && flags.host !== "" ? flags.host : "127.0.0.1";
     // The key is read here, once: the library takes it as an option and never looks at the environment.
-    const apiKey = (flags["api-key"] as string | undefined) ?? process.env.AGENT_R1_API_KEY;
+    const apiKey = (flags["api-key"] as string | undefined) ?? settings().apiKey;
 
     const backend = backendFromFlags("serve", flags, io);
     const server = await startServer({

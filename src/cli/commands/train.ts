@@ -5,6 +5,7 @@ import { Trainer } from "../../train/trainer.js";
 import { getTask } from "../../tasks/index.js";
 import { parseFlags } from "../args.js";
 import { Progress } from "../progress.js";
+import { enginesFor } from "../engines.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
 import { FORCE_FLAG } from "../../util/out-path.js";
@@ -43,7 +44,7 @@ export const trainCommand: Command = {
     const cfg = loadConfig(recipe, overrides);
     announceBackend(cfg.engine.backend, io);
     const task = getTask(cfg.task.name, cfg.task.options);
-    const trainer = await Trainer.open(cfg, { out, task, resume: Boolean(resume), force: flags.force === true, log: (l) => io.err(l) });
+    const trainer = await Trainer.open(cfg, { out, task, engines: enginesFor(cfg.engine), resume: Boolean(resume), force: flags.force === true, log: (l) => io.err(l) });
     io.out(`training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${trainer.iteration})` : ""}`);
     const progress = new Progress({ label: "train", total: cfg.train.iterations });
     try {

@@ -25,6 +25,7 @@ import type { Trainable } from "./trainable.js";
 import { aggregationCoefficients, resolvedLoss, summarizeForwardBackward, validateDatums } from "../loss-math.js";
 import type { AdamParams, Datum, Engine, ForwardBackwardResult, LossSpec, OptimStepResult, SampleResult, SamplingParams } from "../types.js";
 import { InputError, ModelFormatError } from "../../util/errors.js";
+import { settings } from "../../util/settings.js";
 import { assertScoringTemperature, assertTokens } from "../validate.js";
 import { checkRequestOptions } from "./sampling-params.js";
 import { randomSeed } from "../../util/rng.js";
@@ -46,13 +47,7 @@ export interface EngineStats extends ReplicaStats {
 }
 
 export function defaultWorkers(): number {
-  const env = process.env.AGENT_R1_WORKERS;
-  if (env !== undefined && env !== "") {
-    const n = Number(env);
-    if (!Number.isInteger(n) || n < 0) throw new InputError(`AGENT_R1_WORKERS must be a non-negative integer, got '${env}'`);
-    return n;
-  }
-  return availableParallelism() >= 2 ? 2 : 0;
+  return settings().workers ?? (availableParallelism() >= 2 ? 2 : 0);
 }
 
 export class LocalEngine implements Engine {
@@ -256,6 +251,11 @@ export class LocalEngine implements Engine {
       scheduler: sum((s) => s.scheduler),
       prefixHitRate: prefixCache.promptTokens ? prefixCache.reusedTokens / prefixCache.promptTokens : 0,
     };
+  }
+
+  /** Share of looked-up prompt tokens served from the prefix cache so far. */
+  async prefixHitRate(): Promise<number> {
+    return (await this.stats()).prefixHitRate;
   }
 
   /** Live tensors over all replicas, for leak checks. */

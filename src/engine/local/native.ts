@@ -15,6 +15,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InputError } from "../../util/errors.js";
+import { settings } from "../../util/settings.js";
 
 export const BACKEND_CHOICES = ["auto", "native", "tfjs"] as const;
 export type BackendChoice = (typeof BACKEND_CHOICES)[number];
@@ -105,7 +106,7 @@ function packageRoot(): string | undefined {
 
 /** Loads the addon once per thread; never throws. */
 export function loadNative(): NativeStatus {
-  if (process.env.AGENT_R1_NATIVE_DISABLE && process.env.AGENT_R1_NATIVE_DISABLE !== "0") {
+  if (settings().nativeDisabled) {
     return { ok: false, reason: "disabled by AGENT_R1_NATIVE_DISABLE" };
   }
   if (loaded) return loaded;
@@ -135,7 +136,7 @@ export function parseBackend(value: string, where: string): BackendChoice {
 /** The requested choice: the option, else env AGENT_R1_BACKEND, else auto. */
 export function requestedBackend(choice?: BackendChoice): BackendChoice {
   if (choice !== undefined) return parseBackend(choice, "engine.backend");
-  const env = process.env.AGENT_R1_BACKEND;
+  const env = settings().backend;
   return env ? parseBackend(env, "AGENT_R1_BACKEND") : "auto";
 }
 
@@ -168,11 +169,5 @@ export function fallbackLine(reason: string): string {
  * per core, as the engine runs by default; all cores for a single replica).
  */
 export function defaultBlasThreads(replicas: number): number {
-  const env = process.env.AGENT_R1_BLAS_THREADS;
-  if (env !== undefined && env !== "") {
-    const n = Number(env);
-    if (!Number.isInteger(n) || n < 1) throw new InputError(`AGENT_R1_BLAS_THREADS must be a positive integer, got '${env}'`);
-    return n;
-  }
-  return Math.max(1, Math.floor(availableParallelism() / Math.max(1, replicas)));
+  return settings().blasThreads ?? Math.max(1, Math.floor(availableParallelism() / Math.max(1, replicas)));
 }

@@ -17,6 +17,7 @@ import * as tf from "@tensorflow/tfjs";
 import "@tensorflow/tfjs-backend-wasm";
 import { loadNative, type BackendName, type NativeAddon } from "./native.js";
 import { InputError } from "../../util/errors.js";
+import { settings } from "../../util/settings.js";
 
 export type TensorInfo = { dataId: object; shape: number[]; dtype: string };
 // The wasm backend's kernel-level API, typed only as far as we use it.
@@ -178,13 +179,9 @@ export function setMatmulBackend(backend: BackendName, threads = 1): void {
   if (!st.ok) throw new InputError(`the native backend is unavailable: ${st.reason}`, "use the tfjs backend, or build the addon");
   st.addon.setThreads(threads);
   native = st.addon;
-  fusedOn = process.env.AGENT_R1_FUSED !== "0";
-  const ft = process.env.AGENT_R1_FUSED_THREADS;
-  if (ft !== undefined && ft !== "") {
-    const n = Number(ft);
-    if (!Number.isInteger(n) || n < 1 || n > 16) throw new InputError(`AGENT_R1_FUSED_THREADS must be an integer in [1, 16], got '${ft}'`);
-    st.addon.setFusedThreads(n);
-  }
+  const s = settings();
+  fusedOn = s.fused;
+  if (s.fusedThreads !== undefined) st.addon.setFusedThreads(s.fusedThreads);
 }
 
 /**

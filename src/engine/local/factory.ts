@@ -1,0 +1,54 @@
+/**
+ * The `local` engine kind: policies, references and critics in this process (LocalEngine), and
+ * preset models written by `initModel`. The edges (CLI commands) build it from a recipe's
+ * `engine` section; the trainer sees only the EngineFactory interface.
+ */
+import type { EngineFactory, PolicyEngine } from "../factory.js";
+import { initModel } from "../../model/init-model.js";
+import { readModelConfig } from "../../model/model-dir.js";
+import { readTrainerStep } from "./trainable-io.js";
+import { InputError } from "../../util/errors.js";
+import { LocalEngine, type LocalEngineOptions } from "./local-engine.js";
+import type { BackendChoice } from "./native.js";
+
+/** A recipe's `engine` section, as the local engine reads it. */
+export interface LocalEngineSection {
+  workers?: number;
+  prefixCacheMb?: number;
+  microBatchMb?: number;
+  backend?: BackendChoice;
+}
+
+/** LocalEngine options from a recipe's `engine` section. */
+export function localEngineOptions(section: LocalEngineSection): LocalEngineOptions {
+  return {
+    workers: section.workers,
+    prefixCacheBytes: section.prefixCacheMb === undefined ? undefined : section.prefixCacheMb * 2 ** 20,
+    microBatchBytes: section.microBatchMb === undefined ? undefined : section.microBatchMb * 2 ** 20,
+    backend: section.backend,
+  };
+}
+
+export function localEngines(options: LocalEngineOptions = {}): EngineFactory {
+  return {
+    kind: "local",
+    policy: (dir) => LocalEngine.load(dir, options),
+    reference: (dir) => LocalEngine.load(dir, options),
+    async critic(policy: PolicyEngine) {
+      if (!(policy instanceof LocalEngine)) throw new InputError("the local critic runs beside a local policy engine (engine.kind: local)");
+      return policy.createCritic();
+    },
+    checkSaved(dir) {
+      try {
+        readModelConfig(dir);
+        readTrainerStep(dir);
+        return undefined;
+      } catch (e) {
+        return e instanceof Error ? e.message : String(e);
+      }
+    },
+    async initModel(o) {
+      await initModel(o);
+    },
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * The main job: RL from a base checkpoint on a task, evaluated greedily on the held-out test
+ * split before and after, within a wall-clock budget. `agent-r1 main` runs it with the
+ * multi-hop recipe and the committed base (assets/base/multihop). The run directory keeps
+ * config.yaml, metrics.jsonl, samples, checkpoints and eval.json (both evaluations).
+ */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { EngineFactory } from "../engine/factory.js";
+import type { Task } from "../tasks/types.js";
+import type { TrainConfig } from "./config.js";
+import { checkPlayed, playRows, type EpisodeSummary } from "./evaluate.js";
+import { Trainer, type IterationMetrics } from "./trainer.js";
+
+export interface MainJobOptions {
+  /** The base model directory (also the config's model.path). */
+  base: string;
+  out: string;
+  engines: EngineFactory;
+  /** Training stops starting new iterations after this many minutes (evaluations included). */
+  budgetMinutes: number;
+  /** Start over in a non-empty `out` (see the trainer's `force`). */
+  force?: boolean;
+  /** Progress lines for a person (stdout). */
+  say?: (line: string) => void;
+  /** Notes and warnings (stderr). */
+  log?: (line: string) => void;
+  /** After each training iteration. */
+  onIteration?: (m: IterationMetrics) => void;
+}
+
+export interface MainJobResult {
+  out: string;
+  before: EpisodeSummary;
+  after: EpisodeSummary;
+  iterations: number;
+  minutes: number;
+  /** The advantage estimator that trained (the recipe's `algorithm.estimator`, upper-cased: GRPO, RLOO, ...). */
+  algorithm: string;
+}
+
+export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions): Promise<MainJobResult> {
+  const t0 = Date.now();
+  const trainer = await Trainer.open(cfg, { out: o.out, task, engines: o.engines, force: o.force, command: "main", log: o.log });
+  const testRows = task.rows("test");
+  const r = cfg.rollout;
+  const evaluate = async () => {
+    const played = await playRows(trainer.policy, trainer.policy.tokenizer, task, testRows, { greedy: true, maxTurns: r.maxTurns, maxTokensPerTurn: r.maxTokensPerTurn, maxTotalTokens: r.maxTotalTokens, seed: 0 });
+    const failures = checkPlayed("main: evaluation", testRows, played.result);
+    if (failures) o.log?.(failures);
+    return played.summary;
+  };
+  try {
+    const algorithm = cfg.algorithm.estimator.toUpperCase();
+    o.say?.(`main: ${algorithm} on '${task.name}' from ${o.base}, ${cfg.train.iterations} iterations x ${cfg.train.batchSize} questions x ${r.n} samples (budget ${o.budgetMinutes} min) → ${o.out}`);
+    const before = await evaluate();
+    o.say?.(`base on ${testRows.length} held-out questions (greedy): exact match ${pct(before.em)}, ${before.toolCalls.toFixed(2)} tool calls, ${before.responseTokens.toFixed(0)} response tokens`);
+    while (trainer.iteration < cfg.train.iterations && Date.now() - t0 < o.budgetMinutes * 60_000) o.onIteration?.(await trainer.step());
+    if (trainer.iteration < cfg.train.iterations) {
+      o.say?.(`main: time budget reached after ${trainer.iteration} iterations`);
+      await trainer.checkpoint(trainer.iteration);
+    }
+    const after = await evaluate();
+    const minutes = (Date.now() - t0) / 60_000;
+    const result: MainJobResult = { out: o.out, before, after, iterations: trainer.iteration, minutes, algorithm };
+    writeFileSync(join(o.out, "eval.json"), JSON.stringify({ split: "test", rows: testRows.length, greedy: true, ...result }, null, 2) + "\n");
+    return result;
+  } finally {
+    await trainer.close();
+  }
+}
+
+export const pct = (x: number) => `${(100 * x).toFixed(1)}%`;

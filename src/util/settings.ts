@@ -1,0 +1,54 @@
+/**
+ * The AGENT_R1_* environment variables, read and checked in this one place. Code below the CLI
+ * takes its options as arguments; where an option is unset it falls back to these settings (an
+ * engine in a worker thread, a test that runs the CLI in a child process). A malformed value is
+ * an InputError naming the variable. Read afresh on each call: the values are few and cheap to
+ * parse, and a test may change the environment between calls.
+ */
+import { InputError } from "./errors.js";
+
+export interface Settings {
+  /** AGENT_R1_BACKEND: the compute backend when no option names one (auto, native or tfjs; checked by the engine). */
+  backend?: string;
+  /** AGENT_R1_WORKERS: engine worker threads when no option says (0 runs in the calling thread). */
+  workers?: number;
+  /** AGENT_R1_BLAS_THREADS: BLAS threads per matrix product on the native backend. */
+  blasThreads?: number;
+  /** AGENT_R1_FUSED: "0" keeps the TF.js compositions instead of the fused native kernels. Default on. */
+  fused: boolean;
+  /** AGENT_R1_FUSED_THREADS: threads of the fused kernels, 1 to 16. */
+  fusedThreads?: number;
+  /** AGENT_R1_NATIVE_DISABLE: any value but "0" makes the native addon unavailable (to test the fallback). */
+  nativeDisabled: boolean;
+  /** AGENT_R1_DEBUG: the CLI prints the stack of an error after its one line. */
+  debug: boolean;
+  /** AGENT_R1_API_KEY: the key `serve` requires when no --api-key is given. */
+  apiKey?: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new InputError(`${name} must be an integer ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `in [${min}, ${max}]`}, got '${raw}'`);
+  }
+  return n;
+}
+
+const flag = (env: Env, name: string) => Boolean(env[name]) && env[name] !== "0";
+
+export function settings(env: Env = process.env): Settings {
+  return {
+    backend: env.AGENT_R1_BACKEND || undefined,
+    workers: integer(env, "AGENT_R1_WORKERS", 0),
+    blasThreads: integer(env, "AGENT_R1_BLAS_THREADS", 1),
+    fused: env.AGENT_R1_FUSED !== "0",
+    fusedThreads: integer(env, "AGENT_R1_FUSED_THREADS", 1, 16),
+    nativeDisabled: flag(env, "AGENT_R1_NATIVE_DISABLE"),
+    debug: flag(env, "AGENT_R1_DEBUG"),
+    apiKey: env.AGENT_R1_API_KEY || undefined,
+  };
+}
