@@ -1,15 +1,27 @@
 /**
- * Regenerates the README's configuration reference from the schema and its example blocks from
- * the example files: node --import tsx scripts/update-readme.ts
+ * Regenerates what the docs take from the code: docs/reference.md (commands, recipe keys, presets,
+ * environment variables) and the README's example blocks (from the example files).
+ *   node --import tsx scripts/update-readme.ts
  */
 import { readFileSync, writeFileSync } from "node:fs";
-import { configReference } from "../src/train/config-reference.js";
+import { COMMANDS } from "../src/cli/main.js";
+import { referenceDoc } from "../src/cli/reference.js";
 import { refreshReadmeExamples } from "../src/train/readme-examples.js";
 
 const root = new URL("../", import.meta.url);
-const file = new URL("README.md", root);
-const text = readFileSync(file, "utf8");
-const withConfig = text.replace(/(<!-- config-reference:start -->\n)[\s\S]*?(<!-- config-reference:end -->)/, `$1${configReference()}\n$2`);
-const next = refreshReadmeExamples(withConfig, (path) => readFileSync(new URL(path, root), "utf8"));
-writeFileSync(file, next);
-console.log(next === text ? "README already up to date" : "README updated");
+
+function update(path: string, next: (text: string) => string): void {
+  const file = new URL(path, root);
+  let text = "";
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    /* a new file */
+  }
+  const out = next(text);
+  writeFileSync(file, out);
+  console.log(`${path}: ${out === text ? "already up to date" : "updated"}`);
+}
+
+update("docs/reference.md", () => referenceDoc(COMMANDS));
+update("README.md", (text) => refreshReadmeExamples(text, (path) => readFileSync(new URL(path, root), "utf8")));

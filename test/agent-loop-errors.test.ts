@@ -15,8 +15,7 @@ import { hermesFormat } from "../src/agent/formats/hermes.js";
 import type { Action, Env, StepResult } from "../src/agent/env.js";
 import { finalTokens, segments, stepContext } from "../src/agent/trajectory.js";
 import { DEFAULT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
-import { ScriptedEngine, assistantTurns } from "./conformance/fake-engine.js";
-import { chatmlTokenizer } from "./conformance/fixtures.js";
+import { ScriptedEngine, assistantTurns, chatmlTokenizer } from "../src/testing/index.js";
 
 const tok = chatmlTokenizer();
 const chat = chatSetup(tok);

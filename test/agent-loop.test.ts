@@ -12,8 +12,7 @@ import { defineTool } from "../src/agent/tool.js";
 import { ToolEnv } from "../src/agent/tool-env.js";
 import { llama3JsonFormat } from "../src/agent/formats/llama3.js";
 import { finalTokens, stepContext } from "../src/agent/trajectory.js";
-import { ScriptedEngine, assistantTurns, fakeLogprob, type Reply } from "./conformance/fake-engine.js";
-import { chatmlTokenizer, llama3Tokenizer } from "./conformance/fixtures.js";
+import { ScriptedEngine, assistantTurns, fakeLogprob, type Reply, chatmlTokenizer, llama3Tokenizer } from "../src/testing/index.js";
 
 const tok = chatmlTokenizer();
 const chat = chatSetup(tok);

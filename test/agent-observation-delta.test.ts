@@ -10,7 +10,7 @@ import { observationDeltaText, observationDeltaTokens } from "../src/agent/obser
 import { ChatTemplateError } from "../src/agent/errors.js";
 import { createHermesFormat } from "../src/agent/formats/hermes.js";
 import { DEFAULT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
-import { chatmlTokenizer, llama3Tokenizer } from "./conformance/fixtures.js";
+import { chatmlTokenizer, llama3Tokenizer } from "../src/testing/index.js";
 
 const history: AgentMessage[] = [{ role: "system", content: "Be brief." }, { role: "user", content: "6*7 and 2+2?" }];
 const results: AgentMessage[] = [{ role: "tool", name: "calc", content: "42" }, { role: "tool", name: "calc", content: "4" }];

@@ -11,8 +11,7 @@ import { defineTool } from "../src/agent/tool.js";
 import { ToolEnv } from "../src/agent/tool-env.js";
 import { hermesFormat } from "../src/agent/formats/hermes.js";
 import { decodeTrajectory, formatTrajectory } from "../src/agent/trajectory-view.js";
-import { ScriptedEngine, assistantTurns } from "./conformance/fake-engine.js";
-import { chatmlTokenizer } from "./conformance/fixtures.js";
+import { ScriptedEngine, assistantTurns, chatmlTokenizer } from "../src/testing/index.js";
 
 const tok = chatmlTokenizer();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -15,8 +15,7 @@ import { chatSession, questionRow, templateRow } from "../src/cli/commands/chat.
 import type { CommandIO } from "../src/cli/command.js";
 import { runCli } from "../src/cli/main.js";
 import { getTask } from "../src/tasks/index.js";
-import { ScriptedEngine, assistantTurns } from "./conformance/fake-engine.js";
-import { chatmlTokenizer } from "./conformance/fixtures.js";
+import { ScriptedEngine, assistantTurns, chatmlTokenizer } from "../src/testing/index.js";
 import { captureIO, tempDir } from "./helpers.js";
 
 let model: string;
@@ -131,15 +130,15 @@ test("the formatter: failed calls, colors, episodes without an answer", () => {
   ]);
 });
 
-test("a missing model directory or a bad flag is one error line and exit 1", async () => {
-  for (const [args, pattern] of [
-    [["chat", "--model", join(tempDir(), "nope"), "--task", "calc"], /^error: .*nope.*not found/],
-    [["chat", "--task", "calc"], /^error: chat: --model is required/],
-    [["chat", "--model", model, "--task", "poetry"], /^error: unknown task 'poetry'/],
-    [["chat", "--model", model, "--task", "calc", "--max-turns", "0"], /^error: chat: --max-turns must be a positive integer/],
-  ] as [string[], RegExp][]) {
+test("a missing model directory (exit 1) or a bad flag (exit 2) is one error line", async () => {
+  for (const [args, pattern, code] of [
+    [["chat", "--model", join(tempDir(), "nope"), "--task", "calc"], /^error: .*nope.*not found/, 1],
+    [["chat", "--task", "calc"], /^error: chat: --model is required/, 2],
+    [["chat", "--model", model, "--task", "poetry"], /^error: unknown task 'poetry'/, 2],
+    [["chat", "--model", model, "--task", "calc", "--max-turns", "0"], /^error: chat: --max-turns must be a positive integer/, 2],
+  ] as [string[], RegExp, number][]) {
     const io = linesIO(["hello"]);
-    assert.equal(await runCli(args, io), 1);
+    assert.equal(await runCli(args, io), code, args.join(" "));
     assert.equal(io.stderr.length, 1, io.stderr.join("\n"));
     assert.match(io.stderr[0], pattern);
     assert.deepEqual(io.stdout, []);

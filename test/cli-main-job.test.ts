@@ -3,8 +3,8 @@ import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { formatError } from "../src/util/errors.js";
 import type { Command } from "../src/cli/command.js";
+import { runCommand } from "../src/cli/main.js";
 import { dataCommand } from "../src/cli/commands/data.js";
 import { evalCommand } from "../src/cli/commands/eval.js";
 import { mainJobCommand, MAIN_JOB_DEFAULTS } from "../src/cli/commands/main-job.js";
@@ -15,16 +15,11 @@ import { readTaskRowsJsonl, readTaskRowsParquet } from "../src/data/index.js";
 import { getTask } from "../src/tasks/index.js";
 import { captureIO, tempDir } from "./helpers.js";
 
-/** What runCli does for a registered command: run it, or print one error line and return 1. */
+/** What runCli does for a registered command: run it, or print one error line and return 1 (2 for a usage error). */
 async function run(cmd: Command, argv: string[]) {
   const io = captureIO();
-  try {
-    await cmd.run(argv, io);
-    return { code: 0, ...io };
-  } catch (e) {
-    io.err(formatError(e));
-    return { code: 1, ...io };
-  }
+  const code = await runCommand(cmd, argv, io);
+  return { code, ...io };
 }
 
 const SMALL = ["--option", "train=9", "--option", "val=9", "--option", "test=4"];
@@ -87,24 +82,24 @@ test("pretrain: copying curriculum, SFT, a loadable base without optimizer state
   assert.equal(readFileSync(join(again, "tokenizer.json"), "utf8"), readFileSync(join(out, "tokenizer.json"), "utf8"), "--init keeps the model's tokenizer");
 });
 
-test("bad input gives one-line errors", async () => {
-  const cases: [Command, string[], RegExp][] = [
-    [evalCommand, ["--model", model, "--task", "nope"], /^error: unknown task 'nope'; tasks: multihop, calc$/],
-    [evalCommand, ["--model", join(model, "missing"), "--task", "multihop", ...SMALL], /^error: .*missing.*model directory not found/],
-    [evalCommand, ["--model", model, "--task", "multihop", "--split", "dev"], /^error: eval: unknown --split 'dev'; splits: train, val, test$/],
-    [evalCommand, ["--task", "multihop"], /^error: eval: --model is required/],
-    [evalCommand, ["--model", model, "--task", "multihop", "--data", "rows.csv"], /^error: rows.csv: unknown data file type '.csv'/],
-    [dataCommand, ["--task", "multihop", "--split", "test", "--out", "x.txt"], /^error: data: --out x.txt: unknown file type '.txt'/],
-    [dataCommand, ["--task", "multihop", "--option", "sizes=3", "--split", "test", "--out", "x.jsonl"], /^error: task 'multihop': unknown option 'sizes'/],
-    [mainJobCommand, ["--base", join(model, "missing")], /^error: main: base checkpoint not found/],
-    [tokenizerCommand, ["--task", "multihop", "--out", "t", "--split", "bytes"], /^error: tokenizer: --split must be one of words, gpt, got 'bytes'$/],
-    [pretrainCommand, ["--task", "multihop", ...SMALL, "--copy-blend", "1.5", "--out", join(tempDir(), "c")], /^error: pretrain: --copy-blend must be in \[0, 1\], got 1.5$/],
-    [pretrainCommand, ["--task", "multihop", ...SMALL, "--worlds", "0", "--out", join(tempDir(), "w")], /^error: pretrain: --worlds must be a whole number >= 1, got 0$/],
-    [pretrainCommand, ["--task", "multihop", ...SMALL, "--init", join(model, "missing"), "--steps", "1", "--out", join(tempDir(), "b")], /^error: .*missing.*model directory not found/],
+test("bad input gives one-line errors: exit 2 for the command line, 1 for files, models and task options", async () => {
+  const cases: [Command, string[], RegExp, number][] = [
+    [evalCommand, ["--model", model, "--task", "nope"], /^error: unknown task 'nope'; tasks: multihop, calc$/, 2],
+    [evalCommand, ["--model", join(model, "missing"), "--task", "multihop", ...SMALL], /^error: .*missing.*model directory not found/, 1],
+    [evalCommand, ["--model", model, "--task", "multihop", "--split", "dev"], /^error: eval: unknown --split 'dev'; splits: train, val, test$/, 2],
+    [evalCommand, ["--task", "multihop"], /^error: eval: --model is required/, 2],
+    [evalCommand, ["--model", model, "--task", "multihop", "--data", "rows.csv"], /^error: rows.csv: unknown data file type '.csv'/, 1],
+    [dataCommand, ["--task", "multihop", "--split", "test", "--out", "x.txt"], /^error: data: --out x.txt: unknown file type '.txt'/, 2],
+    [dataCommand, ["--task", "multihop", "--option", "sizes=3", "--split", "test", "--out", "x.jsonl"], /^error: task 'multihop': unknown option 'sizes'/, 1],
+    [mainJobCommand, ["--base", join(model, "missing")], /^error: main: base checkpoint not found/, 1],
+    [tokenizerCommand, ["--task", "multihop", "--out", "t", "--split", "bytes"], /^error: tokenizer: --split must be one of words, gpt, got 'bytes'$/, 2],
+    [pretrainCommand, ["--task", "multihop", ...SMALL, "--copy-blend", "1.5", "--out", join(tempDir(), "c")], /^error: pretrain: --copy-blend must be in \[0, 1\], got 1.5$/, 2],
+    [pretrainCommand, ["--task", "multihop", ...SMALL, "--worlds", "0", "--out", join(tempDir(), "w")], /^error: pretrain: --worlds must be a whole number >= 1, got 0$/, 2],
+    [pretrainCommand, ["--task", "multihop", ...SMALL, "--init", join(model, "missing"), "--steps", "1", "--out", join(tempDir(), "b")], /^error: .*missing.*model directory not found/, 1],
   ];
-  for (const [cmd, argv, re] of cases) {
+  for (const [cmd, argv, re, code] of cases) {
     const r = await run(cmd, argv);
-    assert.equal(r.code, 1, argv.join(" "));
+    assert.equal(r.code, code, argv.join(" "));
     assert.equal(r.stderr.length, 1, r.stderr.join("\n"));
     assert.doesNotMatch(r.stderr[0], /\n/);
     assert.match(r.stderr[0], re);

@@ -61,9 +61,10 @@ test("generate is deterministic for a seed", async () => {
   assert.deepEqual(a.stdout, b.stdout);
 });
 
-async function failsWith(args: string[], pattern: RegExp): Promise<void> {
+/** Exit 1 for bad input files and models, 2 for a mistake in the command line. */
+async function failsWith(args: string[], pattern: RegExp, code = 1): Promise<void> {
   const io = captureIO();
-  assert.equal(await runCli(args, io), 1);
+  assert.equal(await runCli(args, io), code, args.join(" "));
   assert.equal(io.stderr.length, 1, io.stderr.join("\n"));
   assert.match(io.stderr[0], pattern);
 }
@@ -93,9 +94,9 @@ test("bad input files and flags name the line or the flag", async () => {
   const input = join(tempDir(), "bad.jsonl");
   writeFileSync(input, '{"tokens":[1,2]}\n{"tokens":"x"}\n');
   await failsWith(["score", "--model", model, "--input", input], /bad\.jsonl:2: field 'tokens'/);
-  await failsWith(["init-model", "--preset", "huge", "--out", tempDir()], /unknown --preset 'huge'; choose one of: tiny, small, medium/);
-  await failsWith(["generate", "--model", model], /--prompt is required/);
-  await failsWith(["generate", "--model", model, "--prompt", "x", "--max-tokens", "many"], /--max-tokens must be a number/);
+  await failsWith(["init-model", "--preset", "huge", "--out", tempDir()], /unknown --preset 'huge'; choose one of: tiny, small, medium/, 2);
+  await failsWith(["generate", "--model", model], /--prompt is required/, 2);
+  await failsWith(["generate", "--model", model, "--prompt", "x", "--max-tokens", "many"], /--max-tokens must be a number/, 2);
 });
 
 test("the installed bin exits non-zero with one line and no stack trace", () => {

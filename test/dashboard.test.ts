@@ -239,10 +239,10 @@ test("a missing run directory or metrics file is one error line and exit 1", asy
   assert.match(io2.stderr[0], /metrics\.jsonl not found/);
 
   const io3 = captureIO();
-  assert.equal(await runCli(["dashboard"], io3), 1);
+  assert.equal(await runCli(["dashboard"], io3), 2, "a usage error");
   assert.match(io3.stderr[0], /RUN_DIR is required/);
   const io4 = captureIO();
-  assert.equal(await runCli(["dashboard", run, "--port", "70000"], io4), 1);
+  assert.equal(await runCli(["dashboard", run, "--port", "70000"], io4), 2, "a usage error");
   assert.match(io4.stderr[0], /--port must be an integer/);
   await assert.rejects(startDashboard({ runDir: missing, port: 0 }), /not found/);
 });

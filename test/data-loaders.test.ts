@@ -13,7 +13,7 @@ import { calcJudge, calculatorTool, CALC_SYSTEM_PROMPT } from "../src/tasks/calc
 import { buildSearchIndex, qaJudge, searchText, searchTool, SEARCH_SYSTEM_PROMPT } from "../src/tasks/multihop/index.js";
 import type { TaskRow } from "../src/tasks/types.js";
 import { InputError } from "../src/util/errors.js";
-import { actionOf } from "./conformance/env-conformance.js";
+import { actionOf } from "../src/testing/index.js";
 import { tempDir } from "./helpers.js";
 
 const dir = tempDir("agent-r1-loaders-");

@@ -15,7 +15,7 @@ import { tf } from "../src/engine/local/tf-backend.js";
 import { IncrementalDecoder } from "../src/model/tokenizer.js";
 import { InputError } from "../src/util/errors.js";
 import type { HostTensor } from "../src/model/safetensors.js";
-import type { Datum, SampledSequence, ValueDatum } from "../src/engine/types.js";
+import type { Datum, LossSpec, SampledSequence, ValueDatum } from "../src/engine/types.js";
 
 let root: string;
 let base: string;
@@ -478,6 +478,25 @@ test("(g) no tensor leak: live tensors after iteration 5 equal those after itera
   }
 });
 
+test("aggregation over a call: datums sharing a sequence id are one sequence; a datum with no loss tokens counts for nothing", async () => {
+  const e = await load();
+  try {
+    const d = (tokens: number[], weights: number[]): Datum => ({ tokens, targetTokens: tokens.map((t) => t + 1), weights, advantages: weights.map(() => 0.5), logprobs: weights.map(() => -1) });
+    // One trajectory split in two datums, plus one datum with no loss tokens.
+    const parts = [d([1, 2, 3], [0, 1, 1]), d([1, 5], [0, 1]), d([7, 8], [0, 0])];
+    const loss = async (datums: Datum[], aggregation: LossSpec["aggregation"]) => (await e.forwardBackward(datums, { type: "ppo", aggregation, normalizer: 4 })).metrics.loss;
+    const sum = await loss(parts, "sum");
+    const one = parts.map((p) => ({ ...p, sequence: 0 }));
+    // One sequence with loss tokens: its token sum over S = 1, its token mean over S = 1.
+    assert.ok(Math.abs((await loss(one, "seq-mean-token-sum")) - sum / 1) < 1e-6);
+    assert.ok(Math.abs((await loss(one, "seq-mean-token-mean")) - sum / 3) < 1e-6);
+    assert.ok(Math.abs((await loss(parts, "seq-mean-token-sum")) - sum / 2) < 1e-6); // without ids: two sequences with loss tokens
+    assert.ok(Math.abs((await loss(parts, "seq-mean-token-sum-norm")) - sum / 4) < 1e-6);
+  } finally {
+    e.dispose();
+  }
+});
+
 test("(h) bad input: InputError naming the datum index and field", async () => {
   const e = await load();
   try {
@@ -495,6 +514,7 @@ test("(h) bad input: InputError naming the datum index and field", async () => {
     await assertInputError(() => e.forwardBackward([ok(), noAdv], { type: "ppo" }), /datum 1: advantages is required by loss 'ppo'/);
     await assertInputError(() => e.forwardBackward([ok()], { type: "ppo", kl: { coef: 0.1 } }), /datum 0: refLogprobs is required/);
     await assertInputError(() => e.forwardBackward([{ ...ok(), advantages: [1, NaN, 1] }], { type: "ppo" }), /datum 0: advantages holds a non-finite number/);
+    await assertInputError(() => e.forwardBackward([{ ...ok(), sequence: 0.5 }], { type: "ppo" }), /datum 0: sequence must be an integer/);
     await assertInputError(() => e.forwardBackward([], { type: "ppo" }), /at least one datum/);
     await assertInputError(() => e.forwardBackward([ok()], { type: "ppo", aggregation: "seq-mean-token-sum-norm" }), /normalizer/);
     // Elsewhere in the engine.

@@ -28,8 +28,7 @@ import { CheckpointError, latestCheckpoint, verifyCheckpoint } from "../src/trai
 import type { Task, TaskRow } from "../src/tasks/types.js";
 import { formatError } from "../src/util/errors.js";
 import { Rng } from "../src/util/rng.js";
-import { ScriptedEngine, assistantTurns } from "./conformance/fake-engine.js";
-import { chatmlTokenizer } from "./conformance/fixtures.js";
+import { ScriptedEngine, assistantTurns, chatmlTokenizer } from "../src/testing/index.js";
 import { toyTask } from "./fixtures/toy-task.js";
 import { faultyToyEngines, toyConfig, toyEngines } from "./fixtures/train-toy.js";
 import { snapshot } from "./fixtures/snapshot.js";

@@ -1,6 +1,7 @@
 /**
  * Policy losses on tensors (policy-train.ts) against the plain-number formulas
- * of loss-math.ts, and their gradients against central finite differences.
+ * of src/rl (policy-loss.ts, kl.ts, aggregation.ts), and their gradients
+ * against central finite differences.
  */
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
@@ -10,7 +11,9 @@ import { Transformer, parameterShapes } from "../src/model/transformer.js";
 import type { HostTensor } from "../src/model/safetensors.js";
 import { Trainable } from "../src/engine/local/trainable.js";
 import { computeLogprobs, policyForwardBackward } from "../src/engine/local/policy-train.js";
-import { aggregationCoefficients, klValue, policyTokenLoss, resolvedLoss, type ResolvedLoss } from "../src/engine/loss-math.js";
+import { aggregationCoefficients } from "../src/rl/aggregation.js";
+import { klValue } from "../src/rl/kl.js";
+import { policyTokenLoss, resolvedLoss, type ResolvedLoss } from "../src/rl/policy-loss.js";
 import type { Datum, LossAggregation, LossSpec } from "../src/engine/types.js";
 import { packMicroBatches } from "../src/engine/micro-batches.js";
 import { Rng } from "../src/util/rng.js";
@@ -24,7 +27,7 @@ before(async () => {
 
 const close = (a: number, b: number, tol = 1e-12) => Math.abs(a - b) <= tol * Math.max(1, Math.abs(b));
 
-test("loss-math by hand: policy token losses, KL forms, aggregation coefficients", () => {
+test("by hand: policy token losses, KL forms, aggregation coefficients", () => {
   const ppo = resolvedLoss({ type: "ppo" }); // clip 0.2 / 0.2, dual clip 3
   const L = Math.log;
   // Inside the trust region: -r·A.
@@ -54,11 +57,12 @@ test("loss-math by hand: policy token losses, KL forms, aggregation coefficients
   // Aggregations for weights [[1,1,0],[0,1]].
   const w = [[1, 1, 0], [0, 1]];
   const eq = (got: number[][], want: number[][]) => got.forEach((r, i) => r.forEach((x, j) => assert.ok(close(x, want[i][j]), `${i},${j}: ${x} vs ${want[i][j]}`)));
-  eq(aggregationCoefficients(w, "token-mean"), [[1 / 3, 1 / 3, 0], [0, 1 / 3]]);
-  eq(aggregationCoefficients(w, "seq-mean-token-sum"), [[1 / 2, 1 / 2, 0], [0, 1 / 2]]);
-  eq(aggregationCoefficients(w, "seq-mean-token-mean"), [[1 / 4, 1 / 4, 0], [0, 1 / 2]]);
-  eq(aggregationCoefficients(w, "seq-mean-token-sum-norm", 4), [[1 / 8, 1 / 8, 0], [0, 1 / 8]]);
-  eq(aggregationCoefficients(w, "sum"), [[1, 1, 0], [0, 1]]);
+  const rows = w.map((weights) => ({ weights }));
+  eq(aggregationCoefficients(rows, "token-mean"), [[1 / 3, 1 / 3, 0], [0, 1 / 3]]);
+  eq(aggregationCoefficients(rows, "seq-mean-token-sum"), [[1 / 2, 1 / 2, 0], [0, 1 / 2]]);
+  eq(aggregationCoefficients(rows, "seq-mean-token-mean"), [[1 / 4, 1 / 4, 0], [0, 1 / 2]]);
+  eq(aggregationCoefficients(rows, "seq-mean-token-sum-norm", 4), [[1 / 4, 1 / 4, 0], [0, 1 / 4]]);
+  eq(aggregationCoefficients(rows, "sum"), [[1, 1, 0], [0, 1]]);
 });
 
 // ---------------------------------------------------------------------------
@@ -140,9 +144,9 @@ function makeDatums(lp: number[][]): { datums: Datum[]; designedClipped: number;
   return { datums, designedClipped, weighted };
 }
 
-/** The loss in plain numbers (float64) from per-token logprobs, with loss-math.ts. */
+/** The loss in plain numbers (float64) from per-token logprobs, with the formulas of src/rl. */
 function plainLoss(datums: Datum[], lp: number[][], loss: ResolvedLoss): { loss: number; clipPattern: boolean[] } {
-  const coef = aggregationCoefficients(datums.map((d) => d.weights), loss.aggregation, loss.normalizer);
+  const coef = aggregationCoefficients(datums, loss.aggregation, loss.normalizer);
   let total = 0;
   const clipPattern: boolean[] = [];
   datums.forEach((d, i) => {
@@ -323,42 +327,46 @@ test("PPO gradient is zero exactly on clipped tokens and non-zero on the others"
 });
 
 test("micro-batches: splitting one call gives the same loss and gradients", () => {
+  // Datums 0 and 1 as one sequence (a split trajectory) or each its own.
+  const cases: [LossSpec, LossAggregation, (number | undefined)[]][] = [];
   for (const spec0 of [{ type: "ppo", kl: { coef: 0.2, form: "k3" } }, { type: "cross_entropy" }] as LossSpec[]) {
-    for (const aggregation of ["token-mean", "seq-mean-token-mean"] as LossAggregation[]) {
-      for (const budget of [8, 16]) {
-        const spec = resolvedLoss({ ...spec0, aggregation });
-        const one = fresh(), split = fresh();
-        try {
-          const { datums } = makeDatums(currentLogprobs(one, 1));
-          // Lengths 8, 5, 7: budget 8 puts each sequence alone; 16 packs [0, 1] (padded) and [2].
-          const lengths = datums.map((d) => d.tokens.length);
-          assert.deepEqual(packMicroBatches(lengths, budget), budget === 8 ? [[0], [1], [2]] : [[0, 1], [2]]);
-          assert.deepEqual(packMicroBatches(lengths, 10_000), [[0, 1, 2]]);
-          const a = policyForwardBackward(one, datums, spec, 10_000); // one micro-batch of 3
-          const b = policyForwardBackward(split, datums, spec, budget);
-          assert.ok(Math.abs(a.metrics.loss - b.metrics.loss) <= 1e-5 * Math.max(1, Math.abs(a.metrics.loss)), `loss ${a.metrics.loss} vs ${b.metrics.loss}`);
-          a.logprobs.forEach((r, i) => r.forEach((p, t) => assert.ok(Math.abs(p - b.logprobs[i][t]) < 1e-5)));
-          assert.ok(Math.abs(a.metrics.entropy - b.metrics.entropy) < 1e-5);
-          const ga = gradsOf(one), gb = gradsOf(split);
-          assert.equal(ga.size, gb.size);
-          for (const [name, t] of ga) {
-            const x = t.dataSync(), y = gb.get(name)!.dataSync();
-            let scale = 0, diff = 0;
-            for (let i = 0; i < x.length; i++) {
-              scale = Math.max(scale, Math.abs(x[i]));
-              diff = Math.max(diff, Math.abs(x[i] - y[i]));
-            }
-            assert.ok(diff <= 1e-5 * scale + 1e-9, `${aggregation} ${name}: max diff ${diff}, scale ${scale}`);
+    for (const aggregation of ["token-mean", "seq-mean-token-mean"] as LossAggregation[]) cases.push([spec0, aggregation, [undefined, undefined, undefined]]);
+  }
+  cases.push([{ type: "ppo" }, "seq-mean-token-mean", [0, 0, 1]], [{ type: "ppo" }, "seq-mean-token-sum", [0, 0, 1]]);
+  for (const [spec0, aggregation, sequences] of cases) {
+    for (const budget of [8, 16]) {
+      const spec = resolvedLoss({ ...spec0, aggregation });
+      const one = fresh(), split = fresh();
+      try {
+        const datums = makeDatums(currentLogprobs(one, 1)).datums.map((d, i) => (sequences[i] === undefined ? d : { ...d, sequence: sequences[i] }));
+        // Lengths 8, 5, 7: budget 8 puts each datum alone; 16 packs [0, 1] (padded) and [2].
+        const lengths = datums.map((d) => d.tokens.length);
+        assert.deepEqual(packMicroBatches(lengths, budget), budget === 8 ? [[0], [1], [2]] : [[0, 1], [2]]);
+        assert.deepEqual(packMicroBatches(lengths, 10_000), [[0, 1, 2]]);
+        const a = policyForwardBackward(one, datums, spec, 10_000); // one micro-batch of 3
+        const b = policyForwardBackward(split, datums, spec, budget);
+        assert.ok(Math.abs(a.metrics.loss - b.metrics.loss) <= 1e-5 * Math.max(1, Math.abs(a.metrics.loss)), `loss ${a.metrics.loss} vs ${b.metrics.loss}`);
+        a.logprobs.forEach((r, i) => r.forEach((p, t) => assert.ok(Math.abs(p - b.logprobs[i][t]) < 1e-5)));
+        assert.ok(Math.abs(a.metrics.entropy - b.metrics.entropy) < 1e-5);
+        const ga = gradsOf(one), gb = gradsOf(split);
+        assert.equal(ga.size, gb.size);
+        for (const [name, t] of ga) {
+          const x = t.dataSync(), y = gb.get(name)!.dataSync();
+          let scale = 0, diff = 0;
+          for (let i = 0; i < x.length; i++) {
+            scale = Math.max(scale, Math.abs(x[i]));
+            diff = Math.max(diff, Math.abs(x[i] - y[i]));
           }
-          // Accumulation across calls: a second call doubles the gradient.
-          const before = Float32Array.from(ga.get("model.norm.weight")!.dataSync() as Float32Array);
-          policyForwardBackward(one, datums, spec, 10_000);
-          const after = gradsOf(one).get("model.norm.weight")!.dataSync();
-          before.forEach((x, i) => assert.ok(Math.abs(after[i] - 2 * x) <= 1e-5 * Math.abs(x) + 1e-9));
-        } finally {
-          one.dispose();
-          split.dispose();
+          assert.ok(diff <= 1e-5 * scale + 1e-9, `${aggregation} ${sequences.join()} ${name}: max diff ${diff}, scale ${scale}`);
         }
+        // Accumulation across calls: a second call doubles the gradient.
+        const before = Float32Array.from(ga.get("model.norm.weight")!.dataSync() as Float32Array);
+        policyForwardBackward(one, datums, spec, 10_000);
+        const after = gradsOf(one).get("model.norm.weight")!.dataSync();
+        before.forEach((x, i) => assert.ok(Math.abs(after[i] - 2 * x) <= 1e-5 * Math.abs(x) + 1e-9));
+      } finally {
+        one.dispose();
+        split.dispose();
       }
     }
   }

@@ -18,7 +18,7 @@ import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { startServer } from "../src/serve/server.js";
 import { runCli } from "../src/cli/main.js";
 import { ModelFormatError } from "../src/util/errors.js";
-import { LLAMA3_TEST_TEMPLATE } from "./conformance/fixtures.js";
+import { LLAMA3_TEST_TEMPLATE } from "../src/testing/index.js";
 import { captureIO, tempDir } from "./helpers.js";
 
 const user: ChatMessage[] = [{ role: "user", content: "hi" }];

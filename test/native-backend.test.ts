@@ -506,7 +506,7 @@ test("without the addon: native is an error naming the reason, auto falls back a
 
 test("backend choice: bad values name the allowed ones; env AGENT_R1_BACKEND is the default; engine.backend in the config", async () => {
   const io = captureIO();
-  assert.equal(await runCli(["score", "--model", fx.base, "--input", "x.jsonl", "--backend", "gpu"], io), 1);
+  assert.equal(await runCli(["score", "--model", fx.base, "--input", "x.jsonl", "--backend", "gpu"], io), 2, "a usage error");
   assert.match(io.stderr.join("\n"), /score: --backend: unknown backend 'gpu'; choose one of: auto, native, tfjs/);
 
   const before = process.env.AGENT_R1_BACKEND;

@@ -1,17 +1,19 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ADVANTAGE_NAMES, advantageEstimator, computeAdvantages, type TrajectoryInput } from "../src/rl/advantages/index.js";
+import { ADVANTAGE_NAMES, advantageEstimator, computeAdvantages, type AdvantageInput } from "../src/rl/advantages/index.js";
 import { InputError } from "../src/util/errors.js";
 
 const close = (a: number, b: number, tol = 1e-12) => Math.abs(a - b) <= tol * Math.max(1, Math.abs(b));
 
-// Two prompts, two samples each; steps and values per step and per token.
-const batch = (): TrajectoryInput[] => [
-  { group: "p", score: 1, actionTokens: 3, steps: [{ reward: 0, tokens: 2 }, { reward: 1, tokens: 1 }] },
-  { group: "p", score: 0, actionTokens: 2, steps: [{ reward: 0, tokens: 2 }] },
-  { group: "q", score: 0.5, actionTokens: 4, steps: [{ reward: 0.2, tokens: 1 }, { reward: 0.3, tokens: 3 }] },
-  { group: "q", score: 0.5, actionTokens: 1, steps: [{ reward: 0.5, tokens: 1 }] },
-];
+// Two prompts, two samples each, one datum per trajectory with every position an action token;
+// each step's reward sits on its last token.
+const batch = (): AdvantageInput => ({
+  trajectories: [{ group: "p", score: 1 }, { group: "p", score: 0 }, { group: "q", score: 0.5 }, { group: "q", score: 0.5 }],
+  trajectory: [0, 1, 2, 3],
+  mask: [[1, 1, 1], [1, 1], [1, 1, 1, 1], [1]],
+  steps: [[0, 0, 1], [0, 0], [0, 1, 1, 1], [0]],
+  rewards: [[0, 0, 1], [0, 0], [0.2, 0, 0, 0.3], [0.5]],
+});
 
 test("the registry holds exactly the documented names", () => {
   assert.deepEqual([...ADVANTAGE_NAMES].sort(), ["dr-grpo", "gae", "gae-step", "grpo", "reinforce", "reinforce++", "reinforce++-baseline", "rloo"]);
@@ -23,45 +25,47 @@ test("an unknown name is an InputError that lists the allowed names", () => {
   assert.throws(() => advantageEstimator("toString"), InputError);
 });
 
-test("every estimator returns one advantage per action token of each trajectory, all finite", () => {
+test("every estimator returns one advantage per datum position, all finite, 0 off the mask", () => {
   for (const name of ADVANTAGE_NAMES) {
-    const ts = batch();
-    if (name === "gae") ts.forEach((t) => (t.values = new Array(t.actionTokens).fill(0.1)));
-    if (name === "gae-step") ts.forEach((t) => (t.values = t.steps!.map(() => 0.1)));
-    const out = computeAdvantages(name, { trajectories: ts, gamma: 0.9, lambda: 0.9 });
-    assert.deepEqual(out.advantages.map((a) => a.length), [3, 2, 4, 1], name);
+    // The same batch with a prompt target in front of every datum.
+    const b = batch();
+    const pad = (rows: readonly (readonly number[])[], x: number) => rows.map((r) => [x, ...r]);
+    const input: AdvantageInput = { ...b, mask: pad(b.mask, 0), steps: pad(b.steps!, -1), rewards: pad(b.rewards!, 0), values: pad(b.mask, 0.1), gamma: 0.9, lambda: 0.9 };
+    const out = computeAdvantages(name, input);
+    assert.deepEqual(out.advantages.map((a) => a.length), [4, 3, 5, 2], name);
     assert.ok(out.advantages.flat().every(Number.isFinite), name);
+    assert.ok(out.advantages.every((a) => a[0] === 0), name);
   }
 });
 
-test("outcome estimators broadcast the trajectory's advantage to all its tokens", () => {
-  const out = computeAdvantages("dr-grpo", { trajectories: batch() });
+test("outcome estimators broadcast the trajectory's advantage to all its action tokens, across its datums", () => {
+  const out = computeAdvantages("dr-grpo", batch());
   assert.deepEqual(out.advantages, [[0.5, 0.5, 0.5], [-0.5, -0.5], [0, 0, 0, 0], [0]]);
-  const r = computeAdvantages("reinforce", { trajectories: batch(), baseline: "batch-mean" });
+  const r = computeAdvantages("reinforce", { ...batch(), baseline: "batch-mean" });
   assert.ok(close(r.advantages[0][2], 1 - (1 + 0 + 0.5 + 0.5) / 4));
+  // Trajectory 0 in two datums with an observation between: the same value on each action token.
+  const split = computeAdvantages("dr-grpo", { ...batch(), trajectory: [0, 0, 1], mask: [[0, 1, 0], [1, 1], [1]], trajectories: [{ group: 0, score: 2 }, { group: 0, score: 0 }] });
+  assert.deepEqual(split.advantages, [[0, 1, 0], [1, 1], [-1]]);
 });
 
-test("reinforce++ reads step rewards on each step's last token when tokenRewards are absent", () => {
-  const out = computeAdvantages("reinforce++", { trajectories: batch(), gamma: 0.5 });
+test("reinforce++ through the registry by hand: returns over each trajectory's action tokens", () => {
+  const out = computeAdvantages("reinforce++", { ...batch(), gamma: 0.5 });
   // trajectory 2: rewards [0.2, 0, 0, 0.3]
   const G = out.returns![2];
   assert.ok(close(G[0], 0.2 + 0.5 ** 3 * 0.3));
   assert.ok(close(G[3], 0.3));
   assert.deepEqual(out.returns![0], [0.5 * 1 * 0.5, 0.5 * 1, 1]);
+  assert.deepEqual(out.returnMask, batch().mask);
 });
 
 test("bad inputs are InputErrors that name the field", () => {
-  const noValues = batch();
-  assert.throws(() => computeAdvantages("gae", { trajectories: noValues }), /trajectories\[0\]\.values is required/);
-  const wrongValues = batch();
-  wrongValues.forEach((t) => (t.values = [0]));
-  assert.throws(() => computeAdvantages("gae-step", { trajectories: wrongValues }), /trajectories\[0\]\.values has 1 entries, expected 2 \(one per step\)/);
-  const badSteps = batch();
-  badSteps[1].steps = [{ reward: 0, tokens: 5 }];
-  assert.throws(() => computeAdvantages("grpo", { trajectories: badSteps }), /trajectories\[1\]\.steps cover 5 action tokens, actionTokens is 2/);
-  const badRewards = batch();
-  badRewards[0].tokenRewards = [1];
-  assert.throws(() => computeAdvantages("reinforce++", { trajectories: badRewards }), InputError);
-  const noSteps = batch().map(({ steps: _s, ...t }) => ({ ...t, values: [0] }));
-  assert.throws(() => computeAdvantages("gae-step", { trajectories: noSteps }), /steps is required/);
+  assert.throws(() => computeAdvantages("gae", batch()), /values is required/);
+  assert.throws(() => computeAdvantages("gae-step", { ...batch(), values: [[0], [0], [0], [0]] }), /values\[0\] has 1 positions, mask\[0\] has 3/);
+  assert.throws(() => computeAdvantages("gae-step", { ...batch(), values: batch().mask, steps: [[0, 0, 1], [-1, 0], [0, 1, 1, 1], [0]] }), /steps\[1\]\[0\] is -1 where mask is 1/);
+  assert.throws(() => computeAdvantages("gae-step", { ...batch(), values: batch().mask, steps: undefined }), /steps is required/);
+  assert.throws(() => computeAdvantages("reinforce++", { ...batch(), rewards: undefined }), /rewards is required/);
+  assert.throws(() => computeAdvantages("reinforce++", { ...batch(), rewards: [[1], [0, 0], [0, 0, 0, 0], [0]] }), InputError);
+  assert.throws(() => computeAdvantages("grpo", { ...batch(), trajectory: [0, 2, 1, 3] }), (e: unknown) => e instanceof InputError && /trajectory\[2\] is 1 after 2/.test(e.message) && /order the datums/.test(e.hint ?? ""));
+  assert.throws(() => computeAdvantages("grpo", { ...batch(), trajectory: [0, 1, 2, 4] }), /trajectory\[3\] must be an index into trajectories/);
+  assert.throws(() => computeAdvantages("grpo", { ...batch(), trajectories: [{ group: 0, score: NaN }, ...batch().trajectories.slice(1)] }), /trajectories\[0\]\.score must be a finite number/);
 });

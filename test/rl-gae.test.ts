@@ -59,31 +59,56 @@ test("step GAE by hand on a 3-step trajectory: γ = 0.9, λ = 0.95", () => {
   assert.ok(allClose(w.returns[0], raw.returns[0]));
 });
 
-test("gae-step via the registry: step reward = sum of its token rewards, A broadcast to the step's tokens, returns per step", () => {
+test("gae-step via the registry, on datum positions: step reward = sum of its token rewards, value at its first token, A broadcast to its tokens", () => {
+  // One datum: a prompt target, step 0 (2 tokens), an observation, step 1 (3 tokens), an observation, step 2 (1 token).
+  // Values off each step's first token (9) are never read.
   const out = computeAdvantages("gae-step", {
     gamma: 0.9,
     lambda: 0.95,
     whiten: false,
-    trajectories: [{
-      group: 0, score: 1, actionTokens: 6,
-      steps: [{ reward: 99, tokens: 2 }, { reward: 99, tokens: 3 }, { reward: 99, tokens: 1 }], // rewards ignored: tokenRewards win
-      tokenRewards: [0, 0, 0.2, 0, 0.3, 1],
-      values: [0.2, 0.3, 0.4],
-    }],
+    trajectories: [{ group: 0, score: 1 }],
+    trajectory: [0],
+    mask: [[0, 1, 1, 0, 1, 1, 1, 0, 1]],
+    steps: [[-1, 0, 0, -1, 1, 1, 1, -1, 2]],
+    rewards: [[0, 0, 0, 0, 0.2, 0, 0.3, 0, 1]],
+    values: [[9, 0.2, 9, 9, 0.3, 9, 9, 9, 0.4]],
   });
   const a2 = 1 - 0.4;
   const a1 = 0.2 + 0.3 + 0.9 * 0.4 - 0.3 + 0.9 * 0.95 * a2;
   const a0 = 0.9 * 0.3 - 0.2 + 0.9 * 0.95 * a1;
-  assert.ok(allClose(out.advantages[0], [a0, a0, a1, a1, a1, a2]));
-  assert.ok(allClose(out.returns![0], [a0 + 0.2, a1 + 0.3, a2 + 0.4]));
+  assert.ok(allClose(out.advantages[0], [0, a0, a0, 0, a1, a1, a1, 0, a2]));
+  assert.ok(allClose(out.returns![0], [0, a0 + 0.2, 0, 0, a1 + 0.3, 0, 0, 0, a2 + 0.4]));
+  assert.deepEqual(out.returnMask, [[0, 1, 0, 0, 1, 0, 0, 0, 1]]);
 });
 
-test("gae via the registry: without tokenRewards the score sits on the last action token", () => {
-  const out = computeAdvantages("gae", {
+test("gae via the registry: a trajectory split into two datums is one sequence, observation positions skipped", () => {
+  // Action tokens at [0][1], [0][3] and [1][1]; reward 2 on the last; an observation at [0][2].
+  const split = computeAdvantages("gae", {
+    gamma: 0.9,
+    lambda: 0.8,
     whiten: false,
-    trajectories: [{ group: 0, score: 2, actionTokens: 3, values: [0.5, 0.5, 0.5] }],
+    trajectories: [{ group: 0, score: 2 }],
+    trajectory: [0, 0],
+    mask: [[0, 1, 0, 1], [0, 1]],
+    rewards: [[0, 0, 0, 0], [0, 2]],
+    values: [[7, 0.5, 7, 0.25], [7, 0.75]],
   });
-  // γ = λ = 1 defaults: A_t = Σ r − V_t = 2 − 0.5
-  assert.ok(allClose(out.advantages[0], [2 - 0.5, 2 - 0.5, 2 - 0.5]));
-  assert.ok(allClose(out.returns![0], [2, 2, 2]));
+  const a2 = 2 - 0.75;
+  const a1 = 0 + 0.9 * 0.75 - 0.25 + 0.9 * 0.8 * a2;
+  const a0 = 0 + 0.9 * 0.25 - 0.5 + 0.9 * 0.8 * a1;
+  assert.ok(allClose(split.advantages[0], [0, a0, 0, a1]));
+  assert.ok(allClose(split.advantages[1], [0, a2]));
+  assert.ok(allClose(split.returns![0], [0, a0 + 0.5, 0, a1 + 0.25]));
+  assert.deepEqual(split.returnMask, [[0, 1, 0, 1], [0, 1]]);
+  // The same as the unbroken sequence of its three action tokens.
+  const compact = gaeSequence([0, 0, 2], [0.5, 0.25, 0.75], 0.9, 0.8);
+  assert.deepEqual([split.advantages[0][1], split.advantages[0][3], split.advantages[1][1]], compact.advantages);
+});
+
+test("token GAE whitening on datum positions uses the action tokens only, in the same order as unbroken rows", () => {
+  const rows = tokenGae([[0, 0, 1], [0, 2]], [[0.1, 0.2, 0.3], [0.4, 0.5]], { gamma: 0.9, lambda: 0.9 });
+  const gapped = tokenGae([[0, 0, 0, 0, 1], [0, 0, 2]], [[9, 0.1, 0.2, 9, 0.3], [9, 0.4, 0.5]], {
+    gamma: 0.9, lambda: 0.9, mask: [[0, 1, 1, 0, 1], [0, 1, 1]], trajectory: [0, 1],
+  });
+  assert.deepEqual(gapped.advantages, [[0, ...rows.advantages[0].slice(0, 2), 0, rows.advantages[0][2]], [0, ...rows.advantages[1]]]);
 });

@@ -10,7 +10,7 @@ import { parseModelConfig } from "../src/model/config.js";
 import { Transformer } from "../src/model/transformer.js";
 import { Trainable } from "../src/engine/local/trainable.js";
 import { policyPass } from "../src/engine/local/policy-train.js";
-import { resolvedLoss } from "../src/engine/loss-math.js";
+import { resolvedLoss } from "../src/rl/policy-loss.js";
 import { grpoAdvantages } from "../src/rl/advantages/grpo.js";
 import type { Datum } from "../src/engine/types.js";
 

@@ -12,7 +12,7 @@ import { createMultihopTask } from "../src/tasks/multihop/index.js";
 import { meanCrossEntropy, sftDatums, trainSft } from "../src/train/sft.js";
 import { buildTaskTokenizer } from "../src/train/task-tokenizer.js";
 import { COMPACT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
-import { chatmlTokenizer } from "./conformance/fixtures.js";
+import { chatmlTokenizer } from "../src/testing/index.js";
 import { replayRollout } from "./task-helpers.js";
 import { tempDir } from "./helpers.js";
 
@@ -28,7 +28,7 @@ test("SFT datums are the datums of a scripted rollout of the same demonstrations
   const eos = chatmlTokenizer().eosTokenId;
   for (const [i, t] of res.trajectories.entries()) {
     const actions = t.steps.reduce((s, st) => s + st.action.length, 0);
-    const [played] = trajectoryDatums(t, new Array(actions).fill(0)).datums;
+    const [played] = trajectoryDatums(t).datums;
     assert.deepEqual(sft[i].tokens, played.tokens, `demo ${i}: tokens`);
     assert.deepEqual(sft[i].targetTokens, played.targetTokens, `demo ${i}: targets`);
     assert.deepEqual(sft[i].weights, played.weights, `demo ${i}: weights`);

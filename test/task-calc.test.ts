@@ -6,9 +6,7 @@ import { renderMessages, chatSetup } from "../src/agent/chat-setup.js";
 import { finalTokens } from "../src/agent/trajectory.js";
 import { calculatorTool, createCalcTask, evaluateArithmetic, formatNumber, CALC_TEMPLATE_IDS } from "../src/tasks/calc/index.js";
 import { InputError } from "../src/util/errors.js";
-import { envConformance } from "./conformance/env-conformance.js";
-import { toolConformance } from "./conformance/tool-conformance.js";
-import { chatmlTokenizer } from "./conformance/fixtures.js";
+import { envConformance, toolConformance, chatmlTokenizer } from "../src/testing/index.js";
 import { playDemo, replayRollout } from "./task-helpers.js";
 
 const task = createCalcTask({ train: 140, val: 35, test: 35 });

@@ -3,9 +3,7 @@ import assert from "node:assert/strict";
 import { rollout, type RolloutResult } from "../src/agent/rollout.js";
 import type { ChatMessage } from "../src/model/chat-template.js";
 import type { Task, TaskRow } from "../src/tasks/types.js";
-import { actionOf } from "./conformance/env-conformance.js";
-import { ScriptedEngine, assistantTurns } from "./conformance/fake-engine.js";
-import { chatmlTokenizer } from "./conformance/fixtures.js";
+import { actionOf, ScriptedEngine, assistantTurns, chatmlTokenizer } from "../src/testing/index.js";
 
 export interface Played {
   reward: number;

@@ -8,9 +8,7 @@ import { DEFAULT_TYPE_MIX, typeSchedule } from "../src/tasks/multihop/type-mix.j
 import { buildSearchIndex, createMultihopTask, QUESTION_TYPES, searchText, searchTool, type Entity, type SplitWorld } from "../src/tasks/multihop/index.js";
 import { calculatorTool } from "../src/tasks/calc/index.js";
 import type { Split } from "../src/tasks/types.js";
-import { envConformance } from "./conformance/env-conformance.js";
-import { toolConformance } from "./conformance/tool-conformance.js";
-import { chatmlTokenizer } from "./conformance/fixtures.js";
+import { envConformance, toolConformance, chatmlTokenizer } from "../src/testing/index.js";
 import { playDemo, replayRollout } from "./task-helpers.js";
 
 const SPLITS: Split[] = ["train", "val", "test"];

@@ -3,7 +3,7 @@
  * throws, and the runtime turns it into an error observation the model reads.
  */
 import { z } from "zod";
-import { defineTool } from "../../src/agent/index.js";
+import { defineTool } from "agent-r1/agent";
 
 /** Recursive descent: expr = term (("+" | "-") term)*, term = factor (("*" | "/") factor)*, factor = number | "-" factor | "(" expr ")". */
 export function evaluate(expression: string): number {

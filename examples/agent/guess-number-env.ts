@@ -2,7 +2,7 @@
  * An env with its own state, written against the Env interface directly: the
  * model guesses a secret number and hears "Higher." or "Lower." back.
  */
-import type { Action, AgentMessage, Env, Observation, StepResult } from "../../src/agent/index.js";
+import type { Action, AgentMessage, Env, Observation, StepResult } from "agent-r1/agent";
 
 export interface GuessRow {
   secret: number;

@@ -4,7 +4,7 @@
  * `ctx.signal` is passed on so a slow backend stops when the call times out.
  */
 import { z } from "zod";
-import { defineTool } from "../../src/agent/index.js";
+import { defineTool } from "agent-r1/agent";
 
 export const CORPUS: Record<string, string> = {
   "Kalomi": "Kalomi is a river town founded by Ada Brenn in 1871.",

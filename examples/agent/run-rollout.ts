@@ -4,15 +4,16 @@
  *   node --import tsx examples/agent/run-rollout.ts
  * (a random model rarely writes a valid call; the point is the plumbing).
  */
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { initModel, LocalEngine } from "../../src/index.js";
-import { ToolEnv, chatSetup, formatTrajectory, rollout } from "../../src/agent/index.js";
+import { initModel, LocalEngine } from "agent-r1";
+import { ToolEnv, chatSetup, formatTrajectory, rollout } from "agent-r1/agent";
 import { calculator } from "./calculator-tool.js";
 import { lookup } from "./lookup-tool.js";
 
-const dir = join(mkdtempSync(join(tmpdir(), "agent-r1-example-")), "tiny");
+const root = mkdtempSync(join(tmpdir(), "agent-r1-example-"));
+const dir = join(root, "tiny");
 await initModel({ preset: "tiny", out: dir });
 const engine = await LocalEngine.load(dir, { workers: 0 });
 
@@ -31,3 +32,4 @@ console.log(JSON.stringify(res.metrics));
 console.log(formatTrajectory(res.trajectories[0], engine.tokenizer));
 console.log("prefix cache hit rate", (await engine.stats()).prefixHitRate.toFixed(2));
 await engine.dispose();
+rmSync(root, { recursive: true, force: true });

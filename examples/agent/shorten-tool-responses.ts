@@ -4,7 +4,7 @@
  * new segment of the trajectory (a new training datum); within a segment the
  * tokens are still exactly those sampled and observed.
  */
-import { AgentFlow, type AgentMessage, type ContextRewrite, type FlowState } from "../../src/agent/index.js";
+import { AgentFlow, type AgentMessage, type ContextRewrite, type FlowState } from "agent-r1/agent";
 
 export class ShortenToolResponses<Row = unknown> extends AgentFlow<Row> {
   keep = 1;

@@ -1,5 +1,6 @@
 /** A CLI command: a thin wrapper that parses flags and calls the library. */
 import { createInterface } from "node:readline";
+import type { FlagSpec } from "./args.js";
 
 export interface CommandIO {
   out(line: string): void;
@@ -21,7 +22,10 @@ export interface CommandIO {
 export interface Command {
   name: string;
   summary: string;
+  /** The synopsis: required flags and positionals, `[flags]` for the rest (listed from `flags`). */
   usage: string;
+  /** Every flag the command takes, each with its --help line. */
+  flags: FlagSpec;
   run(argv: string[], io: CommandIO): Promise<void>;
 }
 

@@ -2,8 +2,10 @@
 /** agent-r1: a thin command line over the library. */
 import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { formatError } from "../util/errors.js";
+import { formatError, UsageError } from "../util/errors.js";
+import { packageVersion } from "../util/package-root.js";
 import { settings } from "../util/settings.js";
+import { flagLines } from "./args.js";
 import { stdinLines, type Command, type CommandIO } from "./command.js";
 import { initModelCommand } from "./commands/init-model.js";
 import { scoreCommand } from "./commands/score.js";
@@ -23,6 +25,9 @@ import { chatCommand } from "./commands/chat.js";
 
 export const COMMANDS: Command[] = [demoCommand, mainJobCommand, trainCommand, evalCommand, pretrainCommand, tokenizerCommand, dataCommand, exportCommand, initModelCommand, generateCommand, scoreCommand, tokenizeCommand, serveCommand, dashboardCommand, chatCommand];
 
+/** Exit codes: 0 done, 1 an error (bad input file, config, failed run), 2 a mistake in the command line. */
+export const EXIT = { ok: 0, error: 1, usage: 2 } as const;
+
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
   return [
@@ -31,7 +36,13 @@ function help(): string {
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     "",
     "agent-r1 <command> --help shows a command's flags.",
+    "agent-r1 --version prints the version.",
   ].join("\n");
+}
+
+/** `agent-r1 CMD --help`: the summary, the usage line, then one line per flag. */
+export function commandHelp(cmd: Command): string {
+  return [cmd.summary, `usage: ${cmd.usage}`, "", "flags:", ...flagLines(cmd.flags)].join("\n");
 }
 
 export const stdio: CommandIO = {
@@ -47,29 +58,43 @@ export const stdio: CommandIO = {
   color: process.stdout.isTTY === true && !process.env.NO_COLOR,
 };
 
-/** Runs one command line; returns the exit code. */
+/** Runs one command line; returns the exit code (EXIT). */
 export async function runCli(argv: string[], io: CommandIO = stdio): Promise<number> {
   const [name, ...rest] = argv;
-  if (!name || name === "--help" || name === "-h" || name === "help") {
-    io.out(help());
-    return name ? 0 : 1;
+  if (name === "--version" || name === "-v" || name === "version") {
+    io.out(packageVersion());
+    return EXIT.ok;
+  }
+  if (name === "--help" || name === "-h" || name === "help") {
+    const about = COMMANDS.find((c) => c.name === rest[0]);
+    io.out(about ? commandHelp(about) : help());
+    return EXIT.ok;
+  }
+  if (!name) {
+    io.err(help());
+    return EXIT.usage;
   }
   const cmd = COMMANDS.find((c) => c.name === name);
   if (!cmd) {
     io.err(`error: unknown command '${name}'; commands: ${COMMANDS.map((c) => c.name).join(", ")}`);
-    return 2;
+    return EXIT.usage;
   }
   if (rest.includes("--help") || rest.includes("-h")) {
-    io.out(`${cmd.summary}\nusage: ${cmd.usage}`);
-    return 0;
+    io.out(commandHelp(cmd));
+    return EXIT.ok;
   }
+  return runCommand(cmd, rest, io);
+}
+
+/** Runs a command: 0, or one error line and EXIT.usage for a UsageError, EXIT.error for any other. */
+export async function runCommand(cmd: Command, argv: string[], io: CommandIO): Promise<number> {
   try {
-    await cmd.run(rest, io);
-    return 0;
+    await cmd.run(argv, io);
+    return EXIT.ok;
   } catch (e) {
     io.err(formatError(e));
     if (settings().debug) io.err(String((e as Error)?.stack));
-    return 1;
+    return e instanceof UsageError ? EXIT.usage : EXIT.error;
   }
 }
 

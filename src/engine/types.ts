@@ -78,17 +78,27 @@ export interface Datum {
   logprobs?: number[];
   /** Reference-policy logprobs of targetTokens (KL term). */
   refLogprobs?: number[];
+  /**
+   * The sequence this datum belongs to, for the seq-mean aggregations: datums of one call with the
+   * same id are one sequence. A trajectory that a context rewrite split into several datums is one
+   * sequence (its whole response), so the trainer gives its datums one id. Default: the datum is a
+   * sequence by itself.
+   */
+  sequence?: number;
 }
 
 export type LossType = "cross_entropy" | "importance_sampling" | "ppo";
 export type KlForm = "k1" | "k2" | "k3";
 /**
- * How per-token losses are reduced over the batch of one call:
- * - token-mean: sum over weighted tokens / number of weighted tokens
- * - seq-mean-token-sum: per-sequence sums, averaged over sequences
- * - seq-mean-token-mean: per-sequence means, averaged over sequences
- * - seq-mean-token-sum-norm: sum / (sequences x `normalizer`), the fixed normalizer of Dr. GRPO
- * - sum: plain sum (Tinker's convention)
+ * How per-token losses l reduce over the datums of one call, as verl's `agg_loss`; w are the
+ * weights, a sequence s is the datums sharing a `sequence` id (see `Datum.sequence`), S the number
+ * of sequences with Σ_s w > 0 (a sequence with no loss tokens is not counted):
+ * - token-mean: Σ w·l / Σ w
+ * - seq-mean-token-sum: per-sequence sums Σ_s w·l, averaged over the S sequences
+ * - seq-mean-token-mean: per-sequence means Σ_s w·l / Σ_s w, averaged over the S sequences
+ * - seq-mean-token-sum-norm: Σ w·l / `normalizer` (Dr. GRPO's fixed normalizer; no division by the number of sequences)
+ * - sum: Σ w·l (Tinker's convention)
+ * The coefficients: src/rl/aggregation.ts.
  */
 export type LossAggregation = "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm" | "sum";
 
@@ -103,7 +113,7 @@ export interface LossSpec {
   kl?: { coef: number; form?: KlForm };
   /** Default token-mean. */
   aggregation?: LossAggregation;
-  /** For seq-mean-token-sum-norm: the fixed length normalizer (for example the maximum response length). */
+  /** For seq-mean-token-sum-norm: the fixed normalizer (verl's loss_scale_factor; for example the maximum response length). */
   normalizer?: number;
   /** Logits are divided by this before the softmax; match the sampling temperature. Default 1. */
   temperature?: number;

@@ -14,8 +14,12 @@ import { ModelFormatError } from "../util/errors.js";
 import { readTextInput } from "../util/read-file.js";
 import { writeDirectory } from "../util/atomic-write.js";
 
-/** Tokenizer-side files copied verbatim when a model is written back. */
-export const TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"];
+/**
+ * Tokenizer-side files copied verbatim when a model is written back. Newer
+ * releases keep the chat template in chat_template.jinja instead of
+ * tokenizer_config.json, and Tokenizer.fromDir reads it, so it travels too.
+ */
+export const TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json", "generation_config.json"];
 
 export function readJsonFile(path: string): unknown {
   const text = readTextInput(path, (words) => new ModelFormatError(path, undefined, words));

@@ -1,79 +1,76 @@
 /**
- * Trajectories to training datums, without re-tokenizing anything. Steps share
- * one datum while each context extends the previous one (a segment); a new
- * datum starts where the flow rewrote history. In a datum, the target at index
- * i is token i+1 of the segment; action tokens get weight 1 (times the
- * trajectory's weight), prompt and observation tokens get weight 0, and each
- * action token carries its advantage and the logprob it was sampled with.
+ * Trajectories to training datums, laid out once, without re-tokenizing
+ * anything. Steps share one datum while each context extends the previous one
+ * (a segment); a new datum starts where the flow rewrote history. In a datum,
+ * the target at index i is token i+1 of the segment; action tokens get weight
+ * 1 (times the trajectory's weight) and carry the logprob they were sampled
+ * with, prompt and observation tokens get weight 0.
+ *
+ * Everything computed afterwards (rewards, reference logprobs, critic values,
+ * advantages) lives on these datum positions, with the action mask telling
+ * which positions are the policy's, as verl's estimators work on a response
+ * mask. A trajectory split into several datums stays one sequence: its datums
+ * are consecutive, `trajectory` names it per datum, and each datum's
+ * `sequence` is that index (one sequence for the loss aggregation).
  */
 import type { Datum } from "../engine/types.js";
 import { segments, stepContext, type Trajectory } from "../agent/trajectory.js";
 
-/** Where each action token of a trajectory sits: datum index and target index. */
-export interface ActionSlot {
-  datum: number;
-  target: number;
-}
-
 export interface TrajectoryDatums {
   datums: Datum[];
-  /** One entry per action token, in trajectory order (the estimators' layout). */
-  slots: ActionSlot[];
+  /** Per datum, per position: the step whose action token is the target there; −1 for prompt and observation targets. */
+  steps: number[][];
 }
 
-/**
- * Builds the datums of one trajectory. `advantages` has one entry per action
- * token (all steps, in order); `weight` scales the loss mask (0 masks the
- * trajectory, e.g. when it was cut off).
- */
-export function trajectoryDatums(t: Trajectory, advantages: readonly number[], weight = 1): TrajectoryDatums {
-  const total = t.steps.reduce((s, st) => s + st.action.length, 0);
-  if (advantages.length !== total) throw new Error(`internal: ${advantages.length} advantages for ${total} action tokens in ${t.id}`);
+/** The datums of one trajectory; `weight` scales the loss mask (0 masks the trajectory, e.g. when it was cut off). */
+export function trajectoryDatums(t: Trajectory, weight = 1): TrajectoryDatums {
   const datums: Datum[] = [];
-  const slots: ActionSlot[] = [];
-  let a = 0;
+  const steps: number[][] = [];
   for (const seg of segments(t)) {
     const seq = stepContext(t, seg[0]).slice();
     if (seq.length === 0) throw new Error(`internal: trajectory ${t.id} has an empty context`);
-    const weights: number[] = [], adv: number[] = [], lp: number[] = [];
+    const weights: number[] = [], lp: number[] = [], step: number[] = [];
     const pad = (n: number) => {
-      for (let i = 0; i < n; i++) weights.push(0), adv.push(0), lp.push(0);
+      for (let i = 0; i < n; i++) weights.push(0), lp.push(0), step.push(-1);
     };
     pad(seq.length - 1); // targets that are context tokens
     seg.forEach((k, j) => {
-      const step = t.steps[k];
-      step.action.forEach((tok, i) => {
-        slots.push({ datum: datums.length, target: seq.length - 1 });
+      const s = t.steps[k];
+      s.action.forEach((tok, i) => {
         seq.push(tok);
         weights.push(weight);
-        adv.push(advantages[a++]);
-        lp.push(step.logprobs[i]);
+        lp.push(s.logprobs[i]);
+        step.push(k);
       });
       // The observation is context for the next step of the segment; after the last one nothing reads it.
       if (j < seg.length - 1) {
-        pad(step.observation.length);
-        seq.push(...step.observation);
+        pad(s.observation.length);
+        seq.push(...s.observation);
       }
     });
-    datums.push({ tokens: seq.slice(0, -1), targetTokens: seq.slice(1), weights, advantages: adv, logprobs: lp });
+    datums.push({ tokens: seq.slice(0, -1), targetTokens: seq.slice(1), weights, logprobs: lp });
+    steps.push(step);
   }
-  return { datums, slots };
+  return { datums, steps };
 }
 
-/** Per action token, the value the critic gives the state that generated it (the position before it). */
-export function gatherActionValues(slots: readonly ActionSlot[], values: readonly (readonly number[])[]): number[] {
-  // values[d][i] is the critic's output at input position i of datum d, which predicts target i.
-  return slots.map((s) => values[s.datum][s.target]);
+export interface BatchDatums extends TrajectoryDatums {
+  /** Per datum: the index of its trajectory in the batch (also its `sequence`). A trajectory's datums are consecutive, in step order. */
+  trajectory: number[];
 }
 
-/** Per step, the value at the state before its first action token (Agent-R1's step-level value). */
-export function gatherStepValues(t: Trajectory, slots: readonly ActionSlot[], values: readonly (readonly number[])[]): number[] {
-  const out: number[] = [];
-  let a = 0;
-  for (const step of t.steps) {
-    if (step.action.length === 0) out.push(0);
-    else out.push(values[slots[a].datum][slots[a].target]);
-    a += step.action.length;
-  }
+/** The datums of a batch, trajectory after trajectory; `weights[i]` scales trajectory i's loss mask (default 1). */
+export function batchDatums(trajectories: readonly Trajectory[], weights?: readonly number[]): BatchDatums {
+  const out: BatchDatums = { datums: [], steps: [], trajectory: [] };
+  trajectories.forEach((t, i) => {
+    const td = trajectoryDatums(t, weights?.[i] ?? 1);
+    for (const d of td.datums) out.datums.push({ ...d, sequence: i }), out.trajectory.push(i);
+    out.steps.push(...td.steps);
+  });
   return out;
+}
+
+/** 1 where a position's target is an action token, else 0: the response mask the estimators read. */
+export function actionMask(steps: readonly (readonly number[])[]): number[][] {
+  return steps.map((row) => row.map((k) => (k >= 0 ? 1 : 0)));
 }

@@ -2,7 +2,8 @@
  * Splits a trajectory's step rewards into the outcome and per-step process
  * rewards. ToolEnv reports them apart in `info.rewards = { process, outcome }`;
  * for other envs the last step's reward is the outcome and earlier steps'
- * rewards are process rewards.
+ * rewards are process rewards. An episode's score (the outcome estimators'
+ * scalar) is outcome + processWeight·Σ process.
  */
 import type { Trajectory } from "../agent/trajectory.js";
 
@@ -27,4 +28,14 @@ export function episodeRewards(t: Trajectory): EpisodeRewards {
     return s.reward;
   });
   return { outcome, process };
+}
+
+export interface ScoredEpisode extends EpisodeRewards {
+  trajectory: Trajectory;
+  score: number;
+}
+
+export function scoreEpisode(t: Trajectory, processWeight: number): ScoredEpisode {
+  const r = episodeRewards(t);
+  return { trajectory: t, ...r, score: r.outcome + processWeight * r.process.reduce((s, x) => s + x, 0) };
 }

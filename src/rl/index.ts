@@ -1,7 +1,12 @@
-/** The RL math: advantage estimators, process rewards, KL, filters, whitening. */
+/** The RL math: datums, advantage estimators, rewards, KL, policy losses, aggregation, filters, whitening. */
 export * from "./advantages/index.js";
+export * from "./datums.js";
+export * from "./episode-rewards.js";
 export * from "./process-rewards.js";
 export * from "./kl.js";
+export * from "./policy-loss.js";
+export * from "./aggregation.js";
+export * from "./loss-metrics.js";
 export * from "./filters.js";
 export * from "./whiten.js";
 export * from "./groups.js";

@@ -1,7 +1,9 @@
 /**
  * Per-token rewards from an outcome reward plus process rewards (per step and
- * per tool call), laid out over a trajectory's action tokens (see
- * advantages/input.ts), ready for `TrajectoryInput.tokenRewards`.
+ * per tool call), on a trajectory's datum positions (datums.ts): one row per
+ * datum, `steps[d][i]` the step whose action token is the target at position
+ * i (−1 for prompt and observation targets). Positions that are not action
+ * tokens get reward 0.
  *
  * Placement:
  *  - the outcome reward sits on the last action token of the trajectory;
@@ -22,11 +24,13 @@
  */
 import { InputError } from "../util/errors.js";
 
+type Rows = readonly (readonly number[])[];
+
 export interface ProcessRewardTrajectory {
-  /** Action tokens of each step, in order. */
-  stepTokens: readonly number[];
+  /** Per datum of the trajectory, per position: the step of the action token there, −1 elsewhere. */
+  steps: Rows;
   outcome: number;
-  /** One process reward per step (0 where a step has none). */
+  /** Process reward of each step, by step index (0 where a step has none). */
   stepRewards?: readonly number[];
   /** Reward of each tool call, with the index of the step that made it. */
   toolCallRewards?: readonly { step: number; reward: number }[];
@@ -39,62 +43,66 @@ export interface CombineRewardsOptions {
   primeNorm?: boolean;
 }
 
-/** Index of each step's last action token (-1 for a step with none). */
-function stepEnds(stepTokens: readonly number[]): number[] {
-  let end = 0;
-  return stepTokens.map((n) => {
-    if (!Number.isInteger(n) || n < 0) throw new InputError(`stepTokens must hold non-negative integers, got ${n}`);
-    end += n;
-    return n > 0 ? end - 1 : -1;
-  });
+type Position = [datum: number, index: number];
+
+/** The last action position of each step, and of the trajectory. */
+function lastPositions(steps: Rows): { byStep: Map<number, Position>; last?: Position } {
+  const byStep = new Map<number, Position>();
+  let last: Position | undefined;
+  steps.forEach((row, d) => row.forEach((k, i) => {
+    if (k < 0) return;
+    if (!Number.isInteger(k)) throw new InputError(`steps[${d}][${i}] must be a step index (an integer >= 0) or -1, got ${k}`);
+    byStep.set(k, (last = [d, i]));
+  }));
+  return { byStep, last };
 }
 
-const total = (xs: readonly number[]) => xs.reduce((s, x) => s + x, 0);
+const zeros = (steps: Rows) => steps.map((row) => row.map(() => 0));
 
-export function outcomeTokenRewards(t: ProcessRewardTrajectory): number[] {
-  const n = total(t.stepTokens);
-  if (n === 0) throw new InputError("the trajectory has no action tokens to carry its outcome reward");
-  const r = new Array<number>(n).fill(0);
-  r[n - 1] = t.outcome;
+export function outcomeTokenRewards(t: ProcessRewardTrajectory): number[][] {
+  const { last } = lastPositions(t.steps);
+  if (!last) throw new InputError("the trajectory has no action tokens to carry its outcome reward");
+  const r = zeros(t.steps);
+  r[last[0]][last[1]] = t.outcome;
   return r;
 }
 
-export function processTokenRewards(t: ProcessRewardTrajectory): number[] {
-  const ends = stepEnds(t.stepTokens);
-  const r = new Array<number>(total(t.stepTokens)).fill(0);
+export function processTokenRewards(t: ProcessRewardTrajectory): number[][] {
+  const { byStep } = lastPositions(t.steps);
+  const r = zeros(t.steps);
   const put = (step: number, reward: number, what: string) => {
-    if (!Number.isInteger(step) || step < 0 || step >= ends.length) throw new InputError(`${what}: step ${step} is out of range (the trajectory has ${ends.length} steps)`);
-    if (ends[step] < 0) {
+    if (!Number.isInteger(step) || step < 0) throw new InputError(`${what}: step ${step} is not a step index`);
+    const at = byStep.get(step);
+    if (!at) {
       if (reward !== 0) throw new InputError(`${what}: step ${step} has no action tokens to carry reward ${reward}`);
       return;
     }
-    r[ends[step]] += reward;
+    r[at[0]][at[1]] += reward;
   };
-  if (t.stepRewards) {
-    if (t.stepRewards.length !== ends.length) throw new InputError(`stepRewards has ${t.stepRewards.length} entries, the trajectory has ${ends.length} steps`);
-    t.stepRewards.forEach((x, k) => put(k, x, `stepRewards[${k}]`));
-  }
+  t.stepRewards?.forEach((x, k) => put(k, x, `stepRewards[${k}]`));
   t.toolCallRewards?.forEach((c, j) => put(c.step, c.reward, `toolCallRewards[${j}]`));
   return r;
 }
 
-/** rows[i][t]: process reward of trajectory i at action token t. */
-export function primeNormalize(rows: readonly (readonly number[])[]): number[][] {
+/** batch[j][d][i]: process reward of trajectory j at position i of its datum d. */
+export function primeNormalize(batch: readonly Rows[]): number[][][] {
   let maxAbs = 0;
-  for (const row of rows) {
-    let c = 0;
-    for (let t = row.length - 1; t >= 0; t--) {
-      c += row[t];
-      maxAbs = Math.max(maxAbs, Math.abs(c));
+  for (const rows of batch) {
+    let c = 0; // reward-to-go, across the trajectory's datums from its end
+    for (let d = rows.length - 1; d >= 0; d--) {
+      for (let i = rows[d].length - 1; i >= 0; i--) {
+        c += rows[d][i];
+        maxAbs = Math.max(maxAbs, Math.abs(c));
+      }
     }
   }
-  return rows.map((row) => row.map((x) => x / (maxAbs + 1e-6)));
+  return batch.map((rows) => rows.map((row) => row.map((x) => x / (maxAbs + 1e-6))));
 }
 
-/** Per trajectory, per action token: outcome + processWeight · (normalized) process rewards. */
-export function combineRewards(batch: readonly ProcessRewardTrajectory[], opts: CombineRewardsOptions = {}): number[][] {
+/** Per trajectory, per datum position: outcome + processWeight · (normalized) process rewards. */
+export function combineRewards(batch: readonly ProcessRewardTrajectory[], opts: CombineRewardsOptions = {}): number[][][] {
   const w = opts.processWeight ?? 1;
   const raw = batch.map(processTokenRewards);
   const process = opts.primeNorm ? primeNormalize(raw) : raw;
-  return batch.map((t, i) => outcomeTokenRewards(t).map((o, k) => o + w * process[i][k]));
+  return batch.map((t, j) => outcomeTokenRewards(t).map((row, d) => row.map((o, i) => o + w * process[j][d][i])));
 }

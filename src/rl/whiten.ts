@@ -54,7 +54,7 @@ export function whiten(values: readonly number[], opts: WhitenOptions = {}): num
 }
 
 /**
- * Whitens ragged rows (trajectory × action token) with one mean and variance
+ * Whitens ragged rows (datum × position) with one mean and variance
  * over every entry of the batch whose mask is > 0; masked-out entries come
  * back as 0 (verl multiplies by the mask afterwards). Shape is preserved.
  */

@@ -16,7 +16,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { basename, resolve } from "node:path";
-import { LocalEngine, type LocalEngineOptions } from "../engine/local/local-engine.js";
+import type { LocalEngine, LocalEngineOptions } from "../engine/local/local-engine.js";
 import { InputError } from "../util/errors.js";
 import { HostGuard, preflightHeaders } from "../util/host-guard.js";
 import { decodePathPart, parseRequestTarget } from "../util/request-target.js";
@@ -68,6 +68,18 @@ export interface RunningServer {
 
 type Handler = (ctx: ServeContext, req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
+/** Imported only when the server loads a model itself, so serving a given engine never loads TF.js. */
+async function loadLocalEngine(dir: string, options: LocalEngineOptions | undefined): Promise<LocalEngine> {
+  const { LocalEngine } = await import("../engine/local/local-engine.js");
+  return LocalEngine.load(dir, options);
+}
+
+/** The directory a LocalEngine was loaded from; undefined for other engines. */
+function sourceDirectoryOf(engine: ServedEngine): string | undefined {
+  const dir = (engine as { sourceDirectory?: unknown }).sourceDirectory;
+  return typeof dir === "string" ? dir : undefined;
+}
+
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   if (!opts.engine && !opts.model) throw new InputError("serve: a model directory (or a loaded engine) is required");
   const host = opts.host ?? "127.0.0.1";
@@ -77,9 +89,9 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const limits = requestLimits(opts);
   const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
   const apiKey = opts.apiKey !== undefined ? new ApiKey(opts.apiKey) : undefined;
-  const loaded = opts.engine ? undefined : await LocalEngine.load(opts.model!, opts.engineOptions);
+  const loaded = opts.engine ? undefined : await loadLocalEngine(opts.model!, opts.engineOptions);
   const engine: ServedEngine = opts.engine ?? loaded!;
-  const dir = opts.model ?? (engine instanceof LocalEngine ? engine.sourceDirectory : undefined);
+  const dir = opts.model ?? sourceDirectoryOf(engine);
   const modelId = opts.name ?? (dir !== undefined ? basename(resolve(dir)) : "model");
   const ctx = new ServeContext(modelId, engine, opts.defaultMaxTokens, limits);
   const limit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;

@@ -1,18 +1,19 @@
 /**
- * From finished trajectories to training datums: filter (constant-reward
- * groups, overlong episodes), lay out rewards on action tokens (outcome +
- * weighted process rewards, optionally minus β·KL), ask the critic and the
- * reference model what they need, run the chosen estimator, and scatter
- * advantages (and reference logprobs) onto the datums.
+ * From finished trajectories to training datums. Each episode is scored once;
+ * the filters drop constant-reward groups and mask cut-off episodes; the kept
+ * trajectories are laid out as datums once; then everything is computed on
+ * those datum positions with the action mask (as verl's estimators work on a
+ * response mask): token rewards (outcome + weighted process rewards,
+ * optionally minus β·KL), reference logprobs, critic values, advantages.
  */
 import type { Trajectory } from "../agent/trajectory.js";
 import type { Datum, ValueDatum } from "../engine/types.js";
-import { trajectoryDatums, gatherActionValues, gatherStepValues, type TrajectoryDatums } from "../rl/datums.js";
-import { episodeRewards } from "../rl/episode-rewards.js";
+import { actionMask, batchDatums, type BatchDatums } from "../rl/datums.js";
+import { scoreEpisode, type ScoredEpisode } from "../rl/episode-rewards.js";
 import { combineRewards } from "../rl/process-rewards.js";
 import { dropUniformGroups, maskOverlong } from "../rl/filters.js";
 import { applyKlToRewards } from "../rl/kl.js";
-import { advantageEstimator, type TrajectoryInput } from "../rl/advantages/index.js";
+import { advantageEstimator, type AdvantageOutput } from "../rl/advantages/index.js";
 import type { TrainConfig } from "./config.js";
 
 /** What the batch needs from models: the critic's values and the reference logprobs, per datum position. */
@@ -28,6 +29,7 @@ export interface PreparedBatch {
   valueDatums: ValueDatum[];
   /** Trajectories that entered training (after the filters), and per-batch counts. */
   kept: Trajectory[];
+  /** Trajectories dropped with their constant-reward groups. */
   droppedGroups: number;
   maskedOverlong: number;
   /** Mean per-token KL to the reference (when a reference is used). */
@@ -37,89 +39,71 @@ export interface PreparedBatch {
 export async function prepareBatch(trajectories: Trajectory[], cfg: TrainConfig, models: BatchModels, klCoef: number): Promise<PreparedBatch> {
   const alg = cfg.algorithm;
   const estimator = advantageEstimator(alg.estimator);
-  const all = trajectories.filter((t) => t.metrics.actionTokens > 0);
-  const rewards = all.map(episodeRewards);
-  const scores = rewards.map((r) => r.outcome + alg.processRewardWeight * r.process.reduce((s, x) => s + x, 0));
-  const keepIdx = alg.filterConstantGroups ? dropUniformGroups(scores, all.map((t) => t.rowIndex)).keep : all.map((_, i) => i);
-  const kept = keepIdx.map((i) => all[i]);
-  const overlong = alg.maskOverlong ? maskOverlong(kept.map((t) => (t.endReason === "done" ? "stop" : "length"))) : { weights: kept.map(() => 1), masked: 0 };
-  const skeletons: TrajectoryDatums[] = kept.map((t, i) => trajectoryDatums(t, new Array(t.metrics.actionTokens).fill(0), overlong.weights[i]));
-  const flat = skeletons.flatMap((s) => s.datums);
-  // Results over `flat` (all datums in order) regrouped per trajectory.
-  const perTraj = <T>(rows: T[]) => {
-    let at = 0;
-    return skeletons.map((s) => rows.slice(at, (at += s.datums.length)));
+  const scored = trajectories.filter((t) => t.metrics.actionTokens > 0).map((t) => scoreEpisode(t, alg.processRewardWeight));
+  const episodes = alg.filterConstantGroups ? varyingGroups(scored) : scored;
+  const overlong = alg.maskOverlong ? maskOverlong(episodes.map((e) => (e.trajectory.endReason === "done" ? "stop" : "length"))) : { weights: undefined, masked: 0 };
+  const batch = batchDatums(episodes.map((e) => e.trajectory), overlong.weights);
+  const mask = actionMask(batch.steps);
+  const signal = await rewardSignal(episodes, batch, mask, alg, models, klCoef);
+  const values = estimator.needsValues && models.values && batch.datums.length > 0 ? await models.values(batch.datums.map((d) => d.tokens)) : undefined;
+  const out = estimator.compute({
+    trajectories: episodes.map((e, j) => ({ group: e.trajectory.rowIndex, score: signal.scores[j] })),
+    trajectory: batch.trajectory, mask, rewards: signal.rewards, values, steps: batch.steps, gamma: alg.gamma, lambda: alg.lambda,
+  });
+  const klLossRef = !alg.kl.inReward && klCoef > 0 ? signal.ref : undefined;
+  const datums = batch.datums.map((d, j) => ({ ...d, advantages: out.advantages[j], ...(klLossRef ? { refLogprobs: onMask(klLossRef[j], mask[j]) } : {}) }));
+  return {
+    datums,
+    valueDatums: values ? criticTargets(datums, values, out) : [],
+    kept: episodes.map((e) => e.trajectory),
+    droppedGroups: scored.length - episodes.length,
+    maskedOverlong: overlong.masked,
+    klRef: signal.klRef,
   };
-
-  const stepTokens = kept.map((t) => t.steps.map((s) => s.action.length));
-  let tokenRewards = combineRewards(kept.map((_, i) => ({ stepTokens: stepTokens[i], outcome: rewards[keepIdx[i]].outcome, stepRewards: rewards[keepIdx[i]].process })), { processWeight: alg.processRewardWeight });
-  let keptScores = keepIdx.map((i) => scores[i]);
-
-  // Reference logprobs per action token (KL in the reward, or as a loss term).
-  let refAction: number[][] | undefined, klRef: number | undefined;
-  if (models.refLogprobs && flat.length > 0) {
-    const lps = perTraj(await models.refLogprobs(flat.map((d) => [...d.tokens, d.targetTokens[d.targetTokens.length - 1]])));
-    refAction = skeletons.map((s, i) => s.slots.map((slot) => lps[i][slot.datum][slot.target + 1]!));
-    const sampled = kept.map((t) => t.steps.flatMap((s) => s.logprobs));
-    const kl = applyKlToRewards(tokenRewards, sampled, refAction, alg.kl.inReward ? klCoef : 0, alg.kl.form);
-    klRef = kl.meanKl;
-    if (alg.kl.inReward) {
-      tokenRewards = kl.rewards;
-      keptScores = keptScores.map((s, i) => s - klCoef * kl.kl[i].reduce((a, b) => a + b, 0));
-    }
-  }
-
-  // Critic values at the positions the estimator reads.
-  let values: number[][] | undefined, valueRows: number[][][] | undefined;
-  if (estimator.needsValues && models.values && flat.length > 0) {
-    valueRows = perTraj(await models.values(flat.map((d) => d.tokens)));
-    values = kept.map((t, i) => (alg.estimator === "gae-step" ? gatherStepValues(t, skeletons[i].slots, valueRows![i]) : gatherActionValues(skeletons[i].slots, valueRows![i])));
-  }
-
-  const input: TrajectoryInput[] = kept.map((t, i) => ({
-    group: t.rowIndex,
-    score: keptScores[i],
-    actionTokens: t.metrics.actionTokens,
-    tokenRewards: tokenRewards[i],
-    // Step rewards are read from tokenRewards (summed per step); the field is for completeness.
-    steps: t.steps.map((s, k) => ({ reward: rewards[keepIdx[i]].process[k] + (k === t.steps.length - 1 ? rewards[keepIdx[i]].outcome : 0), tokens: s.action.length })),
-    values: values?.[i],
-  }));
-  const out = estimator.compute({ trajectories: input, gamma: alg.gamma, lambda: alg.lambda });
-
-  skeletons.forEach((s, i) => {
-    s.slots.forEach((slot, a) => {
-      const d = s.datums[slot.datum];
-      d.advantages![slot.target] = out.advantages[i][a];
-      if (refAction && !alg.kl.inReward && klCoef > 0) (d.refLogprobs ??= new Array(d.tokens.length).fill(0))[slot.target] = refAction[i][a];
-    });
-  });
-  const valueDatums = valueRows && out.returns ? buildValueDatums(kept, skeletons, valueRows, out.returns, alg.estimator === "gae-step") : [];
-  return { datums: flat, valueDatums, kept, droppedGroups: all.length - kept.length, maskedOverlong: overlong.masked, klRef };
 }
 
-/** Critic targets: every action position (token GAE) or each step's first action position (step GAE). */
-function buildValueDatums(kept: Trajectory[], skeletons: TrajectoryDatums[], values: number[][][], returns: number[][], perStep: boolean): ValueDatum[] {
-  const out: ValueDatum[] = [];
-  skeletons.forEach((s, i) => {
-    const vds: ValueDatum[] = s.datums.map((d, j) => ({ tokens: d.tokens, weights: d.tokens.map(() => 0), returns: d.tokens.map(() => 0), oldValues: values[i][j].slice() }));
-    if (perStep) {
-      let a = 0;
-      kept[i].steps.forEach((st, k) => {
-        if (st.action.length > 0) {
-          const slot = s.slots[a];
-          vds[slot.datum].weights[slot.target] = 1;
-          vds[slot.datum].returns[slot.target] = returns[i][k];
-        }
-        a += st.action.length;
-      });
-    } else {
-      s.slots.forEach((slot, a) => {
-        vds[slot.datum].weights[slot.target] = 1;
-        vds[slot.datum].returns[slot.target] = returns[i][a];
-      });
-    }
-    out.push(...vds);
-  });
-  return out;
+/** The episodes of groups whose scores differ. */
+function varyingGroups(episodes: ScoredEpisode[]): ScoredEpisode[] {
+  return dropUniformGroups(episodes.map((e) => e.score), episodes.map((e) => e.trajectory.rowIndex)).keep.map((i) => episodes[i]);
 }
+
+interface RewardSignal {
+  /** Per datum position. */
+  rewards: number[][];
+  /** Per episode. */
+  scores: number[];
+  /** Per datum position, the reference logprob of the target, when there is a reference. */
+  ref?: number[][];
+  klRef?: number;
+}
+
+/**
+ * Token rewards (outcome + weighted process rewards) and scores, both minus β·KL when the KL is
+ * in the reward; the reference logprobs and the batch KL when there is a reference.
+ */
+async function rewardSignal(episodes: ScoredEpisode[], batch: BatchDatums, mask: number[][], alg: TrainConfig["algorithm"], models: BatchModels, klCoef: number): Promise<RewardSignal> {
+  const rowsOf = (j: number) => batch.steps.filter((_, d) => batch.trajectory[d] === j);
+  const perTrajectory = combineRewards(episodes.map((e, j) => ({ steps: rowsOf(j), outcome: e.outcome, stepRewards: e.process })), { processWeight: alg.processRewardWeight });
+  const rewards = perTrajectory.flat(1); // trajectories in order, each one's datums in order: the batch's datum order
+  const scores = episodes.map((e) => e.score);
+  if (!models.refLogprobs || batch.datums.length === 0) return { rewards, scores };
+  const ref = await referenceLogprobs(models.refLogprobs, batch.datums);
+  const logprobs = batch.datums.map((d) => d.logprobs!);
+  const kl = applyKlToRewards({ rewards, logprobs, refLogprobs: ref, mask, trajectory: batch.trajectory }, alg.kl.inReward ? klCoef : 0, alg.kl.form);
+  if (!alg.kl.inReward) return { rewards, scores, ref, klRef: kl.meanKl };
+  return { rewards: kl.rewards, scores: scores.map((s, j) => s - klCoef * kl.trajectoryKl[j]), ref, klRef: kl.meanKl };
+}
+
+/** Per datum position: the reference logprob of its target. */
+async function referenceLogprobs(score: NonNullable<BatchModels["refLogprobs"]>, datums: Datum[]): Promise<number[][]> {
+  const lps = await score(datums.map((d) => [...d.tokens, d.targetTokens[d.targetTokens.length - 1]]));
+  return lps.map((row) => row.slice(1) as number[]); // entry i + 1 scores token i + 1, the target at position i
+}
+
+/** The critic's targets: the estimator's returns where its return mask is 1; the values it was read at as the old values. */
+function criticTargets(datums: Datum[], values: number[][], out: AdvantageOutput): ValueDatum[] {
+  if (!out.returns || !out.returnMask) return [];
+  return datums.map((d, j) => ({ tokens: d.tokens, weights: out.returnMask![j], returns: out.returns![j], oldValues: values[j].slice() }));
+}
+
+const onMask = (row: readonly number[], mask: readonly number[]) => row.map((x, i) => (mask[i] > 0 ? x : 0));

@@ -53,8 +53,7 @@ export function sftDatums(task: Task, rows: TaskRow[], tokenizer: Tokenizer, opt
   const demos = task.demonstrations(rows, opts);
   return demos.flatMap((demo, i) => {
     const t = demonstrationTrajectory(chat, demo, task.makeEnv(rows[i]).tools, `demo-${i}`);
-    const actionTokens = t.steps.reduce((s, st) => s + st.action.length, 0);
-    return trajectoryDatums(t, new Array<number>(actionTokens).fill(0)).datums;
+    return trajectoryDatums(t).datums;
   });
 }
 

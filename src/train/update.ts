@@ -1,6 +1,7 @@
 /**
- * The update stage: PPO epochs over the batch, each split into mini-batches;
- * one forwardBackward + optimStep per mini-batch (the engine packs each
+ * The update stage: PPO epochs over the batch, each split into mini-batches
+ * of whole sequences (a trajectory's datums stay together, so the seq-mean
+ * aggregations count it once); one forwardBackward + optimStep per mini-batch (the engine packs each
  * mini-batch into memory-bounded micro-batches itself). Then the critic, the
  * same way, when there is one.
  */
@@ -32,6 +33,21 @@ function miniBatches<T>(items: T[], count: number, rng: Rng): T[][] {
   return Array.from({ length: k }, (_, b) => order.filter((_, i) => i % k === b).map((i) => items[i]));
 }
 
+/** Datums grouped by `sequence` (in first-seen order; a datum without one alone): a mini-batch takes a split trajectory whole. */
+function sequences(datums: Datum[]): Datum[][] {
+  const bySeq = new Map<number, Datum[]>();
+  const out: Datum[][] = [];
+  for (const d of datums) {
+    const group = d.sequence === undefined ? undefined : bySeq.get(d.sequence);
+    if (group) group.push(d);
+    else {
+      out.push([d]);
+      if (d.sequence !== undefined) bySeq.set(d.sequence, out[out.length - 1]);
+    }
+  }
+  return out;
+}
+
 export function lossSpec(cfg: TrainConfig, klCoef: number): LossSpec {
   const l = cfg.loss, kl = cfg.algorithm.kl;
   return {
@@ -57,7 +73,7 @@ export async function updatePolicy(engine: Engine, datums: Datum[], cfg: TrainCo
   const acc = { loss: 0, entropy: 0, clip: 0, approxKl: 0, klRef: 0, gradNorm: 0, skipped: 0, n: 0 };
   let lr = learningRate(cfg.optim, step, totalSteps);
   for (let epoch = 0; epoch < cfg.train.ppoEpochs; epoch++) {
-    for (const mb of miniBatches(datums, cfg.train.miniBatches, rng)) {
+    for (const mb of miniBatches(sequences(datums), cfg.train.miniBatches, rng).map((seqs) => seqs.flat())) {
       if (mb.every((d) => d.weights.every((w) => w === 0))) continue;
       lr = learningRate(cfg.optim, step, totalSteps);
       const fb = await engine.forwardBackward(mb, spec);

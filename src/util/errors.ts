@@ -19,6 +19,13 @@ export class ModelFormatError extends AgentR1Error {
 /** Bad user input outside model files: a dataset row, a CLI flag, a config key. */
 export class InputError extends AgentR1Error {}
 
+/**
+ * A mistake in the command line itself: an unknown flag, a missing or malformed flag value, a
+ * missing required flag, a stray argument, flags that exclude each other. The CLI exits 2 for
+ * these (1 for every other error), as Unix tools do; library callers see an InputError.
+ */
+export class UsageError extends InputError {}
+
 /** One line for the terminal: the message, plus the hint when there is one. */
 export function formatError(err: unknown): string {
   if (err instanceof AgentR1Error) return `error: ${err.message}${err.hint ? ` (hint: ${err.hint})` : ""}`;

@@ -113,6 +113,3 @@ export function checkOutFile(out: string, o: OutCheck): "absent" | "replace" {
 export function clearDirectory(dir: string): void {
   for (const name of readdirSync(dir)) rmSync(join(dir, name), { recursive: true, force: true });
 }
-
-/** The --force flag every writing command takes. */
-export const FORCE_FLAG = { force: { type: "boolean" as const, default: false } };

@@ -52,3 +52,15 @@ export function settings(env: Env = process.env): Settings {
     apiKey: env.AGENT_R1_API_KEY || undefined,
   };
 }
+
+/** The variables, for the reference (docs/reference.md). */
+export const SETTINGS_DOC: [string, string][] = [
+  ["AGENT_R1_BACKEND", "compute backend when neither `--backend` nor `engine.backend` names one: `auto` (default), `native`, `tfjs`"],
+  ["AGENT_R1_WORKERS", "engine worker threads when neither the code nor `engine.workers` says; 0 runs the engine in the calling thread"],
+  ["AGENT_R1_BLAS_THREADS", "BLAS threads per matrix product on the native backend (default: cores / replicas)"],
+  ["AGENT_R1_FUSED", "`0` replaces the fused native kernels with their TF.js compositions"],
+  ["AGENT_R1_FUSED_THREADS", "threads of the fused native kernels, 1 to 16"],
+  ["AGENT_R1_NATIVE_DISABLE", "any value but `0` makes the native addon unavailable (tests the fallback)"],
+  ["AGENT_R1_DEBUG", "the CLI prints the stack trace after an error's one line"],
+  ["AGENT_R1_API_KEY", "the key `agent-r1 serve` requires when no `--api-key` is given"],
+];

@@ -1,10 +1,16 @@
 /** The --backend flag of the commands that load models, and the one line printed when auto falls back to tfjs. */
-import { fallbackLine, parseBackend, resolveBackend, type BackendChoice } from "../../engine/local/native.js";
-import type { FlagSpec, Parsed } from "../args.js";
+import { BACKEND_CHOICES, fallbackLine, resolveBackend, type BackendChoice } from "../../engine/local/native.js";
+import { usageError, type FlagSpec, type Parsed } from "../args.js";
 import type { CommandIO } from "../command.js";
 
-export const BACKEND_FLAG: FlagSpec = { backend: { type: "string" } };
-export const BACKEND_USAGE = "[--backend auto|native|tfjs]";
+export const BACKEND_FLAG: FlagSpec = {
+  backend: {
+    type: "string",
+    value: BACKEND_CHOICES.join("|"),
+    description: "compute backend: the native addon, TF.js, or auto (native when it loads)",
+    fallback: "env AGENT_R1_BACKEND, else auto",
+  },
+};
 
 let announced = false;
 
@@ -23,7 +29,11 @@ export function announceBackend(choice: BackendChoice | undefined, io: CommandIO
 /** The --backend flag's value, checked (undefined when absent: env AGENT_R1_BACKEND, else auto). */
 export function parseBackendFlag(command: string, flags: Parsed["flags"]): BackendChoice | undefined {
   const raw = flags.backend;
-  return typeof raw === "string" ? parseBackend(raw, `${command}: --backend`) : undefined;
+  if (raw === undefined) return undefined;
+  if (!(BACKEND_CHOICES as readonly unknown[]).includes(raw)) {
+    throw usageError(command, `--backend: unknown backend '${raw}'; choose one of: ${BACKEND_CHOICES.join(", ")}`);
+  }
+  return raw as BackendChoice;
 }
 
 /** The --backend flag's value, checked and announced. */

@@ -14,8 +14,8 @@ import type { Engine } from "../../engine/types.js";
 import type { Task, TaskRow } from "../../tasks/types.js";
 import { InputError } from "../../util/errors.js";
 import { Rng } from "../../util/rng.js";
-import { optionalNumber, parseFlags, requireString } from "../args.js";
-import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
+import { noPositionals, optionalNumber, parseFlags, requireString, usageError, type FlagSpec } from "../args.js";
+import { BACKEND_FLAG, backendFromFlags } from "./backend-flag.js";
 import { answerLines, assistantLines, questionLines, toolCallLines } from "../chat-view.js";
 import { inputLines, type Command } from "../command.js";
 import { EVAL_DEFAULTS } from "./eval.js";
@@ -107,36 +107,37 @@ export async function chatSession(engine: Engine, chat: ChatSetup, task: Task, q
   return n;
 }
 
+const FLAGS: FlagSpec = {
+  model: { type: "string", value: "DIR", description: "the model directory (required)" },
+  ...TASK_FLAGS,
+  temperature: { type: "string", value: "T", description: "sampling temperature; 0 is greedy", fallback: 0 },
+  "max-turns": { type: "string", value: "N", description: "assistant turns per question", fallback: EVAL_DEFAULTS.maxTurns },
+  "max-tokens-per-turn": { type: "string", value: "N", description: "tokens the model may write per turn", fallback: EVAL_DEFAULTS.maxTokensPerTurn },
+  seed: { type: "string", value: "S", description: "sampling seed (question i samples with seeds derived from S and i)" },
+  ...BACKEND_FLAG,
+};
+
 export const chatCommand: Command = {
   name: "chat",
   summary: "ask a model questions in the terminal and watch it use a task's tools",
-  usage:
-    "agent-r1 chat --model DIR --task multihop|calc [--temperature T] [--max-turns N] [--max-tokens-per-turn N] [--seed S] [--option name=value ...] " + BACKEND_USAGE + "  " +
-    `(one question per line until EOF; defaults: --temperature 0 (greedy) --max-turns ${EVAL_DEFAULTS.maxTurns} --max-tokens-per-turn ${EVAL_DEFAULTS.maxTokensPerTurn})`,
+  usage: "agent-r1 chat --model DIR --task NAME [flags]  (one question per line on stdin, until EOF)",
+  flags: FLAGS,
   async run(argv, io) {
-    const { flags, positionals } = parseFlags("chat", argv, {
-      ...TASK_FLAGS,
-      model: { type: "string" },
-      temperature: { type: "string" },
-      "max-turns": { type: "string" },
-      "max-tokens-per-turn": { type: "string" },
-      seed: { type: "string" },
-      ...BACKEND_FLAG,
-    });
-    if (positionals.length > 0) throw new InputError(`chat: unexpected argument '${positionals[0]}'`, "questions are read from stdin, one per line");
+    const { flags, positionals } = parseFlags("chat", argv, FLAGS);
+    noPositionals("chat", positionals, "questions are read from stdin, one per line");
     const modelDir = requireString("chat", flags, "model");
     const task = taskFromFlags("chat", flags);
     const temperature = optionalNumber("chat", flags, "temperature") ?? 0;
-    if (temperature < 0) throw new InputError(`chat: --temperature must be >= 0, got ${temperature}`);
+    if (temperature < 0) throw usageError("chat", `--temperature must be >= 0, got ${temperature}`);
     const positiveInt = (name: string, fallback: number) => {
       const v = optionalNumber("chat", flags, name) ?? fallback;
-      if (!(Number.isInteger(v) && v > 0)) throw new InputError(`chat: --${name} must be a positive integer, got ${v}`);
+      if (!(Number.isInteger(v) && v > 0)) throw usageError("chat", `--${name} must be a positive integer, got ${v}`);
       return v;
     };
     const maxTurns = positiveInt("max-turns", EVAL_DEFAULTS.maxTurns);
     const maxTokensPerTurn = positiveInt("max-tokens-per-turn", EVAL_DEFAULTS.maxTokensPerTurn);
     const seed = optionalNumber("chat", flags, "seed");
-    if (seed !== undefined && !Number.isInteger(seed)) throw new InputError(`chat: --seed must be an integer, got ${seed}`);
+    if (seed !== undefined && !Number.isInteger(seed)) throw usageError("chat", `--seed must be an integer, got ${seed}`);
 
     // One trajectory at a time: one worker thread keeps the terminal responsive without a second model copy.
     const backend = backendFromFlags("chat", flags, io);

@@ -1,27 +1,26 @@
 import { DEFAULT_HOST, DEFAULT_PORT, startDashboard } from "../../dashboard/server.js";
-import { optionalNumber, parseFlags } from "../args.js";
-import { InputError } from "../../util/errors.js";
+import { helpHint, optionalNumber, parseFlags, usageError, type FlagSpec } from "../args.js";
 import type { Command } from "../command.js";
+
+const FLAGS: FlagSpec = {
+  port: { type: "string", value: "N", description: "port to listen on; 0 picks a free one", fallback: DEFAULT_PORT },
+  host: { type: "string", value: "HOST", description: "address to listen on; 0.0.0.0 exposes the page to the network", fallback: DEFAULT_HOST },
+  "allow-host": { type: "string", value: "NAME", multiple: true, description: "also answer under this Host name ('*' for any)" },
+  "allow-origin": { type: "string", value: "ORIGIN", multiple: true, description: "let pages of this origin read the JSON API ('*' for any)" },
+};
 
 export const dashboardCommand: Command = {
   name: "dashboard",
   summary: "serve a live web page of a run's metrics and sample trajectories",
-  usage:
-    `agent-r1 dashboard RUN_DIR [--port N] [--host HOST] [--allow-host NAME] [--allow-origin ORIGIN]  (defaults: --port ${DEFAULT_PORT} --host ${DEFAULT_HOST}; ` +
-    "--port 0 picks a free port; --allow-host accepts another Host name the page is reached under and --allow-origin lets another site's pages read the API, " +
-    "each repeatable, '*' for any)",
+  usage: "agent-r1 dashboard RUN_DIR [flags]",
+  flags: FLAGS,
   async run(argv, io) {
-    const { flags, positionals } = parseFlags("dashboard", argv, {
-      port: { type: "string" },
-      host: { type: "string" },
-      "allow-host": { type: "string", multiple: true },
-      "allow-origin": { type: "string", multiple: true },
-    });
-    if (positionals.length === 0) throw new InputError("dashboard: RUN_DIR is required", "run 'agent-r1 dashboard --help'");
-    if (positionals.length > 1) throw new InputError(`dashboard: unexpected argument '${positionals[1]}'`, "give one RUN_DIR");
+    const { flags, positionals } = parseFlags("dashboard", argv, FLAGS);
+    if (positionals.length === 0) throw usageError("dashboard", "RUN_DIR is required", helpHint("dashboard"));
+    if (positionals.length > 1) throw usageError("dashboard", `unexpected argument '${positionals[1]}'`, "give one RUN_DIR");
     const run = positionals[0];
     const port = optionalNumber("dashboard", flags, "port") ?? DEFAULT_PORT;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InputError(`dashboard: --port must be an integer from 0 to 65535, got '${flags.port}'`);
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw usageError("dashboard", `--port must be an integer from 0 to 65535, got '${flags.port}'`);
     const host = (flags.host as string | undefined) ?? DEFAULT_HOST;
     const dash = await startDashboard({ runDir: run, port, host, allowHosts: flags["allow-host"] as string[] | undefined, allowOrigins: flags["allow-origin"] as string[] | undefined });
     io.out(`dashboard for ${run} on ${dash.url}`);

@@ -10,13 +10,25 @@ import { initModel } from "../../model/init-model.js";
 import { LocalEngine } from "../../engine/local/local-engine.js";
 import { encodeChat } from "../../model/chat.js";
 import type { Datum } from "../../engine/types.js";
-import { optionalNumber, parseFlags } from "../args.js";
-import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
+import { noPositionals, optionalInt, optionalNumber, parseFlags, type FlagSpec } from "../args.js";
+import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 import type { Command } from "../command.js";
-import { checkOutDir, clearDirectory, FORCE_FLAG } from "../../util/out-path.js";
+import { checkOutDir, clearDirectory } from "../../util/out-path.js";
+import { forceFlag } from "./force-flag.js";
 
 /** What a demo writes into its --out. */
 const DEMO_ENTRIES = ["model", "final"];
+
+const D = { iterations: 40, group: 16, seed: 0 };
+
+const FLAGS: FlagSpec = {
+  out: { type: "string", value: "DIR", default: "runs/demo", description: "where the model and the final weights go: new, empty, or an earlier demo's (its model is reused)" },
+  iterations: { type: "string", value: "N", description: "RL iterations", fallback: D.iterations },
+  group: { type: "string", value: "N", description: "samples per iteration (one group)", fallback: D.group },
+  seed: { type: "string", value: "N", description: "seed of the model's weights and of sampling", fallback: D.seed },
+  ...forceFlag("replace an --out that is not an earlier demo's"),
+  ...BACKEND_FLAG,
+};
 
 /** Share of the generated characters that are digits (ignoring special tokens). */
 export function digitReward(text: string): number {
@@ -27,18 +39,22 @@ export function digitReward(text: string): number {
 export const demoCommand: Command = {
   name: "demo",
   summary: "a short RL run that measurably raises a tiny model's reward",
-  usage: "agent-r1 demo [--out DIR] [--iterations N] [--group N] [--seed N] [--force] " + BACKEND_USAGE + "  (--out: new, empty, or an earlier demo's, whose model it reuses; --force replaces any other)",
+  usage: "agent-r1 demo [flags]",
+  flags: FLAGS,
   async run(argv, io) {
-    const { flags } = parseFlags("demo", argv, { out: { type: "string", default: "runs/demo" }, iterations: { type: "string" }, group: { type: "string" }, seed: { type: "string" }, ...FORCE_FLAG, ...BACKEND_FLAG });
+    const { flags, positionals } = parseFlags("demo", argv, FLAGS);
+    noPositionals("demo", positionals);
+    const iterations = optionalInt("demo", flags, "iterations", 1) ?? D.iterations;
+    const group = optionalInt("demo", flags, "group", 1) ?? D.group;
+    const seed = optionalNumber("demo", flags, "seed") ?? D.seed;
+    const backend = parseBackendFlag("demo", flags);
+    announceBackend(backend, io);
     const out = flags.out as string, modelDir = join(out, "model");
     // An earlier demo's directory (its model/ and final/ only) is reused; anything else follows the --out rule.
     const earlierDemo = existsSync(out) && statSync(out).isDirectory() && readdirSync(out).every((n) => DEMO_ENTRIES.includes(n));
     if (!earlierDemo && checkOutDir(out, { command: "demo", force: flags.force === true }) === "replace") clearDirectory(out);
-    const iterations = optionalNumber("demo", flags, "iterations") ?? 40;
-    const group = optionalNumber("demo", flags, "group") ?? 16;
-    const seed = optionalNumber("demo", flags, "seed") ?? 0;
     if (!existsSync(join(modelDir, "config.json"))) await initModel({ preset: "tiny", out: modelDir, seed });
-    const engine = await LocalEngine.load(modelDir, { backend: backendFromFlags("demo", flags, io) });
+    const engine = await LocalEngine.load(modelDir, { backend });
     const prompt = encodeChat(engine.tokenizer, [{ role: "user", content: "Say a number." }]);
     io.out(`demo: tiny model (${modelDir}), ${iterations} iterations x ${group} samples, reward = share of digits in the answer`);
     const rewards: number[] = [];

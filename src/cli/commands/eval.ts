@@ -3,10 +3,10 @@ import { LocalEngine } from "../../engine/local/local-engine.js";
 import type { TaskRow } from "../../tasks/types.js";
 import { checkPlayed, playRows, type EpisodeSummary } from "../../train/evaluate.js";
 import { InputError } from "../../util/errors.js";
-import { optionalNumber, parseFlags, requireString } from "../args.js";
-import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
+import { noPositionals, optionalInt, optionalNumber, parseFlags, requireString, usageError, type FlagSpec } from "../args.js";
+import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 import type { Command } from "../command.js";
-import { splitFromFlags, TASK_FLAGS, taskFromFlags } from "./task-flags.js";
+import { splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags } from "./task-flags.js";
 
 /** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
 export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
@@ -32,31 +32,38 @@ export function summaryJson(s: EpisodeSummary): string {
   return JSON.stringify({ em: s.em, f1: s.f1, turns: s.turns, tool_calls: s.toolCalls, tool_errors: s.toolErrors, response_tokens: s.responseTokens, reward: s.reward, episodes: s.episodes, failed: s.failed });
 }
 
+const FLAGS: FlagSpec = {
+  model: { type: "string", value: "DIR", description: "the model directory (required)" },
+  ...TASK_FLAGS,
+  ...splitFlag("the task's split to play", "test"),
+  data: { type: "string", value: "FILE", description: "play the rows of a .parquet or .jsonl file instead of a split" },
+  "skip-bad-rows": { type: "boolean", default: false, description: "with --data: skip and count rows that fail the schema instead of stopping" },
+  limit: { type: "string", value: "N", description: "play only the first N rows" },
+  json: { type: "boolean", default: false, description: "end with one JSON line of the summary" },
+  "max-turns": { type: "string", value: "N", description: "assistant turns per episode", fallback: EVAL_DEFAULTS.maxTurns },
+  "max-tokens-per-turn": { type: "string", value: "N", description: "tokens the model may write per turn", fallback: EVAL_DEFAULTS.maxTokensPerTurn },
+  seed: { type: "string", value: "N", description: "rollout seed", fallback: 0 },
+  ...BACKEND_FLAG,
+};
+
 export const evalCommand: Command = {
   name: "eval",
   summary: "play a task's held-out rows greedily with a model and print exact match / success, F1, turns, tool calls",
-  usage:
-    "agent-r1 eval --model DIR --task multihop|calc [--split test|val|train | --data FILE.parquet|.jsonl [--skip-bad-rows]] [--limit N] [--json] " +
-    `[--max-turns N] [--max-tokens-per-turn N] [--seed N] [--option name=value ...] ${BACKEND_USAGE}  (defaults: --split test --max-turns ${EVAL_DEFAULTS.maxTurns} --max-tokens-per-turn ${EVAL_DEFAULTS.maxTokensPerTurn})`,
+  usage: "agent-r1 eval --model DIR --task NAME [flags]",
+  flags: FLAGS,
   async run(argv, io) {
-    const { flags } = parseFlags("eval", argv, {
-      ...TASK_FLAGS,
-      model: { type: "string" },
-      split: { type: "string" },
-      data: { type: "string" },
-      "skip-bad-rows": { type: "boolean", default: false },
-      limit: { type: "string" },
-      json: { type: "boolean", default: false },
-      "max-turns": { type: "string" },
-      "max-tokens-per-turn": { type: "string" },
-      seed: { type: "string" },
-      ...BACKEND_FLAG,
-    });
+    const { flags, positionals } = parseFlags("eval", argv, FLAGS);
+    noPositionals("eval", positionals);
     const modelDir = requireString("eval", flags, "model");
     const task = taskFromFlags("eval", flags);
-    if (flags.data !== undefined && flags.split !== undefined) throw new InputError("eval: give --split or --data, not both");
-    if (flags["skip-bad-rows"] && flags.data === undefined) throw new InputError("eval: --skip-bad-rows applies to --data FILE only");
+    if (flags.data !== undefined && flags.split !== undefined) throw usageError("eval", "give --split or --data, not both");
+    if (flags["skip-bad-rows"] && flags.data === undefined) throw usageError("eval", "--skip-bad-rows applies to --data FILE only");
     const split = flags.data === undefined ? splitFromFlags("eval", flags) : undefined;
+    const limit = optionalInt("eval", flags, "limit", 1);
+    const maxTurns = optionalInt("eval", flags, "max-turns", 1) ?? EVAL_DEFAULTS.maxTurns;
+    const maxTokensPerTurn = optionalInt("eval", flags, "max-tokens-per-turn", 1) ?? EVAL_DEFAULTS.maxTokensPerTurn;
+    const seed = optionalNumber("eval", flags, "seed") ?? 0;
+    const backend = parseBackendFlag("eval", flags);
     let rows: TaskRow[];
     let note: string | undefined;
     if (split) rows = task.rows(split);
@@ -65,21 +72,20 @@ export const evalCommand: Command = {
       note = skippedRowsNote(flags.data as string, read);
       rows = read.rows;
     }
-    const limit = optionalNumber("eval", flags, "limit");
     if (limit !== undefined) rows = rows.slice(0, limit);
     if (rows.length === 0) throw new InputError(`eval: no rows to evaluate (${split ? `split '${split}'` : String(flags.data)})`);
-    const backend = backendFromFlags("eval", flags, io);
+    announceBackend(backend, io);
     const engine = await LocalEngine.load(modelDir, { backend });
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
     try {
       const { summary, result } = await playRows(engine, engine.tokenizer, task, rows, {
         greedy: true,
-        maxTurns: optionalNumber("eval", flags, "max-turns") ?? EVAL_DEFAULTS.maxTurns,
-        maxTokensPerTurn: optionalNumber("eval", flags, "max-tokens-per-turn") ?? EVAL_DEFAULTS.maxTokensPerTurn,
+        maxTurns,
+        maxTokensPerTurn,
         maxTotalTokens: Math.min(EVAL_DEFAULTS.maxTotalTokens, engine.config.maxPositionEmbeddings),
-        seed: optionalNumber("eval", flags, "seed") ?? 0,
+        seed,
       });
-      const failures = checkPlayed("eval", rows, result);
+    const failures = checkPlayed("eval", rows, result);
       if (failures) io.err(failures);
       io.out(`eval: ${modelDir} on '${task.name}' ${split ? `${split} split` : String(flags.data)} (${rows.length} rows, greedy)`);
       for (const l of summaryTable([["model", summary]], task.name)) io.out(l);

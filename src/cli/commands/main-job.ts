@@ -5,21 +5,18 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { defaultTokenizerDir } from "../../model/default-tokenizer.js";
 import { getTask } from "../../tasks/index.js";
 import { loadConfig } from "../../train/load-config.js";
 import { pct, runMainJob, type MainJobResult } from "../../train/main-job.js";
 import { InputError } from "../../util/errors.js";
-import { optionalNumber, parseFlags } from "../args.js";
+import { optionalNumber, parseFlags, usageError, type FlagSpec } from "../args.js";
 import type { Command, CommandIO } from "../command.js";
 import { enginesFor } from "../engines.js";
 import { Progress } from "../progress.js";
 import { summaryTable } from "./eval.js";
-import { BACKEND_FLAG, BACKEND_USAGE, announceBackend, parseBackendFlag } from "./backend-flag.js";
-import { FORCE_FLAG } from "../../util/out-path.js";
-
-/** The package root (assets/tokenizer is two levels below it). */
-const packageRoot = () => join(defaultTokenizerDir(), "..", "..");
+import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
+import { forceFlag } from "./force-flag.js";
+import { packageRoot } from "../../util/package-root.js";
 
 export const MAIN_JOB_DEFAULTS = {
   recipe: () => join(packageRoot(), "recipes", "multihop-grpo.yaml"),
@@ -82,21 +79,33 @@ export function reportLines(res: MainJobResult, taskName: string): string[] {
   ];
 }
 
+const FLAGS: FlagSpec = {
+  config: { type: "string", value: "RECIPE.yaml", description: "the recipe", fallback: "recipes/multihop-grpo.yaml" },
+  base: { type: "string", value: "DIR", description: "the base model RL starts from", fallback: "assets/base/multihop" },
+  out: { type: "string", value: "RUN_DIR", description: "the run directory: new or empty", fallback: "runs/main-TIMESTAMP" },
+  "budget-minutes": { type: "string", value: "M", description: "stop training after M minutes, then evaluate", fallback: MAIN_JOB_DEFAULTS.budgetMinutes },
+  ...forceFlag("start a new run over a non-empty --out"),
+  ...BACKEND_FLAG,
+};
+
 export const mainJobCommand: Command = {
   name: "main",
   summary: "the main job: GRPO on multi-hop search from the committed base; held-out exact match before and after",
-  usage: "agent-r1 main [--config RECIPE.yaml] [--base DIR] [--out RUN_DIR] [--force] [--budget-minutes M] " + BACKEND_USAGE + " [key.path=value ...]",
+  usage: "agent-r1 main [flags] [key.path=value ...]  (overrides of the recipe)",
+  flags: FLAGS,
   async run(argv, io) {
-    const { flags, positionals } = parseFlags("main", argv, { config: { type: "string" }, base: { type: "string" }, out: { type: "string" }, "budget-minutes": { type: "string" }, ...FORCE_FLAG, ...BACKEND_FLAG });
+    const { flags, positionals } = parseFlags("main", argv, FLAGS);
     const stray = positionals.find((p) => !p.includes("="));
-    if (stray) throw new InputError(`main: unexpected argument '${stray}'`, "overrides look like key.path=value");
+    if (stray) throw usageError("main", `unexpected argument '${stray}'`, "overrides look like key.path=value");
     const backend = parseBackendFlag("main", flags);
+    const budgetMinutes = optionalNumber("main", flags, "budget-minutes") ?? MAIN_JOB_DEFAULTS.budgetMinutes;
+    if (!(budgetMinutes >= 0)) throw usageError("main", `--budget-minutes must be >= 0, got ${budgetMinutes}`);
     const res = await mainJob({
       recipe: (flags.config as string | undefined) ?? MAIN_JOB_DEFAULTS.recipe(),
       base: (flags.base as string | undefined) ?? MAIN_JOB_DEFAULTS.base(),
       out: (flags.out as string | undefined) ?? `runs/main-${new Date().toISOString().replace(/[:.]/g, "-")}`,
       overrides: [...positionals, ...(backend ? [`engine.backend=${backend}`] : [])],
-      budgetMinutes: optionalNumber("main", flags, "budget-minutes") ?? MAIN_JOB_DEFAULTS.budgetMinutes,
+      budgetMinutes,
       force: flags.force === true,
     }, io);
     for (const l of reportLines(res, "multihop")) io.out(l);

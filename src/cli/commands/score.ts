@@ -1,9 +1,15 @@
 import { readTextInput } from "../../util/read-file.js";
 import { LocalEngine } from "../../engine/local/local-engine.js";
-import { parseFlags, requireString } from "../args.js";
+import { noPositionals, parseFlags, requireString, type FlagSpec } from "../args.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
-import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
+import { BACKEND_FLAG, backendFromFlags } from "./backend-flag.js";
+
+const FLAGS: FlagSpec = {
+  model: { type: "string", value: "DIR", description: "the model directory (required)" },
+  input: { type: "string", value: "FILE.jsonl", description: 'lines {"tokens":[...]}; each prints a line {"logprobs":[null, ...]} (required)' },
+  ...BACKEND_FLAG,
+};
 
 /** Reads `{"tokens":[...]}` lines; errors name the file and the line. */
 export function readTokenLines(file: string): number[][] {
@@ -28,12 +34,15 @@ export function readTokenLines(file: string): number[][] {
 export const scoreCommand: Command = {
   name: "score",
   summary: "print the logprob of every token given the ones before it",
-  usage: `agent-r1 score --model DIR --input FILE.jsonl ${BACKEND_USAGE}   (lines {"tokens":[...]} → lines {"logprobs":[null, ...]})`,
+  usage: "agent-r1 score --model DIR --input FILE.jsonl [flags]",
+  flags: FLAGS,
   async run(argv, io) {
-    const { flags } = parseFlags("score", argv, { model: { type: "string" }, input: { type: "string" }, ...BACKEND_FLAG });
+    const { flags, positionals } = parseFlags("score", argv, FLAGS);
+    noPositionals("score", positionals);
+    const input = requireString("score", flags, "input"), modelDir = requireString("score", flags, "model");
     const backend = backendFromFlags("score", flags, io);
-    const rows = readTokenLines(requireString("score", flags, "input"));
-    const engine = await LocalEngine.load(requireString("score", flags, "model"), { backend });
+    const rows = readTokenLines(input);
+    const engine = await LocalEngine.load(modelDir, { backend });
     const lps = await engine.computeLogprobs(rows);
     for (const lp of lps) io.out(JSON.stringify({ logprobs: lp }));
   },

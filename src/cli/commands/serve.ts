@@ -1,47 +1,48 @@
-import { InputError } from "../../util/errors.js";
 import { startServer } from "../../serve/server.js";
 import { DEFAULT_REQUEST_LIMITS } from "../../serve/request-limits.js";
-import { optionalNumber, parseFlags, requireString, type Parsed } from "../args.js";
+import { noPositionals, optionalNumber, parseFlags, requireString, usageError, type FlagSpec, type Parsed } from "../args.js";
 import type { Command } from "../command.js";
 import { settings } from "../../util/settings.js";
-import { BACKEND_FLAG, BACKEND_USAGE, backendFromFlags } from "./backend-flag.js";
+import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 
 const D = DEFAULT_REQUEST_LIMITS;
+
+const FLAGS: FlagSpec = {
+  model: { type: "string", value: "DIR", description: "the model directory (required)" },
+  port: { type: "string", value: "N", description: "port to listen on; 0 picks a free one", fallback: 8000 },
+  host: { type: "string", value: "HOST", description: "address to listen on; 0.0.0.0 listens on every interface (set an API key then)", fallback: "127.0.0.1" },
+  name: { type: "string", value: "ID", description: "the model id clients see; default the directory's basename" },
+  "max-tokens": { type: "string", value: "N", description: "new tokens a chat request gets when it sets no max_tokens; default what is left of the context window" },
+  "api-key": { type: "string", value: "KEY", description: "require 'Authorization: Bearer KEY' on /v1/*; default env AGENT_R1_API_KEY" },
+  "allow-host": { type: "string", value: "NAME", multiple: true, description: "also answer requests whose Host is NAME ('*' for any)" },
+  "allow-origin": { type: "string", value: "ORIGIN", multiple: true, description: "let pages of this origin call the API, with CORS ('*' for any)" },
+  "max-sequences": { type: "string", value: "N", description: "sequences one request may sample (prompts x n)", fallback: D.maxSequences },
+  "max-request-tokens": { type: "string", value: "N", description: "tokens one request may cost the engine", fallback: D.maxRequestTokens },
+  "max-response-bytes": { type: "string", value: "N", description: "bytes of one response, streamed or not", fallback: D.maxResponseBytes },
+  ...BACKEND_FLAG,
+};
 
 export const serveCommand: Command = {
   name: "serve",
   summary: "serve a model over an OpenAI-compatible HTTP API (chat completions, completions, models)",
-  usage:
-    "agent-r1 serve --model DIR [--port N (default 8000; 0 picks a free one)] [--host 127.0.0.1] [--name ID] [--max-tokens N] " +
-    "[--api-key KEY (or env AGENT_R1_API_KEY): require 'Authorization: Bearer KEY' on /v1/*] " +
-    "[--allow-host NAME ('*' for any; repeatable)] [--allow-origin ORIGIN ('*' for any; repeatable)] " +
-    `[--max-sequences N (default ${D.maxSequences})] [--max-request-tokens N (default ${D.maxRequestTokens})] [--max-response-bytes N (default ${D.maxResponseBytes})] ` +
-    BACKEND_USAGE,
+  usage: "agent-r1 serve --model DIR [flags]",
+  flags: FLAGS,
   async run(argv, io) {
-    const { flags, positionals } = parseFlags("serve", argv, {
-      model: { type: "string" },
-      port: { type: "string" },
-      host: { type: "string" },
-      name: { type: "string" },
-      "max-tokens": { type: "string" },
-      "api-key": { type: "string" },
-      "allow-host": { type: "string", multiple: true },
-      "allow-origin": { type: "string", multiple: true },
-      "max-sequences": { type: "string" },
-      "max-request-tokens": { type: "string" },
-      "max-response-bytes": { type: "string" },
-      ...BACKEND_FLAG,
-    });
-    if (positionals.length > 0) throw new InputError(`serve: unexpected argument '${positionals[0]}'`, "run 'agent-r1 serve --help'");
+    const { flags, positionals } = parseFlags("serve", argv, FLAGS);
+    noPositionals("serve", positionals);
     const model = requireString("serve", flags, "model");
     const port = optionalNumber("serve", flags, "port") ?? 8000;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InputError(`serve: --port must be an integer in [0, 65535], got '${flags.port}'`);
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw usageError("serve", `--port must be an integer in [0, 65535], got '${flags.port}'`);
     const maxTokens = positiveInt(flags, "max-tokens");
+    const maxSequences = positiveInt(flags, "max-sequences");
+    const maxRequestTokens = positiveInt(flags, "max-request-tokens");
+    const maxResponseBytes = positiveInt(flags, "max-response-bytes");
+    const backend = parseBackendFlag("serve", flags);
     const host = typeof flags.host === "string" && flags.host !== "" ? flags.host : "127.0.0.1";
     // The key is read here, once: the library takes it as an option and never looks at the environment.
     const apiKey = (flags["api-key"] as string | undefined) ?? settings().apiKey;
 
-    const backend = backendFromFlags("serve", flags, io);
+    announceBackend(backend, io);
     const server = await startServer({
       model,
       host,
@@ -51,9 +52,9 @@ export const serveCommand: Command = {
       apiKey,
       allowHosts: flags["allow-host"] as string[] | undefined,
       allowOrigins: flags["allow-origin"] as string[] | undefined,
-      maxSequences: positiveInt(flags, "max-sequences"),
-      maxRequestTokens: positiveInt(flags, "max-request-tokens"),
-      maxResponseBytes: positiveInt(flags, "max-response-bytes"),
+      maxSequences,
+      maxRequestTokens,
+      maxResponseBytes,
       log: io.err,
       engineOptions: { backend },
     });
@@ -77,7 +78,7 @@ export const serveCommand: Command = {
 
 function positiveInt(flags: Parsed["flags"], name: string): number | undefined {
   const v = optionalNumber("serve", flags, name);
-  if (v !== undefined && !(Number.isSafeInteger(v) && v > 0)) throw new InputError(`serve: --${name} must be a positive integer, got '${flags[name]}'`);
+  if (v !== undefined && !(Number.isSafeInteger(v) && v > 0)) throw usageError("serve", `--${name} must be a positive integer, got '${flags[name]}'`);
   return v;
 }
 

@@ -4,9 +4,17 @@ import { join } from "node:path";
 import { Tokenizer } from "../../model/tokenizer.js";
 import { renderChat } from "../../model/chat.js";
 import type { ChatMessage, ToolSchema } from "../../model/chat-template.js";
-import { parseFlags, requireString } from "../args.js";
+import { helpHint, noPositionals, parseFlags, requireString, usageError, type FlagSpec } from "../args.js";
 import { InputError, ModelFormatError } from "../../util/errors.js";
 import type { Command } from "../command.js";
+
+const FLAGS: FlagSpec = {
+  model: { type: "string", value: "DIR", description: "the model directory whose tokenizer to use (required)" },
+  text: { type: "string", value: "TEXT", description: "encode this text as it is (give --text or --messages)" },
+  messages: { type: "string", value: "FILE.json", description: 'encode a chat: a JSON array of messages (or {"messages": [...]}) rendered with the generation prompt' },
+  tools: { type: "string", value: "FILE.json", description: "with --messages: a JSON array of tool schemas for the template" },
+  show: { type: "boolean", default: false, description: "print the encoded text before the ids" },
+};
 
 function readJson(file: string, what: string): unknown {
   const text = readTextInput(file, (words) => new InputError(`${file}: ${words}`));
@@ -43,24 +51,23 @@ function readTools(file: string): ToolSchema[] {
 export const tokenizeCommand: Command = {
   name: "tokenize",
   summary: "print the token ids of a text, or of a chat rendered with the model's template",
-  usage: "agent-r1 tokenize --model DIR (--text TEXT | --messages FILE.json [--tools FILE.json]) [--show]",
+  usage: "agent-r1 tokenize --model DIR (--text TEXT | --messages FILE.json) [flags]",
+  flags: FLAGS,
   async run(argv, io) {
-    const { flags } = parseFlags("tokenize", argv, {
-      model: { type: "string" },
-      text: { type: "string" },
-      messages: { type: "string" },
-      tools: { type: "string" },
-      show: { type: "boolean", default: false },
-    });
+    const { flags, positionals } = parseFlags("tokenize", argv, FLAGS);
+    noPositionals("tokenize", positionals);
     const dir = requireString("tokenize", flags, "model");
+    if (flags.text === undefined && flags.messages === undefined) throw usageError("tokenize", "give --text TEXT or --messages FILE.json", helpHint("tokenize"));
+    if (flags.text !== undefined && flags.messages !== undefined) throw usageError("tokenize", "give --text or --messages, not both");
+    if (flags.tools !== undefined && flags.messages === undefined) throw usageError("tokenize", "--tools applies to --messages FILE.json only");
     if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
     const tok = Tokenizer.fromDir(dir);
     let text: string;
     if (typeof flags.text === "string") text = flags.text;
-    else if (typeof flags.messages === "string") {
+    else {
       const tools = typeof flags.tools === "string" ? readTools(flags.tools) : undefined;
-      text = renderChat(tok, readMessages(flags.messages), { tools, addGenerationPrompt: true });
-    } else throw new InputError("tokenize: give --text TEXT or --messages FILE.json");
+      text = renderChat(tok, readMessages(flags.messages as string), { tools, addGenerationPrompt: true });
+    }
     const ids = tok.encode(text);
     if (flags.show) io.out(text);
     io.out(JSON.stringify(ids));

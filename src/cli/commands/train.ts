@@ -3,31 +3,35 @@ import { join } from "node:path";
 import { loadConfig } from "../../train/load-config.js";
 import { Trainer } from "../../train/trainer.js";
 import { getTask } from "../../tasks/index.js";
-import { parseFlags } from "../args.js";
+import { parseFlags, usageError, type FlagSpec } from "../args.js";
 import { Progress } from "../progress.js";
 import { enginesFor } from "../engines.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
-import { FORCE_FLAG } from "../../util/out-path.js";
-import { BACKEND_FLAG, BACKEND_USAGE, announceBackend, parseBackendFlag } from "./backend-flag.js";
+import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
+import { forceFlag } from "./force-flag.js";
+
+const FLAGS: FlagSpec = {
+  config: { type: "string", value: "RECIPE.yaml", description: "the recipe; without one, the built-in defaults" },
+  out: { type: "string", value: "RUN_DIR", description: "the run directory: new or empty", fallback: "runs/run-TIMESTAMP" },
+  resume: { type: "string", value: "RUN_DIR", description: "continue this run from its newest checkpoint that verifies (its config.yaml unless --config)" },
+  "skip-bad-rows": { type: "boolean", default: false, description: "skip and count data.train / data.val rows that fail the schema instead of stopping at the first" },
+  ...forceFlag("start a new run over a non-empty --out (not with --resume)"),
+  ...BACKEND_FLAG,
+};
 
 export const trainCommand: Command = {
   name: "train",
   summary: "train an agent with RL from a YAML recipe (resumable)",
-  usage:
-    "agent-r1 train [--config RECIPE.yaml] [--out RUN_DIR] [--resume RUN_DIR] [--force] [--skip-bad-rows] " + BACKEND_USAGE + " [key.path=value ...]  " +
-    "(--out must be new or empty; --force starts a new run over what is there; data.train / data.val read rows from .jsonl or .parquet files; --skip-bad-rows skips and counts rows that fail the schema instead of stopping at the first)",
+  usage: "agent-r1 train [flags] [key.path=value ...]  (overrides of the recipe; data.train=FILE reads rows from .jsonl or .parquet)",
+  flags: FLAGS,
   async run(argv, io) {
-    const { flags, positionals } = parseFlags("train", argv, {
-      config: { type: "string" },
-      out: { type: "string" },
-      resume: { type: "string" },
-      "skip-bad-rows": { type: "boolean", default: false },
-      ...FORCE_FLAG,
-      ...BACKEND_FLAG,
-    });
+    const { flags, positionals } = parseFlags("train", argv, FLAGS);
+    const stray = positionals.find((p) => !p.includes("="));
+    if (stray) throw usageError("train", `unexpected argument '${stray}'`, "overrides look like key.path=value");
+    const backend = parseBackendFlag("train", flags);
     const resume = flags.resume as string | undefined;
-    if (resume && flags.force) throw new InputError("train: give --resume (continue the run) or --force (start over), not both");
+    if (resume && flags.force) throw usageError("train", "give --resume (continue the run) or --force (start over), not both");
     const out = resume ?? (flags.out as string | undefined) ?? `runs/run-${new Date().toISOString().replace(/[:.]/g, "-")}`;
     let recipe = flags.config as string | undefined;
     if (resume) {
@@ -36,10 +40,7 @@ export const trainCommand: Command = {
       recipe ??= join(resume, "config.yaml");
     }
     const overrides = positionals.filter((p) => p.includes("="));
-    const stray = positionals.find((p) => !p.includes("="));
-    if (stray) throw new InputError(`train: unexpected argument '${stray}'`, "overrides look like key.path=value");
     if (flags["skip-bad-rows"]) overrides.push("data.skipBadRows=true");
-    const backend = parseBackendFlag("train", flags);
     if (backend) overrides.push(`engine.backend=${backend}`);
     const cfg = loadConfig(recipe, overrides);
     announceBackend(cfg.engine.backend, io);

@@ -1,11 +1,20 @@
 /** The --worlds flag of `pretrain` and `tokenizer`: demonstration worlds generated from other seeds. */
 import type { Task } from "../../tasks/types.js";
 import { WARM_START_DEFAULTS, demonstrationWorlds } from "../../train/warm-start.js";
-import { InputError } from "../../util/errors.js";
-import { optionalNumber, type FlagSpec, type Parsed } from "../args.js";
+import { optionalNumber, usageError, type FlagSpec, type Parsed } from "../args.js";
 import { taskOptions } from "./task-flags.js";
 
-export const WORLDS_FLAG: FlagSpec = { worlds: { type: "string" } };
+/** --worlds; `fallback` is the command's default. */
+export function worldsFlag(fallback: number): FlagSpec {
+  return {
+    worlds: {
+      type: "string",
+      value: "N",
+      description: "learn from the train rows of N worlds generated from other seeds (1: the task's own train split)",
+      fallback,
+    },
+  };
+}
 
 /**
  * The tasks whose train rows the command learns from: `task` itself when --worlds is 1, else that
@@ -14,7 +23,7 @@ export const WORLDS_FLAG: FlagSpec = { worlds: { type: "string" } };
  */
 export function worldsFromFlags(command: string, flags: Parsed["flags"], task: Task, fallback: number): { worlds: number; tasks: Task[] } {
   const worlds = optionalNumber(command, flags, "worlds") ?? fallback;
-  if (!(Number.isInteger(worlds) && worlds >= 1)) throw new InputError(`${command}: --worlds must be a whole number >= 1, got ${worlds}`);
+  if (!(Number.isInteger(worlds) && worlds >= 1)) throw usageError(command, `--worlds must be a whole number >= 1, got ${worlds}`);
   if (worlds === 1) return { worlds, tasks: [task] };
   const options = { train: WARM_START_DEFAULTS.trainQuestions, ...taskOptions(command, flags) };
   return { worlds, tasks: demonstrationWorlds(task.name, options, worlds, Number(options.train)) };

@@ -22,7 +22,10 @@ import { Tokenizer } from "../../model/tokenizer.js";
 import type { ModelConfig } from "../../model/config.js";
 import type { Transformer } from "../../model/transformer.js";
 import type { Trainable } from "./trainable.js";
-import { aggregationCoefficients, resolvedLoss, summarizeForwardBackward, validateDatums } from "../loss-math.js";
+import { aggregationCoefficients } from "../../rl/aggregation.js";
+import { summarizeForwardBackward } from "../../rl/loss-metrics.js";
+import { resolvedLoss } from "../../rl/policy-loss.js";
+import { validateDatums } from "../validate-datums.js";
 import type { AdamParams, Datum, Engine, ForwardBackwardResult, LossSpec, OptimStepResult, SampleResult, SamplingParams } from "../types.js";
 import { InputError, ModelFormatError } from "../../util/errors.js";
 import { settings } from "../../util/settings.js";
@@ -174,7 +177,7 @@ export class LocalEngine implements Engine {
       assertTokens(d.tokens, this.config.vocabSize, `datum ${i} tokens`);
       assertTokens(d.targetTokens, this.config.vocabSize, `datum ${i} targetTokens`);
     });
-    const coef = aggregationCoefficients(datums.map((d) => d.weights), spec.aggregation, spec.normalizer);
+    const coef = aggregationCoefficients(datums, spec.aggregation, spec.normalizer);
     const parts = splitByCost(datums.map((d) => d.tokens.length), this.replicas.length);
     const raws = await Promise.all(
       parts.map((idx, r) => (idx.length ? this.replicas[r].forwardBackward(idx.map((i) => datums[i]), spec, idx.map((i) => coef[i])) : undefined)),

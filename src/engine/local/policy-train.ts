@@ -8,7 +8,10 @@ import { tf } from "./tf-backend.js";
 import type { Trainable } from "./trainable.js";
 import type { Transformer } from "../../model/transformer.js";
 import type { Datum, ForwardBackwardResult } from "../types.js";
-import { aggregationCoefficients, LOG_RATIO_CLAMP, summarizeForwardBackward, type ResolvedLoss } from "../loss-math.js";
+import { aggregationCoefficients } from "../../rl/aggregation.js";
+import { KL_CLAMP } from "../../rl/kl.js";
+import { summarizeForwardBackward } from "../../rl/loss-metrics.js";
+import { LOG_RATIO_CLAMP, type ResolvedLoss } from "../../rl/policy-loss.js";
 import { padRows, padTokenRows } from "./padding.js";
 import { toPlanner, type MicroBatchPlanner } from "../micro-batches.js";
 import { tokenLogprobs } from "./train-ops.js";
@@ -28,7 +31,7 @@ export interface RawForwardBackward {
  */
 export function policyPass(tr: Trainable, datums: Datum[], loss: ResolvedLoss, plan: number | MicroBatchPlanner, coef?: number[][]): RawForwardBackward {
   const model = tr.model;
-  coef ??= aggregationCoefficients(datums.map((d) => d.weights), loss.aggregation, loss.normalizer);
+  coef ??= aggregationCoefficients(datums, loss.aggregation, loss.normalizer);
   const logprobs: number[][] = new Array(datums.length);
   let lossSum = 0, entropySum = 0;
   const vars = [...model.params.values()];
@@ -69,7 +72,7 @@ export function policyForwardBackward(tr: Trainable, datums: Datum[], loss: Reso
   return summarizeForwardBackward(datums, loss, raw.logprobs, raw.lossSum, raw.entropySum);
 }
 
-/** The per-token loss of loss-math.ts, on tensors; differentiable in p. Constants are padded (N) arrays. */
+/** The per-token loss of rl/policy-loss.ts and rl/kl.ts, on tensors; differentiable in p. Constants are padded (N) arrays. */
 function tokenLossTensor(p: tf.Tensor1D, loss: ResolvedLoss, q: Float32Array, a: Float32Array, ref: Float32Array): tf.Tensor1D {
   let l: tf.Tensor1D;
   if (loss.type === "cross_entropy") l = p.neg();
@@ -101,7 +104,7 @@ function klTensor(p: tf.Tensor1D, ref: tf.Tensor1D, form: "k1" | "k2" | "k3"): t
   if (form === "k1") return p.sub(ref);
   if (form === "k2") return p.sub(ref).square().mul(0.5);
   const d = ref.sub(p).clipByValue(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP);
-  return d.exp().sub(d).sub(1).clipByValue(-10, 10) as tf.Tensor1D;
+  return d.exp().sub(d).sub(1).clipByValue(-KL_CLAMP, KL_CLAMP) as tf.Tensor1D;
 }
 
 /** Logprobs of each token given the ones before it (entry 0 null), batched by the token budget. */

@@ -12,11 +12,12 @@ import { Scheduler, type SchedulerOptions, type SchedulerStats } from "./schedul
 import { computeLogprobs, policyPass, type RawForwardBackward } from "./policy-train.js";
 import { criticPass, criticValues, type RawValuePass } from "./critic-train.js";
 import { loadTrainableState, saveTrainable } from "./trainable-io.js";
+import { checkTrainingHeap, largestMicroBatch } from "./heap-plan.js";
 import { Transformer } from "../../model/transformer.js";
 import { loadModelDir } from "../../model/model-dir.js";
 import type { Tokenizer } from "../../model/tokenizer.js";
 import { memoryPlanner, DEFAULT_ACTIVATION_BUDGET, type MicroBatchPlanner } from "../micro-batches.js";
-import type { ResolvedLoss } from "../loss-math.js";
+import type { ResolvedLoss } from "../../rl/policy-loss.js";
 import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../types.js";
 import type { PrefixCacheStats } from "./prefix-cache.js";
 
@@ -124,6 +125,7 @@ export class Replica implements ReplicaApi {
   }
 
   async forwardBackward(datums: Datum[], loss: ResolvedLoss, coef: number[][]) {
+    this.checkHeap(datums.map((d) => d.tokens.length));
     return policyPass(this.policy, datums, loss, this.plan, coef);
   }
 
@@ -143,11 +145,22 @@ export class Replica implements ReplicaApi {
   }
 
   async criticForwardBackward(datums: ValueDatum[], clip: number, total: number) {
+    this.checkHeap(datums.map((d) => d.tokens.length));
     return criticPass(this.role("critic"), datums, clip, total, this.plan);
   }
 
   async optimStep(role: Role, params: AdamParams) {
+    this.checkHeap();
     return this.afterStep(role, this.role(role).optimStep(params));
+  }
+
+  /** Training must fit the wasm heap (heap-plan.ts): refused before any tensor work, instead of aborting the process. */
+  private checkHeap(lengths?: number[]): void {
+    const c = this.policy.model.config;
+    const shape = { vocabSize: c.vocabSize, hiddenSize: c.hiddenSize, intermediateSize: c.intermediateSize, numLayers: c.numLayers, numHeads: c.numHeads };
+    const parameters = [this.policy, this.critic].flatMap((t) => (t ? [t.size] : []));
+    const microBatch = lengths && largestMicroBatch(shape, this.plan, lengths);
+    checkTrainingHeap({ backend: this.backend, parameters, prefixCacheBytes: this.scheduler.prefix.maxBytes, microBatch });
   }
 
   /** Cached keys/values were computed with the old policy weights: drop them once the weights move. */
@@ -161,6 +174,7 @@ export class Replica implements ReplicaApi {
   }
 
   async optimStepWithSum(role: Role, sources: Float32Array[], params: AdamParams) {
+    this.checkHeap();
     const t = this.role(role);
     t.setGradientsFromSum(sources);
     return this.afterStep(role, t.optimStep(params));

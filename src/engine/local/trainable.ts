@@ -128,7 +128,10 @@ export class Trainable {
   private moment(store: Map<string, tf.Variable>, name: string, like: tf.Tensor): tf.Variable {
     let t = store.get(name);
     if (!t) {
-      t = tf.variable(tf.zerosLike(like), false);
+      // The variable shares the zeros' data; disposing them here lets the first assign free it (else 2x the weights leak).
+      const zeros = tf.zerosLike(like);
+      t = tf.variable(zeros, false);
+      zeros.dispose();
       store.set(name, t);
     }
     return t;
@@ -150,7 +153,9 @@ export class Trainable {
       const name = key.slice(2);
       const w = this.model.params.get(name);
       if (!store || !w || host.shape.join() !== w.shape.join()) throw new Error(`optimizer state entry ${key} does not match the model`);
-      store.set(name, tf.variable(tf.tensor(host.data, host.shape), false));
+      const data = tf.tensor(host.data, host.shape);
+      store.set(name, tf.variable(data, false));
+      data.dispose(); // as in moment(): the variable keeps the data alive until its first assign
     }
     this.step = step;
   }

@@ -1,23 +1,21 @@
 /**
  * Advantage estimators by name. The trainer looks one up once from the config
- * and calls `compute`; `needsValues` tells it whether to run the critic first
- * (per action token for "gae", per step for "gae-step").
+ * and calls `compute`; `needsValues` tells it whether to run the critic first.
  *
  *   const est = advantageEstimator(config.advantage);   // throws InputError on an unknown name
- *   const { advantages, returns } = est.compute({ trajectories, gamma, lambda });
+ *   const { advantages, returns } = est.compute({ trajectories, trajectory, mask, rewards, values, steps, gamma, lambda });
  *
- * Input and output shapes: see input.ts. Output `advantages[i]` always has
- * trajectories[i].actionTokens entries.
+ * Input and output are on datum positions with the action mask: see input.ts.
  */
 import { InputError } from "../../util/errors.js";
 import { drGrpoAdvantages, grpoAdvantages } from "./grpo.js";
-import { stepGae, tokenGae } from "./gae.js";
-import { broadcast, checkTrajectories, stepRewardsOf, tokenRewardsOf, type AdvantageInput, type AdvantageOutput, type TrajectoryInput } from "./input.js";
+import { stepGaeOnDatums, tokenGae } from "./gae.js";
+import { broadcast, checkInput, type AdvantageInput, type AdvantageOutput } from "./input.js";
 import { reinforceAdvantages } from "./reinforce.js";
 import { reinforcePlusPlus, reinforcePlusPlusBaseline } from "./reinforce-pp.js";
 import { rlooAdvantages } from "./rloo.js";
 
-export type { AdvantageInput, AdvantageOutput, StepInput, TrajectoryInput } from "./input.js";
+export type { AdvantageInput, AdvantageOutput, Rows, TrajectoryInfo } from "./input.js";
 
 export interface AdvantageEstimator {
   /** Whether `values` must be filled in before `compute`. */
@@ -30,52 +28,50 @@ function outcome(fn: (scores: number[], input: AdvantageInput) => number[]): Adv
   return {
     needsValues: false,
     compute(input) {
-      const ts = input.trajectories;
-      checkTrajectories(ts);
-      const adv = fn(ts.map((t) => t.score), input);
-      return { advantages: ts.map((t, i) => broadcast([adv[i]], [t.actionTokens])) };
+      checkInput(input);
+      const adv = fn(input.trajectories.map((t) => t.score), input);
+      return { advantages: broadcast(adv, input.mask, input.trajectory) };
     },
   };
 }
 
-const groupsOf = (ts: readonly TrajectoryInput[]) => ts.map((t) => t.group);
+const groupsOf = (input: AdvantageInput) => input.trajectories.map((t) => t.group);
 const gaeOpts = (input: AdvantageInput) => ({ gamma: input.gamma ?? 1, lambda: input.lambda ?? 1, whiten: input.whiten ?? true });
 
 export const ADVANTAGE_ESTIMATORS = {
   gae: {
     needsValues: true,
     compute(input) {
-      const ts = input.trajectories;
-      checkTrajectories(ts, { values: "token" });
-      return tokenGae(ts.map(tokenRewardsOf), ts.map((t) => t.values!), gaeOpts(input));
+      checkInput(input, ["rewards", "values"]);
+      const { advantages, returns } = tokenGae(input.rewards!, input.values!, { ...gaeOpts(input), mask: input.mask, trajectory: input.trajectory });
+      return { advantages, returns, returnMask: input.mask.map((row) => row.slice()) };
     },
   },
   "gae-step": {
     needsValues: true,
     compute(input) {
-      const ts = input.trajectories;
-      checkTrajectories(ts, { steps: true, values: "step" });
-      const { advantages, returns } = stepGae(ts.map(stepRewardsOf), ts.map((t) => t.values!), gaeOpts(input));
-      return { advantages: advantages.map((a, i) => broadcast(a, ts[i].steps!.map((s) => s.tokens))), returns };
+      checkInput(input, ["rewards", "values", "steps"]);
+      const { rewards, values, steps, trajectory } = input;
+      return stepGaeOnDatums({ rewards: rewards!, values: values!, steps: steps!, trajectory, count: input.trajectories.length }, gaeOpts(input));
     },
   },
-  grpo: outcome((scores, input) => grpoAdvantages(scores, groupsOf(input.trajectories), { epsilon: input.epsilon })),
-  "dr-grpo": outcome((scores, input) => drGrpoAdvantages(scores, groupsOf(input.trajectories))),
-  rloo: outcome((scores, input) => rlooAdvantages(scores, groupsOf(input.trajectories))),
+  grpo: outcome((scores, input) => grpoAdvantages(scores, groupsOf(input), { epsilon: input.epsilon })),
+  "dr-grpo": outcome((scores, input) => drGrpoAdvantages(scores, groupsOf(input))),
+  rloo: outcome((scores, input) => rlooAdvantages(scores, groupsOf(input))),
   reinforce: outcome((scores, input) => reinforceAdvantages(scores, input.baseline)),
   "reinforce++": {
     needsValues: false,
     compute(input) {
-      checkTrajectories(input.trajectories);
-      return reinforcePlusPlus(input.trajectories.map(tokenRewardsOf), input.gamma ?? 1);
+      checkInput(input, ["rewards"]);
+      const { advantages, returns } = reinforcePlusPlus(input.rewards!, input.gamma ?? 1, { mask: input.mask, trajectory: input.trajectory });
+      return { advantages, returns, returnMask: input.mask.map((row) => row.slice()) };
     },
   },
   "reinforce++-baseline": {
     needsValues: false,
     compute(input) {
-      const ts = input.trajectories;
-      checkTrajectories(ts);
-      return { advantages: reinforcePlusPlusBaseline(ts.map((t) => t.score), groupsOf(ts), ts.map((t) => t.actionTokens)) };
+      checkInput(input);
+      return { advantages: reinforcePlusPlusBaseline(input.trajectories.map((t) => t.score), groupsOf(input), input.mask, input.trajectory) };
     },
   },
 } satisfies Record<string, AdvantageEstimator>;
@@ -96,8 +92,8 @@ export function computeAdvantages(name: string, input: AdvantageInput): Advantag
   return advantageEstimator(name).compute(input);
 }
 
-export { gaeSequence, stepGae, tokenGae } from "./gae.js";
+export { gaeSequence, maskedGae, stepGae, stepGaeOnDatums, tokenGae } from "./gae.js";
 export { drGrpoAdvantages, grpoAdvantages } from "./grpo.js";
 export { rlooAdvantages } from "./rloo.js";
-export { discountedReturns, reinforcePlusPlus, reinforcePlusPlusBaseline } from "./reinforce-pp.js";
+export { discountedReturns, maskedReturns, reinforcePlusPlus, reinforcePlusPlusBaseline } from "./reinforce-pp.js";
 export { reinforceAdvantages, type ReinforceBaseline } from "./reinforce.js";

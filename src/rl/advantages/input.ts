@@ -1,40 +1,41 @@
 /**
  * The common input and output of every advantage estimator, and the helpers
- * that turn one trajectory's fields into per-token or per-step arrays.
+ * the estimators share.
  *
- * Layout: each trajectory is reduced to its action tokens (the tokens the
- * policy generated; prompt and tool-output tokens are excluded), in order,
- * across all of its steps. Every per-token array below has `actionTokens`
- * entries; the trainer scatters them back onto `Datum.advantages` where
- * `weights` is 1.
+ * Layout: token-level arrays on datum positions (datums.ts), one row per
+ * datum, with a mask that is 1 where the target is an action token (the
+ * tokens the policy generated; prompt and tool-output targets are 0), as
+ * verl's estimators take (batch × response) tensors with a response mask.
+ * A trajectory may span several datums (a context rewrite starts a new one):
+ * `trajectory[d]` names datum d's trajectory, a trajectory's datums are
+ * consecutive and in order, and the token-level recursions run over its action
+ * tokens in that order, across its datums, skipping the masked positions.
  */
 import type { GroupKey } from "../groups.js";
 import { InputError } from "../../util/errors.js";
 
-export interface StepInput {
-  /** The step's (environment or tool) reward. Read only when `tokenRewards` is absent. */
-  reward: number;
-  /** Action tokens the step generated. */
-  tokens: number;
-}
+export type Rows = readonly (readonly number[])[];
 
-export interface TrajectoryInput {
+export interface TrajectoryInfo {
   /** Trajectories sampled from the same prompt share a group. */
   group: GroupKey;
   /** Scalar outcome used by the outcome estimators (grpo, dr-grpo, rloo, reinforce, reinforce++-baseline). Agent-R1 main uses the sum of the step rewards. */
   score: number;
-  /** Number of action tokens in the trajectory. */
-  actionTokens: number;
-  /** Per action token; the token-level estimators (gae, reinforce++) and step sums read these. See `tokenRewardsOf` for the default. */
-  tokenRewards?: number[];
-  /** The steps in order; their `tokens` sum to `actionTokens`. Required by gae-step. */
-  steps?: StepInput[];
-  /** Critic values: per action token for gae, per step (the value before the step's first token) for gae-step. */
-  values?: number[];
 }
 
 export interface AdvantageInput {
-  trajectories: TrajectoryInput[];
+  /** One entry per trajectory. */
+  trajectories: TrajectoryInfo[];
+  /** Per datum: the index of its trajectory; non-decreasing (a trajectory's datums are consecutive). */
+  trajectory: readonly number[];
+  /** Per datum position: 1 on action tokens, 0 elsewhere. */
+  mask: Rows;
+  /** Per datum position: the token reward (0 off the mask). Required by gae, gae-step, reinforce++. */
+  rewards?: Rows;
+  /** Per datum position: the critic's value of the state at that position (it predicts the target there). gae, gae-step. */
+  values?: Rows;
+  /** Per datum position: the step (LLM call) whose action token is the target there, −1 off the mask. gae-step. */
+  steps?: Rows;
   /** Discount. Default 1 (verl/Agent-R1 default). gae, gae-step, reinforce++. */
   gamma?: number;
   /** GAE λ. Default 1. gae, gae-step. */
@@ -48,71 +49,62 @@ export interface AdvantageInput {
 }
 
 export interface AdvantageOutput {
-  /** Per trajectory, one advantage per action token. */
+  /** Per datum position; 0 off the mask. */
   advantages: number[][];
-  /** Critic targets, laid out like `values` (per token for gae, per step for gae-step); discounted returns G_t for reinforce++. */
+  /**
+   * Per datum position where `returnMask` is 1: the critic's targets (gae: every action token;
+   * gae-step: the first action token of each step) or the discounted returns G_t (reinforce++).
+   */
   returns?: number[][];
+  returnMask?: number[][];
 }
 
-const where = (i: number, field: string) => `trajectories[${i}].${field}`;
+export type RowField = "rewards" | "values" | "steps";
 
-export function checkTrajectories(trajectories: readonly TrajectoryInput[], need: { steps?: boolean; values?: "token" | "step" } = {}): void {
-  trajectories.forEach((t, i) => {
-    if (!Number.isInteger(t.actionTokens) || t.actionTokens < 0) throw new InputError(`${where(i, "actionTokens")} must be a non-negative integer, got ${t.actionTokens}`);
-    if (!Number.isFinite(t.score)) throw new InputError(`${where(i, "score")} must be a finite number, got ${t.score}`);
-    if (t.tokenRewards && t.tokenRewards.length !== t.actionTokens)
-      throw new InputError(`${where(i, "tokenRewards")} has ${t.tokenRewards.length} entries, actionTokens is ${t.actionTokens}`);
-    if (need.steps && !t.steps) throw new InputError(`${where(i, "steps")} is required by this estimator`, "give each step's reward and action-token count");
-    if (t.steps) {
-      const total = t.steps.reduce((s, st) => s + st.tokens, 0);
-      if (total !== t.actionTokens) throw new InputError(`${where(i, "steps")} cover ${total} action tokens, actionTokens is ${t.actionTokens}`);
-    }
-    if (need.values) {
-      const want = need.values === "token" ? t.actionTokens : t.steps?.length ?? 0;
-      if (!t.values) throw new InputError(`${where(i, "values")} is required by this estimator`, "run the critic first");
-      if (t.values.length !== want)
-        throw new InputError(`${where(i, "values")} has ${t.values.length} entries, expected ${want} (one per ${need.values === "token" ? "action token" : "step"})`);
-    }
+/** Checks the layout, and that the fields an estimator reads are present and shaped like the mask. */
+export function checkInput(input: AdvantageInput, need: RowField[] = []): void {
+  const { trajectories, trajectory, mask } = input;
+  if (trajectory.length !== mask.length) throw new InputError(`trajectory has ${trajectory.length} entries, mask has ${mask.length} datums`);
+  trajectory.forEach((j, d) => {
+    if (!Number.isInteger(j) || j < 0 || j >= trajectories.length) throw new InputError(`trajectory[${d}] must be an index into trajectories (0..${trajectories.length - 1}), got ${j}`);
+    if (d > 0 && j < trajectory[d - 1]) throw new InputError(`trajectory[${d}] is ${j} after ${trajectory[d - 1]}`, "order the datums by trajectory, each trajectory's datums consecutive and in order");
   });
+  trajectories.forEach((t, j) => {
+    if (!Number.isFinite(t.score)) throw new InputError(`trajectories[${j}].score must be a finite number, got ${t.score}`);
+  });
+  for (const field of need) {
+    const rows = input[field];
+    if (!rows) throw new InputError(`${field} is required by this estimator`, field === "values" ? "run the critic first" : undefined);
+    if (rows.length !== mask.length) throw new InputError(`${field} has ${rows.length} datums, mask has ${mask.length}`);
+    rows.forEach((row, d) => {
+      if (row.length !== mask[d].length) throw new InputError(`${field}[${d}] has ${row.length} positions, mask[${d}] has ${mask[d].length}`);
+      if (field === "steps") {
+        row.forEach((k, i) => {
+          if ((mask[d][i] > 0) !== (k >= 0) || !Number.isInteger(k)) throw new InputError(`steps[${d}][${i}] is ${k} where mask is ${mask[d][i]}`, "give a step index >= 0 on action tokens and -1 elsewhere");
+        });
+      } else if (row.some((x) => !Number.isFinite(x))) throw new InputError(`${field}[${d}] holds a non-finite number`);
+    });
+  }
 }
+
+/** Each trajectory's scalar on its action tokens, 0 elsewhere. */
+export function broadcast(perTrajectory: readonly number[], mask: Rows, trajectory: readonly number[]): number[][] {
+  return mask.map((row, d) => row.map((m) => (m > 0 ? perTrajectory[trajectory[d]] : 0)));
+}
+
+/** Each row its own trajectory: the layout of one datum per trajectory. */
+export const ownTrajectories = (rows: Rows): number[] => rows.map((_, d) => d);
+
+/** A mask of ones shaped like `rows`: every position is an action token. */
+export const fullMask = (rows: Rows): number[][] => rows.map((row) => row.map(() => 1));
 
 /**
- * Per-action-token rewards: `tokenRewards` if given; else each step's reward
- * on that step's last action token; else `score` on the last action token.
+ * Visits the action positions of every trajectory from its last to its first
+ * (across its datums); `start` is called before each trajectory's first visit.
  */
-export function tokenRewardsOf(t: TrajectoryInput): number[] {
-  if (t.tokenRewards) return t.tokenRewards.slice();
-  const r = new Array<number>(t.actionTokens).fill(0);
-  if (t.steps) {
-    let end = 0;
-    for (const st of t.steps) {
-      end += st.tokens;
-      if (st.tokens > 0) r[end - 1] += st.reward;
-      else if (st.reward !== 0) throw new InputError(`a step with reward ${st.reward} has no action tokens to carry it`);
-    }
-  } else if (t.actionTokens > 0) {
-    r[t.actionTokens - 1] = t.score;
+export function backwardOverActions(mask: Rows, trajectory: readonly number[], start: () => void, visit: (d: number, i: number) => void): void {
+  for (let d = mask.length - 1; d >= 0; d--) {
+    if (d === mask.length - 1 || trajectory[d] !== trajectory[d + 1]) start();
+    for (let i = mask[d].length - 1; i >= 0; i--) if (mask[d][i] > 0) visit(d, i);
   }
-  return r;
-}
-
-/** One reward per step: the sum of its token rewards. */
-export function stepRewardsOf(t: TrajectoryInput): number[] {
-  const r = tokenRewardsOf(t);
-  let start = 0;
-  return (t.steps ?? []).map((st) => {
-    let s = 0;
-    for (let k = start; k < start + st.tokens; k++) s += r[k];
-    start += st.tokens;
-    return s;
-  });
-}
-
-/** Repeats `perItem[i]` over `counts[i]` slots: a trajectory's scalar onto its tokens, or a step's onto its tokens. */
-export function broadcast(perItem: readonly number[], counts: readonly number[]): number[] {
-  const out: number[] = [];
-  perItem.forEach((x, i) => {
-    for (let k = 0; k < counts[i]; k++) out.push(x);
-  });
-  return out;
 }

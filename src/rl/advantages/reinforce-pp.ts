@@ -15,34 +15,42 @@
  * at every non-action token, so a reward never flows back across a tool
  * output (verl PR #6376); in StepPO each step is its own row and returns stop
  * at the step boundary. Here the sum runs over the action-token timeline of
- * the whole trajectory, so the outcome reaches earlier turns.
+ * the whole trajectory (across its datums, skipping the masked positions), so
+ * the outcome reaches earlier turns.
  */
 import { groupMembers, mean, type GroupKey } from "../groups.js";
 import { whitenBatch } from "../whiten.js";
-import { broadcast } from "./input.js";
+import { backwardOverActions, broadcast, fullMask, ownTrajectories, type Rows } from "./input.js";
+import type { RowLayout } from "./gae.js";
 
-export function discountedReturns(rewards: readonly number[], gamma: number): number[] {
-  const out = new Array<number>(rewards.length);
+/** G_t over each trajectory's action tokens, across its datums; 0 off the mask. */
+export function maskedReturns(rewards: Rows, mask: Rows, trajectory: readonly number[], gamma: number): number[][] {
+  const out = mask.map((row) => row.map(() => 0));
   let g = 0;
-  for (let t = rewards.length - 1; t >= 0; t--) {
-    g = rewards[t] + gamma * g;
-    out[t] = g;
-  }
+  backwardOverActions(mask, trajectory, () => (g = 0), (d, i) => {
+    g = rewards[d][i] + gamma * g;
+    out[d][i] = g;
+  });
   return out;
 }
 
-/** rewards[i][t]: trajectory i, action token t. `returns` are the G_t before whitening. */
-export function reinforcePlusPlus(rewards: readonly (readonly number[])[], gamma: number): { advantages: number[][]; returns: number[][] } {
-  const returns = rewards.map((r) => discountedReturns(r, gamma));
-  return { advantages: whitenBatch(returns), returns };
+export function discountedReturns(rewards: readonly number[], gamma: number): number[] {
+  return maskedReturns([rewards], fullMask([rewards]), [0], gamma)[0];
 }
 
-/** scores[i] in groups[i], with lengths[i] action tokens; per-token advantages. */
-export function reinforcePlusPlusBaseline(scores: readonly number[], groups: readonly GroupKey[], lengths: readonly number[]): number[][] {
+/** rewards[d][i]: datum (or trajectory) d, position i. `returns` are the G_t before whitening. */
+export function reinforcePlusPlus(rewards: Rows, gamma: number, layout: RowLayout = {}): { advantages: number[][]; returns: number[][] } {
+  const mask = layout.mask ?? fullMask(rewards);
+  const returns = maskedReturns(rewards, mask, layout.trajectory ?? ownTrajectories(rewards), gamma);
+  return { advantages: whitenBatch(returns, { masks: mask }), returns };
+}
+
+/** scores[j] in groups[j]; trajectory j's action tokens are where `mask` is 1 in its datums. Per-position advantages. */
+export function reinforcePlusPlusBaseline(scores: readonly number[], groups: readonly GroupKey[], mask: Rows, trajectory: readonly number[] = ownTrajectories(mask)): number[][] {
   const centered = new Array<number>(scores.length);
   for (const members of groupMembers(groups).values()) {
     const mu = members.length > 1 ? mean(members.map((i) => scores[i])) : 0;
     for (const i of members) centered[i] = scores[i] - mu;
   }
-  return whitenBatch(centered.map((a, i) => broadcast([a], [lengths[i]])));
+  return whitenBatch(broadcast(centered, mask, trajectory), { masks: mask });
 }

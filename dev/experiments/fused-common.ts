@@ -1,5 +1,4 @@
-/** Session experiment (issue 9 stage 2), kept so the README's fused-kernel A/B figures can be reproduced. */
-// Shared setup for fused-kernel experiments: S/M model dirs as bench/engine.ts builds them.
+/** Shared setup of the fused-kernel experiments: the S and M model directories bench/engine.ts builds, and its batches. */
 import { mkdirSync, writeFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { trainByteLevelBpe } from "../../src/model/bpe-trainer.js";
@@ -10,12 +9,12 @@ import type { Datum } from "../../src/engine/types.js";
 
 export const SHAPES = { S: { preset: "small" as const, vocab: 512 }, M: { preset: "medium" as const, vocab: 2048 } };
 
-export async function modelDir(name: "S" | "M"): Promise<string> {
+/** WORK/S or WORK/M, made on the first call (a random model over a BPE tokenizer of made-up words) and reused after. */
+export async function modelDir(work: string, name: "S" | "M"): Promise<string> {
   const shape = SHAPES[name];
-  const root = "/tmp/ar1-fuse";
-  const dir = join(root, name);
+  const dir = join(work, name);
   if (existsSync(join(dir, "model.safetensors"))) return dir;
-  const tokDir = join(root, `tok-${name}`);
+  const tokDir = join(work, `tok-${name}`);
   const rng = new Rng(1);
   const words = Array.from({ length: 3000 }, () => Array.from({ length: 2 + rng.int(6) }, () => "abcdefghijklmnopqrstuvwxyz"[rng.int(26)]).join(""));
   const corpus = Array.from({ length: 2000 }, () => Array.from({ length: 12 }, () => words[rng.int(words.length)]).join(" ") + ` ${rng.int(1000)}.`);
@@ -29,14 +28,17 @@ export async function modelDir(name: "S" | "M"): Promise<string> {
 
 const randomTokens = (rng: Rng, n: number, vocab: number) => Array.from({ length: n }, () => 3 + rng.int(vocab - 3));
 
+/** `n` datums of 256 random tokens with random advantages (the bench's training batch). */
 export function trainDatums(vocab: number, n = 16): Datum[] {
   const rng = new Rng(7);
   return Array.from({ length: n }, () => {
     const seq = randomTokens(rng, 257, vocab);
-    return { tokens: seq.slice(0, -1), targetTokens: seq.slice(1), weights: seq.slice(1).map(() => 1), advantages: seq.slice(1).map(() => rng.normal()), logprobs: seq.slice(1).map(() => -Math.log(vocab)) };
+    const targets = seq.slice(1);
+    return { tokens: seq.slice(0, -1), targetTokens: targets, weights: targets.map(() => 1), advantages: targets.map(() => rng.normal()), logprobs: targets.map(() => -Math.log(vocab)) };
   });
 }
 
+/** `n` prompts of 64 random tokens (the bench's sampling batch). */
 export function prompts(vocab: number, n = 32): number[][] {
   const rng = new Rng(8);
   return Array.from({ length: n }, () => randomTokens(rng, 64, vocab));

@@ -1,8 +1,8 @@
-/** Tokenizers and a Llama-3-style chat template for agent tests (no model needed). */
+/** Tokenizers and a Llama-3-style chat template for agent tests (no model needed): the shipped BPE under two chat formats. */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Tokenizer } from "../../src/model/tokenizer.js";
-import { defaultTokenizerDir } from "../../src/model/default-tokenizer.js";
+import { Tokenizer } from "../model/tokenizer.js";
+import { defaultTokenizerDir } from "../model/default-tokenizer.js";
 
 let chatml: Tokenizer | undefined;
 

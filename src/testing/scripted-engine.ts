@@ -1,12 +1,12 @@
 /**
- * A scripted Engine for tests: `sample` returns predetermined token ids (a
+ * A scripted Engine for tests of envs, tools and loops (no model): `sample` returns predetermined token ids (a
  * script's text encoded, or ids given outright), honoring maxTokens and stop
  * ids/strings the way the local engine does (a stop is kept in the output).
  * Logprobs are a fixed function of (token, position) so tests can check they
  * travel unchanged. Everything but `sample` throws.
  */
-import type { Engine, SampleResult, SamplingParams, StopReason } from "../../src/engine/types.js";
-import type { Tokenizer } from "../../src/model/tokenizer.js";
+import type { Engine, SampleResult, SamplingParams, StopReason } from "../engine/types.js";
+import type { Tokenizer } from "../model/tokenizer.js";
 
 export type Reply = string | { tokens: number[] };
 

@@ -1,12 +1,12 @@
 /**
- * The tool-call format conformance suite: every ToolCallFormat runs it.
+ * The tool-call format conformance suite: every ToolCallFormat runs it, from a node:test file.
  * Written calls parse back to themselves (alone and several per turn), text
  * without calls has none, and no input (garbage, or any prefix of a valid
  * call) makes the parser throw or invent arguments.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import type { ToolCallFormat } from "../../src/agent/formats/types.js";
+import type { ToolCallFormat } from "../agent/formats/types.js";
 
 const CALLS = [
   { name: "search", arguments: { query: "river \"Kalomi\" <b>&</b>", limit: 3 } },

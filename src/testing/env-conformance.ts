@@ -1,5 +1,6 @@
 /**
- * The Env conformance suite: every Env in the project runs it.
+ * The Env conformance suite: every Env runs it (the project's own in
+ * test/agent-conformance.test.ts; yours from a node:test file of your own).
  *   envConformance("ToolEnv (hermes)", (row) => new ToolEnv({...}), { rows, actions })
  * It checks the observation and step-result shapes, that hostile action text
  * never throws, that results are JSON-serializable, and (for deterministic
@@ -7,7 +8,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { checkObservation, checkStepResult, type Action, type EnvFactory, type StepResult } from "../../src/agent/env.js";
+import { checkObservation, checkStepResult, type Action, type EnvFactory, type StepResult } from "../agent/env.js";
 
 export interface EnvConformanceOptions<Row> {
   rows: Row[];

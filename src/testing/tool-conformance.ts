@@ -1,5 +1,5 @@
 /**
- * The Tool conformance suite: every Tool in the project runs it.
+ * The Tool conformance suite: every Tool runs it, from a node:test file.
  *   toolConformance(calculator, { valid: [{ expression: "1+1" }], invalid: [{ expression: 3 }] })
  * It checks the definition (name, description, an object JSON Schema), that
  * valid arguments run to a well-formed result within the tool's timeout and
@@ -7,8 +7,8 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { toolSchema, type AnyTool } from "../../src/agent/tool.js";
-import { runToolCall } from "../../src/agent/tool-runner.js";
+import { toolSchema, type AnyTool } from "../agent/tool.js";
+import { runToolCall } from "../agent/tool-runner.js";
 
 export interface ToolConformanceOptions {
   /** Arguments the tool must accept. */

@@ -1,17 +1,21 @@
-/** Session experiment (issue 9 stage 3): where one training step's time goes, kernel by kernel. */
-// One in-process replica (workers 0, BLAS threads from THREADS, default 1) on SHAPE (S|M), half the
-// bench batch (8 x 256 tokens, what one of the bench's two replicas gets). Warms up, then profiles
-// forwardBackward + optimStep REPS times with tf.profile and prints kernel totals per step, largest
-// first, plus the wall time the profile did not attribute to kernels.
-//   SHAPE=M REPS=2 node --import tsx scripts/experiments/profile-step.ts
+/**
+ * Where one training step's time goes, kernel by kernel. One in-process replica (workers 0, BLAS
+ * threads from THREADS, default 1) on SHAPE (S|M), half the bench batch (8 x 256 tokens: what one of
+ * the bench's two replicas gets). Warms up, then profiles forwardBackward + optimStep REPS times with
+ * tf.profile and prints kernel totals per step, largest first, plus the wall time the profile did not
+ * attribute to kernels. Environment: SHAPE, REPS (2), THREADS (1), ROWS (8), BACKEND (native|tfjs), TOP (30).
+ */
 import { LocalEngine } from "../../src/engine/local/local-engine.js";
 import { tf } from "../../src/engine/local/tf-backend.js";
 import { modelDir, trainDatums, SHAPES } from "./fused-common.js";
+import { required } from "./usage.js";
 
+const USAGE = "[SHAPE=S|M] [REPS=2] [THREADS=1] node --import tsx dev/experiments/profile-step.ts WORK_DIR  (WORK_DIR holds the S/M models, made on the first run)";
+const work = required(process.argv[2], "WORK_DIR", USAGE);
 const shape = (process.env.SHAPE ?? "S") as "S" | "M";
 const reps = Number(process.env.REPS ?? 2);
 const threads = Number(process.env.THREADS ?? 1);
-const dir = await modelDir(shape);
+const dir = await modelDir(work, shape);
 const datums = trainDatums(SHAPES[shape].vocab, Number(process.env.ROWS ?? 8));
 const e = await LocalEngine.load(dir, { backend: (process.env.BACKEND ?? "native") as "native" | "tfjs", workers: 0, blasThreads: threads });
 const step = async () => {
@@ -20,7 +24,8 @@ const step = async () => {
 };
 await step();
 const byKernel = new Map<string, { ms: number; calls: number }>();
-let wall = 0, kernelMs = 0;
+let wall = 0,
+  kernelMs = 0;
 for (let r = 0; r < reps; r++) {
   const t0 = performance.now();
   const prof = await tf.profile(step);

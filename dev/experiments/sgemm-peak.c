@@ -1,8 +1,8 @@
 /*
- * Session experiment (issue 9 stage 3): OpenBLAS sgemm GFLOPS on a few of the model's shapes,
+ * OpenBLAS sgemm GFLOPS on a few of the model's shapes,
  * from C with no Node in between, for the README's "OpenBLAS's own sgemm" figure.
- *   gcc -O2 scripts/experiments/sgemm-peak.c -o /tmp/sgemm-peak -lopenblas
- *   OPENBLAS_NUM_THREADS=1 /tmp/sgemm-peak; OPENBLAS_NUM_THREADS=2 /tmp/sgemm-peak
+ *   gcc -O2 dev/experiments/sgemm-peak.c -o sgemm-peak -lopenblas
+ *   OPENBLAS_NUM_THREADS=1 ./sgemm-peak; OPENBLAS_NUM_THREADS=2 ./sgemm-peak
  */
 #include <stdio.h>
 #include <stdlib.h>

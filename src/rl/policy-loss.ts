@@ -1,0 +1,48 @@
+/**
+ * Policy losses per token, in plain numbers: the definition the engines'
+ * tensor code implements (and is tested against), and the source of the
+ * clip fraction forwardBackward reports.
+ *
+ * Notation: p learner logprob, q sampling logprob, A advantage, r = exp(p − q).
+ *  - cross_entropy:        l = −p
+ *  - importance_sampling:  l = −r·A
+ *  - ppo (dual clip):      l = max(−r·A, −clip(r, 1 − clipLow, 1 + clipHigh)·A); if A < 0, l = min(l, −A·c)
+ *    with log r clamped to ±20 before exp, as verl and Agent-R1 do.
+ * A KL term to the reference (kl.ts) is added as coef·kl per token; the batch
+ * reduction is aggregation.ts.
+ */
+import type { LossSpec } from "../engine/types.js";
+
+/** |log r| and |ref − p| are clamped to this before exp (verl, Agent-R1). */
+export const LOG_RATIO_CLAMP = 20;
+
+/** A loss spec with every default filled in. */
+export function resolvedLoss(spec: LossSpec) {
+  return {
+    type: spec.type,
+    clipLow: spec.clipLow ?? 0.2,
+    clipHigh: spec.clipHigh ?? 0.2,
+    dualClip: spec.dualClip ?? 3,
+    kl: spec.kl && spec.kl.coef !== 0 ? { coef: spec.kl.coef, form: spec.kl.form ?? "k3" } : undefined,
+    aggregation: spec.aggregation ?? "token-mean",
+    normalizer: spec.normalizer,
+    temperature: spec.temperature ?? 1,
+  };
+}
+export type ResolvedLoss = ReturnType<typeof resolvedLoss>;
+
+/** The policy part of the per-token loss (no KL), and whether PPO clipped it. */
+export function policyTokenLoss(loss: ResolvedLoss, p: number, q: number, a: number): { loss: number; clipped: boolean } {
+  if (loss.type === "cross_entropy") return { loss: -p, clipped: false };
+  const r = Math.exp(Math.max(-LOG_RATIO_CLAMP, Math.min(LOG_RATIO_CLAMP, p - q)));
+  if (loss.type === "importance_sampling") return { loss: -r * a, clipped: false };
+  const unclipped = -a * r;
+  const clipped = -a * Math.max(1 - loss.clipLow, Math.min(1 + loss.clipHigh, r));
+  let l = Math.max(unclipped, clipped);
+  let wasClipped = clipped > unclipped;
+  if (loss.dualClip > 0 && a < 0 && l > -a * loss.dualClip) {
+    l = -a * loss.dualClip;
+    wasClipped = true;
+  }
+  return { loss: l, clipped: wasClipped };
+}
