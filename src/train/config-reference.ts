@@ -1,4 +1,4 @@
-/** The configuration reference as a Markdown table, generated from the schema (the README embeds it; a test keeps them equal). */
+/** The configuration reference as a Markdown table, generated from the schema (docs/reference.md embeds it; a test keeps them equal). */
 import { z } from "zod";
 import { configSchema } from "./config.js";
 
