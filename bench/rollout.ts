@@ -1,5 +1,5 @@
 /**
- * Rollout benchmark (issue 4, agent runtime). A tiny random model (initModel
+ * Rollout benchmark. A tiny random model (initModel
  * "tiny") on the local engine; every turn calls one tool (a scripted format
  * stands in for the model's tool calls, which a random model cannot write).
  *

@@ -1,11 +1,11 @@
 /**
- * Benchmark suite (issue 8): runs the engine, rollout and main-job benchmarks, each as its own
+ * Benchmark suite: runs the engine, rollout and main-job benchmarks, each as its own
  * process, keeps each one's last JSON line (and its other JSON lines), and writes
  * bench/results.json with the machine (cpu, cores, node, date, git commit). With the engine it
  * runs, in the same run, the same shapes in PyTorch (bench/torch_engine.py, when a python3 that
  * imports torch is found: Debian's python3-torch) and a float32 matmul for the machine's peak
  * GFLOPS, and reports ours/PyTorch ratios and achieved GFLOPS against the peak. Ends by printing
- * a markdown table for the README on stdout (children's output goes to stderr as it comes). The
+ * a markdown table for docs/benchmarks.md on stdout (children's output goes to stderr as it comes). The
  * engine benchmark runs with --no-torch, since PyTorch runs here as its own entry.
  *
  *   npm run bench [-- --only engine,rollout,demo] [-- --quick] [-- --no-torch] [-- --python PATH]

@@ -290,7 +290,7 @@ function describeEntry(name: string, e: BenchEntry | undefined, machine: Machine
   return isRan(e) ? `${name}: \`${e.command}\`${e.quick ? " (quick settings)" : ""}${when}` : `${name} skipped: ${e.skipped}${when}`;
 }
 
-/** The markdown the README carries: machine line, engine table (with PyTorch when measured), rollout and main-job tables. */
+/** The markdown docs/benchmarks.md carries: machine line, engine table (with PyTorch when measured), rollout and main-job tables. */
 export function markdown(res: Results): string {
   const m = res.machine, c = res.comparison, b = res.benchmarks;
   const out: string[] = [];

@@ -1,7 +1,7 @@
 /*
- * agent-r1 native kernels: batched single-precision matrix products (stage 1)
+ * agent-r1 native kernels: batched single-precision matrix products
  * through BLAS (cblas_sgemm), called on Float32Array views without copying, and
- * the module entry; the fused element-wise kernels (stage 2) are in fused_ops.c.
+ * the module entry; the fused element-wise kernels are in fused_ops.c.
  *
  * Exports:
  *   gemm(a, b, c, batch, m, n, k, transA, transB, aIndex, bIndex) -> undefined
@@ -18,8 +18,8 @@
  *   setThreads(n) / getThreads(): BLAS threads per call (process-wide).
  *   setFusedThreads(n) / getFusedThreads(): threads of the fused kernels (default 1).
  *   info() -> { blas: string, threads: number, fusedThreads: number }
- *   The fused element-wise kernels of fused_ops.c (stage 2) and the training kernels of
- *   train_ops.c (token log-probabilities, AdamW; stage 3).
+ *   The fused element-wise kernels of fused_ops.c and the training kernels of
+ *   train_ops.c (token log-probabilities, AdamW).
  *
  * Plain Node-API (node_api.h): no C++ wrapper, no npm dependency.
  */

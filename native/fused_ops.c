@@ -1,5 +1,5 @@
 /*
- * agent-r1 native kernels (stage 2): fused element-wise operations of the
+ * agent-r1 native kernels: fused element-wise operations of the
  * decoder, each a forward and an explicit backward pass (as llm.c pairs them),
  * working on Float32Array views of the wasm heap without copying. The model
  * registers them as TF.js kernels (src/engine/local/fused-ops.ts), whose

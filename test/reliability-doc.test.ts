@@ -14,7 +14,7 @@ const root = fileURLToPath(new URL("../", import.meta.url)).replace(/dist\/$/, "
 function titles(file: string): RegExp[] {
   const text = readFileSync(file, "utf8");
   const out: RegExp[] = [];
-  for (const m of text.matchAll(/^\s*test\((?:"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`)/gm)) {
+  for (const m of text.matchAll(/^\s*test\(\s*(?:"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`)/gm)) {
     if (m[1] !== undefined) out.push(new RegExp(`^${escape(JSON.parse(`"${m[1]}"`) as string)}$`));
     else out.push(new RegExp(`^${m[2].split(/\$\{[^}]*\}/).map(escape).join(".+")}$`));
   }

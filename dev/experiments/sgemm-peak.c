@@ -1,6 +1,6 @@
 /*
  * OpenBLAS sgemm GFLOPS on a few of the model's shapes,
- * from C with no Node in between, for the README's "OpenBLAS's own sgemm" figure.
+ * from C with no Node in between, for the "OpenBLAS's own sgemm" figure of docs/benchmarks.md.
  *   gcc -O2 dev/experiments/sgemm-peak.c -o sgemm-peak -lopenblas
  *   OPENBLAS_NUM_THREADS=1 ./sgemm-peak; OPENBLAS_NUM_THREADS=2 ./sgemm-peak
  */

@@ -11,7 +11,7 @@ import type { Tokenizer } from "../model/tokenizer.js";
 
 export type Split = "train" | "val" | "test";
 
-/** One example, in Agent-R1's row format (see reference/agent-r1-notes.md §6). */
+/** One example, in Agent-R1's row format (the fields of its parquet files). */
 export interface TaskRow {
   data_source: string;
   agent_name: string;

@@ -83,8 +83,8 @@ export const WORLD_SEED_OFFSET = 1000;
  * seed + WORLD_SEED_OFFSET + k, sharing `questions` train questions (no val or test questions).
  * One big world holds each name for the whole run, and the names a big world uses up are exactly
  * the ones its held-out splits do not use, so a model trained on it learns to recall train names
- * rather than to read them: on the committed base of session 5, 89 % train against 52 % held-out
- * exact match after expert-only SFT (docs/main-job.md, session 6). Small worlds draw names
+ * rather than to read them: on a base made from one world, 89 % train against 52 % held-out
+ * exact match after expert-only SFT (docs/main-job.md, "demonstrations from many small worlds"). Small worlds draw names
  * afresh, so the same name stands for different facts in different worlds.
  */
 export function demonstrationWorlds(name: string, options: Record<string, unknown>, worlds: number, questions: number): Task[] {

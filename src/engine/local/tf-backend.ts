@@ -1,6 +1,6 @@
 /**
  * TensorFlow.js set-up for the local engine: the wasm backend in Node, plus two
- * kernel fixes measured in ../shared/reference/tfjs-wasm-notes.md:
+ * kernel fixes for measured pitfalls of that backend:
  *  - `UnsortedSegmentSum` is missing on wasm, and the gradient of `gather`
  *    (embedding lookup, target-logprob pick) needs it;
  *  - `BatchMatMul` is fast (XNNPACK) only for batch 1 with neither input

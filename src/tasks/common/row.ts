@@ -1,4 +1,4 @@
-/** Builds rows in Agent-R1's row format (reference/agent-r1-notes.md §6). */
+/** Builds rows in Agent-R1's row format (data_source, prompt messages, ability, reward_model, extra_info). */
 import type { TaskRow } from "../types.js";
 
 export const AGENT_NAME = "agent_env_loop";
