@@ -30,7 +30,12 @@ import { torchRatioFromRun } from "./suite-lib.js";
 import { findPython, NO_TORCH_REASON, runProcess, TORCH_SCRIPT } from "./torch-ref.js";
 
 const { values: args } = parseArgs({
-  options: { only: { type: "string" }, workers: { type: "string" }, backend: { type: "string" }, "no-torch": { type: "boolean", default: false } },
+  options: {
+    only: { type: "string" },
+    workers: { type: "string" },
+    backend: { type: "string" },
+    "no-torch": { type: "boolean", default: false },
+  },
 });
 
 const SHAPES = {
@@ -40,12 +45,23 @@ const SHAPES = {
 
 function benchTokenizer(dir: string, vocab: number): void {
   const rng = new Rng(1);
-  const words = Array.from({ length: 3000 }, () => Array.from({ length: 2 + rng.int(6) }, () => "abcdefghijklmnopqrstuvwxyz"[rng.int(26)]).join(""));
-  const corpus = Array.from({ length: 2000 }, () => Array.from({ length: 12 }, () => words[rng.int(words.length)]).join(" ") + ` ${rng.int(1000)}.`);
-  const tok = trainByteLevelBpe(corpus, { vocabSize: Math.min(vocab, 512), specialTokens: ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] });
+  const words = Array.from({ length: 3000 }, () =>
+    Array.from({ length: 2 + rng.int(6) }, () => "abcdefghijklmnopqrstuvwxyz"[rng.int(26)]).join(""),
+  );
+  const corpus = Array.from(
+    { length: 2000 },
+    () => Array.from({ length: 12 }, () => words[rng.int(words.length)]).join(" ") + ` ${rng.int(1000)}.`,
+  );
+  const tok = trainByteLevelBpe(corpus, {
+    vocabSize: Math.min(vocab, 512),
+    specialTokens: ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+  });
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(tok));
-  writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify({ eos_token: "<|im_end|>", pad_token: "<|endoftext|>", chat_template: DEFAULT_CHAT_TEMPLATE }));
+  writeFileSync(
+    join(dir, "tokenizer_config.json"),
+    JSON.stringify({ eos_token: "<|im_end|>", pad_token: "<|endoftext|>", chat_template: DEFAULT_CHAT_TEMPLATE }),
+  );
 }
 
 const randomTokens = (rng: Rng, n: number, vocab: number) => Array.from({ length: n }, () => 3 + rng.int(vocab - 3));
@@ -59,7 +75,8 @@ async function timeIt(fn: () => Promise<unknown>, reps: number, warmups = 1): Pr
 }
 
 async function main() {
-  if (args.only !== undefined && !(args.only in SHAPES)) throw new Error(`--only: unknown shape '${args.only}'; known: ${Object.keys(SHAPES).join(", ")}`);
+  if (args.only !== undefined && !(args.only in SHAPES))
+    throw new Error(`--only: unknown shape '${args.only}'; known: ${Object.keys(SHAPES).join(", ")}`);
   const root = join(tmpdir(), `agent-r1-bench-${process.pid}`);
   const choice = args.backend !== undefined ? parseBackend(args.backend, "--backend") : undefined;
   const { backend, fallback } = resolveBackend(choice);
@@ -84,25 +101,53 @@ async function main() {
 
     const datums: Datum[] = Array.from({ length: 16 }, () => {
       const seq = randomTokens(rng, 257, shape.vocab);
-      return { tokens: seq.slice(0, -1), targetTokens: seq.slice(1), weights: seq.slice(1).map(() => 1), advantages: seq.slice(1).map(() => rng.normal()), logprobs: seq.slice(1).map(() => -Math.log(shape.vocab)) };
+      return {
+        tokens: seq.slice(0, -1),
+        targetTokens: seq.slice(1),
+        weights: seq.slice(1).map(() => 1),
+        advantages: seq.slice(1).map(() => rng.normal()),
+        logprobs: seq.slice(1).map(() => -Math.log(shape.vocab)),
+      };
     });
-    const trainS = await timeIt(async () => {
-      await engine.forwardBackward(datums, { type: "importance_sampling" });
-      await engine.optimStep({ lr: 1e-5 });
-    }, 3, 2);
+    const trainS = await timeIt(
+      async () => {
+        await engine.forwardBackward(datums, { type: "importance_sampling" });
+        await engine.optimStep({ lr: 1e-5 });
+      },
+      3,
+      2,
+    );
     const trainTps = (16 * 256) / trainS;
-    report({ workload: `train_${name}`, tokens_per_s: trainTps, gflops: (6 * params * 16 * 256) / trainS / 1e9, seconds: trainS });
+    report({
+      workload: `train_${name}`,
+      tokens_per_s: trainTps,
+      gflops: (6 * params * 16 * 256) / trainS / 1e9,
+      seconds: trainS,
+    });
 
     const prompts = Array.from({ length: 32 }, () => randomTokens(rng, 64, shape.vocab));
-    const sampleB32 = await timeIt(() => Promise.all(prompts.map((p, i) => engine.sample(p, { maxTokens: 192, stop: [], seed: i }))), 1);
+    const sampleB32 = await timeIt(
+      () => Promise.all(prompts.map((p, i) => engine.sample(p, { maxTokens: 192, stop: [], seed: i }))),
+      1,
+    );
     const b32Tps = (32 * 192) / sampleB32;
-    report({ workload: `sample_${name}_b32`, tokens_per_s: b32Tps, gflops: (2 * params * 32 * 192) / sampleB32 / 1e9, seconds: sampleB32 });
+    report({
+      workload: `sample_${name}_b32`,
+      tokens_per_s: b32Tps,
+      gflops: (2 * params * 32 * 192) / sampleB32 / 1e9,
+      seconds: sampleB32,
+    });
     summary.train_tokens_per_s[name] = round(trainTps);
     summary.sample_tokens_per_s[`${name}_b32`] = round(b32Tps);
     if (name === "M") {
       const sampleB1 = await timeIt(() => engine.sample(prompts[0], { maxTokens: 192, stop: [], seed: 1 }), 1);
       const b1Tps = 192 / sampleB1;
-      report({ workload: `sample_${name}_b1`, tokens_per_s: b1Tps, gflops: (2 * params * 192) / sampleB1 / 1e9, seconds: sampleB1 });
+      report({
+        workload: `sample_${name}_b1`,
+        tokens_per_s: b1Tps,
+        gflops: (2 * params * 192) / sampleB1 / 1e9,
+        seconds: sampleB1,
+      });
       summary.sample_tokens_per_s.M_b1 = round(b1Tps);
     }
     await engine.dispose();
@@ -130,7 +175,10 @@ function report(o: Record<string, unknown>) {
   console.log(JSON.stringify({ ...o, rss_mb: Math.round(process.memoryUsage().rss / 1048576) }));
 }
 
-main().then(() => process.exit(0), (e) => {
-  console.error(e);
-  process.exit(1);
-});
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

@@ -26,7 +26,15 @@ import { cpus, availableParallelism, totalmem, tmpdir, platform, arch } from "no
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { parameterCount, parseModelConfig, presetConfigJson } from "../src/model/config.js";
-import { assembleResults, entryFromRun, isRan, markdown, parseOnly, type BenchEntry, type Machine } from "./suite-lib.js";
+import {
+  assembleResults,
+  entryFromRun,
+  isRan,
+  markdown,
+  parseOnly,
+  type BenchEntry,
+  type Machine,
+} from "./suite-lib.js";
 import { findPython, NO_TORCH_REASON, ROOT, runProcess, TORCH_SCRIPT } from "./torch-ref.js";
 
 const { values: args } = parseArgs({
@@ -76,7 +84,9 @@ const PARAMS = {
 async function main() {
   const only = parseOnly(args.only);
   const quick = args.quick!;
-  const out = resolve(args.out ?? (quick ? join(tmpdir(), "agent-r1-bench-quick.json") : join(ROOT, "bench", "results.json")));
+  const out = resolve(
+    args.out ?? (quick ? join(tmpdir(), "agent-r1-bench-quick.json") : join(ROOT, "bench", "results.json")),
+  );
   const timeout = (def: number) => (args["timeout-minutes"] !== undefined ? Number(args["timeout-minutes"]) : def);
   const m = machine();
   const meta = { date: m.date, commit: m.git_commit, quick };
@@ -88,10 +98,18 @@ async function main() {
   if (only.includes("engine")) {
     // --no-torch: PyTorch runs below as its own entry, not a second time inside the engine benchmark.
     const engineArgs = ["--no-torch", ...(quick ? ["--only", "S"] : []), ...split(args["engine-args"]!)];
-    entries.engine = entryFromRun(await runProcess("engine", process.execPath, node("engine.js", engineArgs), timeout(90)), meta);
+    entries.engine = entryFromRun(
+      await runProcess("engine", process.execPath, node("engine.js", engineArgs), timeout(90)),
+      meta,
+    );
     if (!isRan(entries.engine)) failed = true;
 
-    const skip = (command: string, why: string): BenchEntry => ({ command, date: m.date, commit: m.git_commit, skipped: why });
+    const skip = (command: string, why: string): BenchEntry => ({
+      command,
+      date: m.date,
+      commit: m.git_commit,
+      skipped: why,
+    });
     torchPython = args["no-torch"] ? undefined : findPython("torch", args.python);
     if (args["no-torch"]) {
       entries.torch_engine = skip(`python3 ${TORCH_SCRIPT}`, "--no-torch");
@@ -107,13 +125,22 @@ async function main() {
       : skip(`python3 ${TORCH_SCRIPT} --peak`, "no python3 with torch or numpy");
   }
   if (only.includes("rollout")) {
-    const rolloutArgs = [...(quick ? ["--trajectories", "8", "--repeats", "1", "--probe-trajectories", "2"] : []), ...split(args["rollout-args"]!)];
-    entries.rollout = entryFromRun(await runProcess("rollout", process.execPath, node("rollout.js", rolloutArgs), timeout(60)), meta);
+    const rolloutArgs = [
+      ...(quick ? ["--trajectories", "8", "--repeats", "1", "--probe-trajectories", "2"] : []),
+      ...split(args["rollout-args"]!),
+    ];
+    entries.rollout = entryFromRun(
+      await runProcess("rollout", process.execPath, node("rollout.js", rolloutArgs), timeout(60)),
+      meta,
+    );
     if (!isRan(entries.rollout)) failed = true;
   }
   if (only.includes("demo")) {
     const demoArgs = [...(quick ? ["--budget-minutes", "1"] : []), ...split(args["demo-args"]!)];
-    entries.demo = entryFromRun(await runProcess("demo", process.execPath, node("demo.js", demoArgs), timeout(60)), meta);
+    entries.demo = entryFromRun(
+      await runProcess("demo", process.execPath, node("demo.js", demoArgs), timeout(60)),
+      meta,
+    );
   }
 
   let previous: unknown;
@@ -124,7 +151,13 @@ async function main() {
       log(`${out} is not valid JSON; starting it afresh`);
     }
   }
-  const results = assembleResults({ machine: m, run: { only, quick, ...(torchPython ? { torch_python: torchPython } : {}) }, entries, params: PARAMS, previous });
+  const results = assembleResults({
+    machine: m,
+    run: { only, quick, ...(torchPython ? { torch_python: torchPython } : {}) },
+    entries,
+    params: PARAMS,
+    previous,
+  });
   writeFileSync(out + ".tmp", JSON.stringify(results, null, 2) + "\n");
   renameSync(out + ".tmp", out);
   log(`wrote ${out}`);

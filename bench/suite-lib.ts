@@ -33,10 +33,17 @@ export function lastJsonLine(text: string): Json | undefined {
  * report on stderr (`Error: ...`, `InputError [code]: ...`, `RuntimeError: ...`), else the last
  * meaningful stderr line, else the exit status.
  */
-export function errorReason(stderr: string, exit: { code: number | null; signal?: string | null; timedOutMinutes?: number }): string {
+export function errorReason(
+  stderr: string,
+  exit: { code: number | null; signal?: string | null; timedOutMinutes?: number },
+): string {
   if (exit.timedOutMinutes !== undefined) return `timed out after ${exit.timedOutMinutes} min`;
-  const lines = stderr.split(/\r?\n|\r/).map((l) => l.trim()).filter((l) => l.length > 0);
-  const isError = (l: string) => /^[A-Za-z_][\w.]*(Error|Exception)\b(\s*\[[^\]]*\])?:\s*\S/.test(l) && !l.startsWith("at ");
+  const lines = stderr
+    .split(/\r?\n|\r/)
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0);
+  const isError = (l: string) =>
+    /^[A-Za-z_][\w.]*(Error|Exception)\b(\s*\[[^\]]*\])?:\s*\S/.test(l) && !l.startsWith("at ");
   const errorLine = lines.find(isError);
   if (errorLine) return clip(errorLine);
   const rest = lines.filter((l) => !l.startsWith("at ") && !/^Node\.js v\d/.test(l) && l !== "^");
@@ -86,7 +93,13 @@ export function entryFromRun(run: RunOutcome, meta: { date: string; commit: stri
   }
   const lines = jsonLines(run.stdout);
   if (lines.length === 0) return { ...base, skipped: "no JSON line on stdout" };
-  return { ...base, seconds: Math.round(run.seconds * 10) / 10, ...(meta.quick ? { quick: true as const } : {}), result: lines[lines.length - 1], lines };
+  return {
+    ...base,
+    seconds: Math.round(run.seconds * 10) / 10,
+    ...(meta.quick ? { quick: true as const } : {}),
+    result: lines[lines.length - 1],
+    lines,
+  };
 }
 
 /** Benchmarks that run together: `--only engine` also runs PyTorch and the peak measurement. */
@@ -100,9 +113,13 @@ export const GROUP_NAMES = Object.keys(GROUPS) as GroupName[];
 
 export function parseOnly(only: string | undefined): GroupName[] {
   if (only === undefined || only.trim() === "") return [...GROUP_NAMES];
-  const names = only.split(",").map((s) => s.trim()).filter(Boolean);
+  const names = only
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const n of names) {
-    if (!(GROUP_NAMES as string[]).includes(n)) throw new Error(`--only: unknown benchmark '${n}'; known: ${GROUP_NAMES.join(", ")}`);
+    if (!(GROUP_NAMES as string[]).includes(n))
+      throw new Error(`--only: unknown benchmark '${n}'; known: ${GROUP_NAMES.join(", ")}`);
   }
   return GROUP_NAMES.filter((g) => names.includes(g));
 }
@@ -152,15 +169,19 @@ export interface Results {
 const r = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
 const nums = (v: unknown): NumMap => {
   const out: NumMap = {};
-  if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) if (typeof x === "number" && Number.isFinite(x)) out[k] = x;
+  if (v && typeof v === "object")
+    for (const [k, x] of Object.entries(v)) if (typeof x === "number" && Number.isFinite(x)) out[k] = x;
   return out;
 };
 /** "S" -> "S", "M_b32" -> "M". */
 const shapeOf = (key: string) => key.split("_")[0];
 
 function figures(result: Json, params: NumMap, peak: number | null): FrameworkFigures {
-  const train = nums(result.train_tokens_per_s), sample = nums(result.sample_tokens_per_s);
-  const trainG: NumMap = {}, sampleG: NumMap = {}, frac: NumMap = {};
+  const train = nums(result.train_tokens_per_s),
+    sample = nums(result.sample_tokens_per_s);
+  const trainG: NumMap = {},
+    sampleG: NumMap = {},
+    frac: NumMap = {};
   for (const [k, tps] of Object.entries(train)) {
     const p = params[shapeOf(k)];
     if (p === undefined) continue;
@@ -173,7 +194,11 @@ function figures(result: Json, params: NumMap, peak: number | null): FrameworkFi
   }
   const rss = typeof result.peak_rss_mb === "number" ? result.peak_rss_mb : undefined;
   return {
-    train_tokens_per_s: train, sample_tokens_per_s: sample, train_gflops: trainG, sample_gflops: sampleG, train_fraction_of_peak: frac,
+    train_tokens_per_s: train,
+    sample_tokens_per_s: sample,
+    train_gflops: trainG,
+    sample_gflops: sampleG,
+    train_fraction_of_peak: frac,
     ...(rss !== undefined ? { peak_rss_mb: rss } : {}),
     ...(typeof result.backend === "string" ? { backend: result.backend } : {}),
   };
@@ -218,7 +243,9 @@ export function torchRatioFromRun(ours: Json, run: RunOutcome): { ratio: NumMap 
 
 /** Our figures, PyTorch's, their ratios (ours / PyTorch) and achieved GFLOPS against the peak. */
 export function compare(entries: Partial<Record<string, BenchEntry>>, params: NumMap): Comparison {
-  const engine = entries.engine, torch = entries.torch_engine, peakE = entries.peak;
+  const engine = entries.engine,
+    torch = entries.torch_engine,
+    peakE = entries.peak;
   const peakRaw = isRan(peakE) ? peakE.result.peak_gflops : undefined;
   const peak = typeof peakRaw === "number" && peakRaw > 0 ? peakRaw : null;
   const ours = isRan(engine) ? figures(engine.result, params, peak) : null;
@@ -231,13 +258,19 @@ export function compare(entries: Partial<Record<string, BenchEntry>>, params: Nu
       ...(typeof info?.threads === "number" ? { threads: info.threads } : {}),
     };
   }
-  const ratios = ours && torchFig
-    ? { train: ratioMap(ours.train_tokens_per_s, torchFig.train_tokens_per_s), sample: ratioMap(ours.sample_tokens_per_s, torchFig.sample_tokens_per_s) }
-    : null;
+  const ratios =
+    ours && torchFig
+      ? {
+          train: ratioMap(ours.train_tokens_per_s, torchFig.train_tokens_per_s),
+          sample: ratioMap(ours.sample_tokens_per_s, torchFig.sample_tokens_per_s),
+        }
+      : null;
   return {
     params,
     peak_gflops: peak === null ? null : r(peak, 1),
-    ...(isRan(peakE) && typeof peakE.result.via === "string" ? { peak_via: `${peakE.result.via}, ${peakE.result.threads} threads, ${peakE.result.matmul_n}² float32 matmul` } : {}),
+    ...(isRan(peakE) && typeof peakE.result.via === "string"
+      ? { peak_via: `${peakE.result.via}, ${peakE.result.threads} threads, ${peakE.result.matmul_n}² float32 matmul` }
+      : {}),
     ours,
     torch: torchFig,
     ratios,
@@ -256,9 +289,13 @@ export function assembleResults(opts: {
   previous?: unknown;
 }): Results {
   const benchmarks: Partial<Record<string, BenchEntry>> = {};
-  const prev = (opts.previous && typeof opts.previous === "object" ? (opts.previous as { benchmarks?: unknown }).benchmarks : undefined) as Partial<Record<string, BenchEntry>> | undefined;
+  const prev = (
+    opts.previous && typeof opts.previous === "object"
+      ? (opts.previous as { benchmarks?: unknown }).benchmarks
+      : undefined
+  ) as Partial<Record<string, BenchEntry>> | undefined;
   for (const g of GROUP_NAMES) {
-    const source = opts.run.only.includes(g) ? opts.entries : prev ?? {};
+    const source = opts.run.only.includes(g) ? opts.entries : (prev ?? {});
     for (const name of GROUPS[g]) {
       const e = source[name];
       if (e && typeof e === "object") benchmarks[name] = e;
@@ -286,55 +323,83 @@ const ENGINE_ROWS: { label: string; kind: "train" | "sample"; key: string }[] = 
 
 function describeEntry(name: string, e: BenchEntry | undefined, machine: Machine): string {
   if (!e) return `${name}: not run`;
-  const when = e.date.slice(0, 10) !== machine.date.slice(0, 10) || e.commit !== machine.git_commit ? ` (${e.date.slice(0, 10)}, ${e.commit.slice(0, 7)})` : "";
-  return isRan(e) ? `${name}: \`${e.command}\`${e.quick ? " (quick settings)" : ""}${when}` : `${name} skipped: ${e.skipped}${when}`;
+  const when =
+    e.date.slice(0, 10) !== machine.date.slice(0, 10) || e.commit !== machine.git_commit
+      ? ` (${e.date.slice(0, 10)}, ${e.commit.slice(0, 7)})`
+      : "";
+  return isRan(e)
+    ? `${name}: \`${e.command}\`${e.quick ? " (quick settings)" : ""}${when}`
+    : `${name} skipped: ${e.skipped}${when}`;
 }
 
 /** The markdown docs/benchmarks.md carries: machine line, engine table (with PyTorch when measured), rollout and main-job tables. */
 export function markdown(res: Results): string {
-  const m = res.machine, c = res.comparison, b = res.benchmarks;
+  const m = res.machine,
+    c = res.comparison,
+    b = res.benchmarks;
   const out: string[] = [];
-  out.push(`Machine: ${m.cpu}, ${m.cores} cores, ${m.total_mem_gb} GB, Node ${m.node}, ${m.platform}; ${m.date.slice(0, 16).replace("T", " ")} UTC, commit ${m.git_commit.slice(0, 7)}${m.git_dirty ? " (with uncommitted changes)" : ""}.`);
+  out.push(
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.total_mem_gb} GB, Node ${m.node}, ${m.platform}; ${m.date.slice(0, 16).replace("T", " ")} UTC, commit ${m.git_commit.slice(0, 7)}${m.git_dirty ? " (with uncommitted changes)" : ""}.`,
+  );
   if (c.peak_gflops !== null) out.push(`Peak: ${fmt(c.peak_gflops)} GFLOPS (${c.peak_via ?? "float32 matmul"}).`);
   out.push("");
 
   // Engine
   if (b.engine || b.torch_engine) {
-    out.push(`${describeEntry("engine", b.engine, m)}${b.torch_engine ? `; ${describeEntry("PyTorch", b.torch_engine, m)}` : ""}.`);
+    out.push(
+      `${describeEntry("engine", b.engine, m)}${b.torch_engine ? `; ${describeEntry("PyTorch", b.torch_engine, m)}` : ""}.`,
+    );
     out.push("");
   }
   if (c.ours || c.torch) {
     const t = c.torch;
-    const torchName = t ? `PyTorch ${t.version ?? ""}${t.threads ? ` (${t.threads} threads)` : ""}`.replace("  ", " ") : "";
+    const torchName = t
+      ? `PyTorch ${t.version ?? ""}${t.threads ? ` (${t.threads} threads)` : ""}`.replace("  ", " ")
+      : "";
     const ourName = `agent-r1${c.ours?.backend ? ` (${c.ours.backend})` : ""}`;
     out.push(t ? `| engine | ${ourName} | ${torchName} | agent-r1 / PyTorch |` : `| engine | ${ourName} |`);
     out.push(t ? "|---|---:|---:|---:|" : "|---|---:|");
-    const row = (label: string, ours: string, theirs: string, ratio: string) => out.push(t ? `| ${label} | ${ours} | ${theirs} | ${ratio} |` : `| ${label} | ${ours} |`);
+    const row = (label: string, ours: string, theirs: string, ratio: string) =>
+      out.push(t ? `| ${label} | ${ours} | ${theirs} | ${ratio} |` : `| ${label} | ${ours} |`);
     for (const e of ENGINE_ROWS) {
       const field = e.kind === "train" ? "train_tokens_per_s" : "sample_tokens_per_s";
-      const ours = c.ours?.[field][e.key], theirs = t?.[field][e.key];
+      const ours = c.ours?.[field][e.key],
+        theirs = t?.[field][e.key];
       if (ours === undefined && theirs === undefined) continue;
       const ratio = c.ratios?.[e.kind][e.key];
       row(e.label, fmt(ours), fmt(theirs), ratio === undefined ? "—" : ratio.toFixed(2));
     }
     for (const shape of ["S", "M"]) {
-      const ours = c.ours?.train_gflops[shape], theirs = t?.train_gflops[shape];
+      const ours = c.ours?.train_gflops[shape],
+        theirs = t?.train_gflops[shape];
       if (ours === undefined && theirs === undefined) continue;
-      row(`${shape} train GFLOPS${c.peak_gflops !== null ? " (of peak)" : ""}`, fmt(ours) + pct(c.ours?.train_fraction_of_peak[shape]), fmt(theirs) + pct(t?.train_fraction_of_peak[shape]), "");
+      row(
+        `${shape} train GFLOPS${c.peak_gflops !== null ? " (of peak)" : ""}`,
+        fmt(ours) + pct(c.ours?.train_fraction_of_peak[shape]),
+        fmt(theirs) + pct(t?.train_fraction_of_peak[shape]),
+        "",
+      );
     }
-    if (c.ours?.peak_rss_mb !== undefined || t?.peak_rss_mb !== undefined) row("peak RSS, MB", fmt(c.ours?.peak_rss_mb), fmt(t?.peak_rss_mb), "");
+    if (c.ours?.peak_rss_mb !== undefined || t?.peak_rss_mb !== undefined)
+      row("peak RSS, MB", fmt(c.ours?.peak_rss_mb), fmt(t?.peak_rss_mb), "");
     out.push("");
   }
 
   // Rollout and main job: their result lines as key/value tables.
-  for (const [name, title] of [["rollout", "rollout"], ["demo", "main job"]] as const) {
+  for (const [name, title] of [
+    ["rollout", "rollout"],
+    ["demo", "main job"],
+  ] as const) {
     const e = b[name];
     if (!isRan(e)) {
       if (e) out.push(`${describeEntry(title, e, m)}.`, "");
       continue;
     }
     out.push(`${describeEntry(title, e, m)}:`, "", `| ${title} | value |`, "|---|---:|");
-    for (const [k, v] of Object.entries(e.result)) out.push(`| ${k.replace(/_/g, " ")} | ${typeof v === "number" ? fmt(v) : typeof v === "string" ? v : JSON.stringify(v)} |`);
+    for (const [k, v] of Object.entries(e.result))
+      out.push(
+        `| ${k.replace(/_/g, " ")} | ${typeof v === "number" ? fmt(v) : typeof v === "string" ? v : JSON.stringify(v)} |`,
+      );
     out.push("");
   }
   return out.join("\n").trimEnd() + "\n";

@@ -27,7 +27,9 @@ const log = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 
 /** A python3 that imports `module`: `explicit` if given, else $AGENT_R1_TORCH_PYTHON, python3 on PATH, /usr/bin/python3. */
 export function findPython(module: string, explicit?: string): string | undefined {
-  const candidates = explicit ? [explicit] : [process.env.AGENT_R1_TORCH_PYTHON, "python3", "/usr/bin/python3"].filter((x): x is string => !!x);
+  const candidates = explicit
+    ? [explicit]
+    : [process.env.AGENT_R1_TORCH_PYTHON, "python3", "/usr/bin/python3"].filter((x): x is string => !!x);
   for (const py of [...new Set(candidates)]) {
     const r = spawnSync(py, ["-c", `import ${module}`], { stdio: "ignore", timeout: 120_000 });
     if (r.status === 0) return py;
@@ -36,13 +38,21 @@ export function findPython(module: string, explicit?: string): string | undefine
 }
 
 /** Runs one benchmark process (cwd ROOT); its output is passed on to stderr, prefixed, as it comes. */
-export function runProcess(name: string, cmd: string, argv: string[], timeoutMinutes: number, env: NodeJS.ProcessEnv = process.env): Promise<RunOutcome> {
+export function runProcess(
+  name: string,
+  cmd: string,
+  argv: string[],
+  timeoutMinutes: number,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<RunOutcome> {
   const command = [cmd === process.execPath ? "node" : cmd, ...argv].join(" ");
   log(`${name}: ${command}`);
   const t0 = performance.now();
   return new Promise((done) => {
     const child = spawn(cmd, argv, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "", stderr = "", timedOut = false;
+    let stdout = "",
+      stderr = "",
+      timedOut = false;
     const relay = (buf: Buffer, keep: (s: string) => void) => {
       const s = buf.toString("utf8");
       keep(s);
@@ -57,8 +67,18 @@ export function runProcess(name: string, cmd: string, argv: string[], timeoutMin
     const finish = (code: number | null, signal: string | null) => {
       clearTimeout(timer);
       const seconds = (performance.now() - t0) / 1000;
-      log(`${name}: ${timedOut ? "timed out" : signal ? `killed by ${signal}` : `exit ${code}`} after ${seconds.toFixed(0)} s`);
-      done({ command, stdout, stderr, code, signal, seconds, ...(timedOut ? { timedOutMinutes: timeoutMinutes } : {}) });
+      log(
+        `${name}: ${timedOut ? "timed out" : signal ? `killed by ${signal}` : `exit ${code}`} after ${seconds.toFixed(0)} s`,
+      );
+      done({
+        command,
+        stdout,
+        stderr,
+        code,
+        signal,
+        seconds,
+        ...(timedOut ? { timedOutMinutes: timeoutMinutes } : {}),
+      });
     };
     child.on("error", (e) => {
       stderr += `\nError: ${e.message}`;

@@ -17,8 +17,21 @@ const say = (line) => console.log(`agent-r1: ${line}`);
 /** node-gyp's entry: npm tells scripts where its bundled copy is; else look beside npm, else PATH. */
 function nodeGyp() {
   const candidates = [process.env.npm_config_node_gyp];
-  if (process.env.npm_execpath) candidates.push(join(dirname(process.env.npm_execpath), "..", "node_modules", "node-gyp", "bin", "node-gyp.js"));
-  candidates.push(join(dirname(process.execPath), "..", "lib", "node_modules", "npm", "node_modules", "node-gyp", "bin", "node-gyp.js"));
+  if (process.env.npm_execpath)
+    candidates.push(join(dirname(process.env.npm_execpath), "..", "node_modules", "node-gyp", "bin", "node-gyp.js"));
+  candidates.push(
+    join(
+      dirname(process.execPath),
+      "..",
+      "lib",
+      "node_modules",
+      "npm",
+      "node_modules",
+      "node-gyp",
+      "bin",
+      "node-gyp.js",
+    ),
+  );
   const found = candidates.find((c) => c && existsSync(c));
   return found ? [process.execPath, found] : ["node-gyp"];
 }
@@ -32,9 +45,14 @@ function nodedirArgs() {
 
 /** The most telling line of a failed build's output. */
 function reason(output) {
-  const lines = output.split("\n").map((l) => l.trim()).filter(Boolean);
+  const lines = output
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
   const pick =
-    lines.find((l) => /cannot find -l|fatal error|command not found|: not found|^make: .*No such file or directory/i.test(l)) ?? // linker, missing header, no compiler or make
+    lines.find((l) =>
+      /cannot find -l|fatal error|command not found|: not found|^make: .*No such file or directory/i.test(l),
+    ) ?? // linker, missing header, no compiler or make
     lines.find((l) => /^gyp ERR! stack \w*Error: /.test(l))?.replace(/^gyp ERR! stack \w*Error: /, "") ?? // node-gyp's own failure
     lines.find((l) => /error/i.test(l)) ??
     lines.at(-1) ??
@@ -48,15 +66,25 @@ function main() {
     return;
   }
   const [cmd, ...pre] = nodeGyp();
-  const res = spawnSync(cmd, [...pre, "rebuild", ...nodedirArgs()], { cwd: root, encoding: "utf8", timeout: 300_000, env: process.env });
+  const res = spawnSync(cmd, [...pre, "rebuild", ...nodedirArgs()], {
+    cwd: root,
+    encoding: "utf8",
+    timeout: 300_000,
+    env: process.env,
+  });
   if (res.error || res.status !== 0) {
     rmSync(addon, { force: true });
     const why = res.error ? res.error.message : reason(`${res.stdout}\n${res.stderr}`);
-    say(`native addon not built (${why}); the tfjs backend will be used. Needs a C compiler, make, python3 and libopenblas-dev.`);
+    say(
+      `native addon not built (${why}); the tfjs backend will be used. Needs a C compiler, make, python3 and libopenblas-dev.`,
+    );
     return;
   }
   // A build that links but cannot load (a missing shared library at run time) is no better than none.
-  const check = spawnSync(process.execPath, ["-e", `require(${JSON.stringify(addon)})`], { encoding: "utf8", timeout: 60_000 });
+  const check = spawnSync(process.execPath, ["-e", `require(${JSON.stringify(addon)})`], {
+    encoding: "utf8",
+    timeout: 60_000,
+  });
   if (check.status !== 0) {
     rmSync(addon, { force: true });
     say(`native addon built but does not load (${reason(check.stderr ?? "")}); the tfjs backend will be used`);

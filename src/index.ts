@@ -3,7 +3,13 @@ export type * from "./engine/types.js";
 export { LocalEngine, type LocalEngineOptions } from "./engine/local/local-engine.js";
 export { LocalCritic } from "./engine/local/critic.js";
 export { Tokenizer, IncrementalDecoder } from "./model/tokenizer.js";
-export { renderChatTemplate, DEFAULT_CHAT_TEMPLATE, type ChatMessage, type ToolSchema, type ToolCall } from "./model/chat-template.js";
+export {
+  renderChatTemplate,
+  DEFAULT_CHAT_TEMPLATE,
+  type ChatMessage,
+  type ToolSchema,
+  type ToolCall,
+} from "./model/chat-template.js";
 export { renderChat, encodeChat } from "./model/chat.js";
 export { parseModelConfig, PRESETS, type ModelConfig, type PresetName } from "./model/config.js";
 export { initModel } from "./model/init-model.js";

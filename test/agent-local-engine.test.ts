@@ -38,9 +38,21 @@ test("rollout on the local engine: contexts extend, tokens are the samples, the 
   });
   const before = await engine.stats();
   // A random model never guesses in format, so every turn gets a reply and the loop runs to maxTurns.
-  const res = await rollout(recording, () => new GuessNumberEnv(), [{ secret: 3, max: 9 }, { secret: 8, max: 9 }], {
-    n: 2, chat: chatSetup(engine.tokenizer), maxTurns: 3, maxTokensPerTurn: 6, seed: 17,
-  });
+  const res = await rollout(
+    recording,
+    () => new GuessNumberEnv(),
+    [
+      { secret: 3, max: 9 },
+      { secret: 8, max: 9 },
+    ],
+    {
+      n: 2,
+      chat: chatSetup(engine.tokenizer),
+      maxTurns: 3,
+      maxTokensPerTurn: 6,
+      seed: 17,
+    },
+  );
   const after = await engine.stats();
 
   assert.equal(res.trajectories.length, 4);
@@ -49,9 +61,17 @@ test("rollout on the local engine: contexts extend, tokens are the samples, the 
     assert.equal(t.steps.length, 3);
     assert.deepEqual([t.endReason, t.steps.map((s) => s.extendsPrevious)], ["max_turns", [false, true, true]]);
     for (let k = 1; k < t.steps.length; k++) {
-      const prev = stepContext(t, k - 1), prevAction = t.steps[k - 1].action;
-      assert.deepEqual(stepContext(t, k).slice(0, prev.length + prevAction.length), [...prev, ...prevAction], `${t.id} turn ${k} extends turn ${k - 1}`);
-      assert.ok(prompts.some((p) => p.length === stepContext(t, k).length && p.every((x, i) => x === stepContext(t, k)[i])), "the engine sampled from this context");
+      const prev = stepContext(t, k - 1),
+        prevAction = t.steps[k - 1].action;
+      assert.deepEqual(
+        stepContext(t, k).slice(0, prev.length + prevAction.length),
+        [...prev, ...prevAction],
+        `${t.id} turn ${k} extends turn ${k - 1}`,
+      );
+      assert.ok(
+        prompts.some((p) => p.length === stepContext(t, k).length && p.every((x, i) => x === stepContext(t, k)[i])),
+        "the engine sampled from this context",
+      );
       expectReused += prev.length + prevAction.length - 1; // the newest sampled token is not cached
     }
     // Re-scoring the final sequence gives back each action's sampling logprobs, at the action's positions.
@@ -59,7 +79,12 @@ test("rollout on the local engine: contexts extend, tokens are the samples, the 
     const [scored] = await engine.computeLogprobs([full]);
     t.steps.forEach((s, k) => {
       const at = stepContext(t, k).length;
-      s.logprobs.forEach((lp, i) => assert.ok(Math.abs((scored[at + i] as number) - lp) < 1e-3, `${t.id} step ${k} token ${i}: ${scored[at + i]} vs ${lp}`));
+      s.logprobs.forEach((lp, i) =>
+        assert.ok(
+          Math.abs((scored[at + i] as number) - lp) < 1e-3,
+          `${t.id} step ${k} token ${i}: ${scored[at + i]} vs ${lp}`,
+        ),
+      );
     });
   }
   const reused = after.prefixCache.reusedTokens - before.prefixCache.reusedTokens;

@@ -12,7 +12,14 @@ import { defineTool } from "../src/agent/tool.js";
 import { ToolEnv } from "../src/agent/tool-env.js";
 import { llama3JsonFormat } from "../src/agent/formats/llama3.js";
 import { finalTokens, stepContext } from "../src/agent/trajectory.js";
-import { ScriptedEngine, assistantTurns, fakeLogprob, type Reply, chatmlTokenizer, llama3Tokenizer } from "../src/testing/index.js";
+import {
+  ScriptedEngine,
+  assistantTurns,
+  fakeLogprob,
+  type Reply,
+  chatmlTokenizer,
+  llama3Tokenizer,
+} from "../src/testing/index.js";
 
 const tok = chatmlTokenizer();
 const chat = chatSetup(tok);
@@ -28,8 +35,15 @@ const calc = defineTool({
     return { text: String(a * b), reward: 0.5 };
   },
 });
-const row = { prompt: [{ role: "system", content: "Be brief." }, { role: "user", content: "What is 6*7?" }], reward_model: { ground_truth: "42" } };
-const makeEnv = () => new ToolEnv({ tools: [calc], outcomeReward: ({ answer, groundTruth }) => (answer === groundTruth ? 1 : 0) });
+const row = {
+  prompt: [
+    { role: "system", content: "Be brief." },
+    { role: "user", content: "What is 6*7?" },
+  ],
+  reward_model: { ground_truth: "42" },
+};
+const makeEnv = () =>
+  new ToolEnv({ tools: [calc], outcomeReward: ({ answer, groundTruth }) => (answer === groundTruth ? 1 : 0) });
 
 const PROMPT =
   "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n" +
@@ -41,8 +55,26 @@ const PROMPT =
 
 /** The call as sampled: "calc" spelled one character per token, which the tokenizer itself would not produce. */
 const spelled = (s: string) => [...s].flatMap((c) => tok.encode(c));
-const ACTION0 = [id("<tool_call>"), ...tok.encode('\n{"name": "'), ...spelled("calc"), ...tok.encode('", "arguments": {"expression": "6*7"}}\n'), id("</tool_call>"), EOT];
-const OBS0 = [...tok.encode("\n"), id("<|im_start|>"), ...tok.encode("user\n"), id("<tool_response>"), ...tok.encode("\n42\n"), id("</tool_response>"), EOT, ...tok.encode("\n"), id("<|im_start|>"), ...tok.encode("assistant\n")];
+const ACTION0 = [
+  id("<tool_call>"),
+  ...tok.encode('\n{"name": "'),
+  ...spelled("calc"),
+  ...tok.encode('", "arguments": {"expression": "6*7"}}\n'),
+  id("</tool_call>"),
+  EOT,
+];
+const OBS0 = [
+  ...tok.encode("\n"),
+  id("<|im_start|>"),
+  ...tok.encode("user\n"),
+  id("<tool_response>"),
+  ...tok.encode("\n42\n"),
+  id("</tool_response>"),
+  EOT,
+  ...tok.encode("\n"),
+  id("<|im_start|>"),
+  ...tok.encode("assistant\n"),
+];
 const ACTION1 = [id("<answer>"), ...tok.encode("42"), id("</answer>"), EOT];
 
 function twoTurnEngine(action0: number[]) {
@@ -50,24 +82,47 @@ function twoTurnEngine(action0: number[]) {
 }
 
 test("two turns with a tool call match hand-built tokens byte for byte", async () => {
-  assert.notDeepEqual(spelled("calc"), tok.encode("calc"), "precondition: the action is not the tokenizer's own encoding");
+  assert.notDeepEqual(
+    spelled("calc"),
+    tok.encode("calc"),
+    "precondition: the action is not the tokenizer's own encoding",
+  );
   const engine = twoTurnEngine(ACTION0);
   const t = await new AgentLoop(engine, chat).run(makeEnv(), row);
 
   const expected = [...tok.encode(PROMPT), ...ACTION0, ...OBS0, ...ACTION1];
   assert.deepEqual(finalTokens(t), expected);
-  assert.equal(tok.decode(finalTokens(t)), PROMPT + '<tool_call>\n{"name": "calc", "arguments": {"expression": "6*7"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n<answer>42</answer><|im_end|>');
+  assert.equal(
+    tok.decode(finalTokens(t)),
+    PROMPT +
+      '<tool_call>\n{"name": "calc", "arguments": {"expression": "6*7"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n<answer>42</answer><|im_end|>',
+  );
   assert.deepEqual(t.steps[0].context, tok.encode(PROMPT));
-  assert.deepEqual([t.steps[0].action, t.steps[0].observation, t.steps[1].action, t.steps[1].observation], [ACTION0, OBS0, ACTION1, []]);
+  assert.deepEqual(
+    [t.steps[0].action, t.steps[0].observation, t.steps[1].action, t.steps[1].observation],
+    [ACTION0, OBS0, ACTION1, []],
+  );
   assert.equal(t.steps[1].extendsPrevious, true);
   assert.equal(t.steps[1].context, undefined, "an extending step stores no context");
   // The engine saw exactly these contexts, and the sampling logprobs travel unchanged.
-  assert.deepEqual(engine.calls.map((c) => c.prompt), [stepContext(t, 0), stepContext(t, 1)]);
+  assert.deepEqual(
+    engine.calls.map((c) => c.prompt),
+    [stepContext(t, 0), stepContext(t, 1)],
+  );
   assert.deepEqual(t.steps[0].logprobs, ACTION0.map(fakeLogprob));
-  assert.deepEqual(engine.calls.map((c) => c.params.stop), [[EOT], [EOT]]);
+  assert.deepEqual(
+    engine.calls.map((c) => c.params.stop),
+    [[EOT], [EOT]],
+  );
 
-  assert.deepEqual([t.endReason, t.reward, t.steps.map((s) => s.reward), t.steps.map((s) => s.done)], ["done", 1.5, [0.5, 1], [false, true]]);
-  assert.deepEqual(t.steps[0].toolCalls.map((c) => [c.name, c.arguments, c.ok, c.text]), [["calc", { expression: "6*7" }, true, "42"]]);
+  assert.deepEqual(
+    [t.endReason, t.reward, t.steps.map((s) => s.reward), t.steps.map((s) => s.done)],
+    ["done", 1.5, [0.5, 1], [false, true]],
+  );
+  assert.deepEqual(
+    t.steps[0].toolCalls.map((c) => [c.name, c.arguments, c.ok, c.text]),
+    [["calc", { expression: "6*7" }, true, "42"]],
+  );
   // Re-rendering the chat re-tokenizes "calc": the drift check sees it, the training tokens do not change.
   const rerendered = tok.encode(PROMPT + tok.decode(ACTION0)).slice(tok.encode(PROMPT).length);
   const k = ACTION0.findIndex((x, i) => x !== rerendered[i]);
@@ -75,7 +130,10 @@ test("two turns with a tool call match hand-built tokens byte for byte", async (
 });
 
 test("an action in the template's own tokens shows no drift; compact JSON does", async () => {
-  const canonical = [...tok.encode('<tool_call>\n{"name": "calc", "arguments": {"expression": "6*7"}}\n</tool_call>'), EOT];
+  const canonical = [
+    ...tok.encode('<tool_call>\n{"name": "calc", "arguments": {"expression": "6*7"}}\n</tool_call>'),
+    EOT,
+  ];
   assert.equal((await new AgentLoop(twoTurnEngine(canonical), chat).run(makeEnv(), row)).drift?.firstDiff, -1);
   // The template writes JSON with ", " and ": "; a model writing compact JSON drifts once the chat is re-rendered.
   const compact = [...tok.encode('<tool_call>\n{"name":"calc","arguments":{"expression":"6*7"}}\n</tool_call>'), EOT];
@@ -90,25 +148,52 @@ test("process rewards land on the step whose calls earned them; the outcome on t
   const engine = new ScriptedEngine(tok, (c) => script[assistantTurns(c.text)] + "<|im_end|>");
   const t = await new AgentLoop(engine, chat).run(makeEnv(), row);
   // Turn 2 has no tool call, so the env is done there (no answer: outcome 0).
-  assert.deepEqual(t.steps.map((s) => s.reward), [0.5, 1, 0]);
-  assert.deepEqual(t.steps.map((s) => s.info.rewards), [{ process: 0.5, outcome: 0 }, { process: 1, outcome: 0 }, { process: 0, outcome: 0 }]);
-  assert.deepEqual(t.steps.map((s) => s.toolCalls.map((c) => c.index)), [[0], [1, 2], []]);
-  assert.deepEqual(t.steps[1].toolCalls.map((c) => [c.turn, c.text]), [[1, "1"], [1, "4"]]);
+  assert.deepEqual(
+    t.steps.map((s) => s.reward),
+    [0.5, 1, 0],
+  );
+  assert.deepEqual(
+    t.steps.map((s) => s.info.rewards),
+    [
+      { process: 0.5, outcome: 0 },
+      { process: 1, outcome: 0 },
+      { process: 0, outcome: 0 },
+    ],
+  );
+  assert.deepEqual(
+    t.steps.map((s) => s.toolCalls.map((c) => c.index)),
+    [[0], [1, 2], []],
+  );
+  assert.deepEqual(
+    t.steps[1].toolCalls.map((c) => [c.turn, c.text]),
+    [
+      [1, "1"],
+      [1, "4"],
+    ],
+  );
   assert.equal(t.endReason, "done");
 });
 
-const forever = () => new ScriptedEngine(tok, () => '<tool_call>\n{"name": "calc", "arguments": {"expression": "1*1"}}\n</tool_call><|im_end|>');
+const forever = () =>
+  new ScriptedEngine(
+    tok,
+    () => '<tool_call>\n{"name": "calc", "arguments": {"expression": "1*1"}}\n</tool_call><|im_end|>',
+  );
 
 test("maxTurns ends the trajectory; the last step carries no observation", async () => {
   const t = await new AgentLoop(forever(), chat, { maxTurns: 3 }).run(makeEnv(), row);
-  assert.deepEqual([t.endReason, t.steps.length, t.steps[2].observation, t.steps[2].toolCalls.length], ["max_turns", 3, [], 1]);
+  assert.deepEqual(
+    [t.endReason, t.steps.length, t.steps[2].observation, t.steps[2].toolCalls.length],
+    ["max_turns", 3, [], 1],
+  );
   assert.equal(t.drift?.firstDiff, -1);
 });
 
 test("per-turn and total token budgets reach the engine and end the trajectory", async () => {
   const engine = forever();
   const prompt = tok.encode(PROMPT).length;
-  const per = 40, total = prompt + 3 * 40;
+  const per = 40,
+    total = prompt + 3 * 40;
   const t = await new AgentLoop(engine, chat, { maxTokensPerTurn: per, maxTotalTokens: total }).run(makeEnv(), row);
   assert.equal(t.endReason, "max_total_tokens");
   engine.calls.forEach((c) => assert.equal(c.params.maxTokens, Math.min(per, total - c.prompt.length)));
@@ -121,7 +206,9 @@ test("per-turn and total token budgets reach the engine and end the trajectory",
 
 test("an action cut by a stop string is closed by the delta before the observation", async () => {
   const engine = new ScriptedEngine(tok, (c) =>
-    assistantTurns(c.text) === 0 ? '<tool_call>\n{"name": "calc", "arguments": {"expression": "6*7"}}\n</tool_call> trailing text the stop cuts' : "<answer>42</answer><|im_end|>",
+    assistantTurns(c.text) === 0
+      ? '<tool_call>\n{"name": "calc", "arguments": {"expression": "6*7"}}\n</tool_call> trailing text the stop cuts'
+      : "<answer>42</answer><|im_end|>",
   );
   const t = await new AgentLoop(engine, chat, { stop: ["</tool_call>", EOT] }).run(makeEnv(), row);
   const a0 = t.steps[0].action;
@@ -136,10 +223,22 @@ test("Llama 3 JSON calls: results in role ipython, byte for byte", async () => {
   const lchat = chatSetup(ltok);
   const call = [...ltok.encode('{"name": "calc", "parameters": {"expression": "6*7"}}'), lid("<|eot_id|>")];
   const answer = [...ltok.encode("<answer>42</answer>"), lid("<|eot_id|>")];
-  const engine = new ScriptedEngine(ltok, (c) => ({ tokens: c.text.includes("ipython<|end_header_id|>") ? answer : call }));
+  const engine = new ScriptedEngine(ltok, (c) => ({
+    tokens: c.text.includes("ipython<|end_header_id|>") ? answer : call,
+  }));
   const env = new ToolEnv({ tools: [calc], format: llama3JsonFormat });
   const t = await new AgentLoop(engine, lchat).run(env, row);
-  const obs = [lid("<|start_header_id|>"), ...ltok.encode("ipython"), lid("<|end_header_id|>"), ...ltok.encode("\n\n42"), lid("<|eot_id|>"), lid("<|start_header_id|>"), ...ltok.encode("assistant"), lid("<|end_header_id|>"), ...ltok.encode("\n\n")];
+  const obs = [
+    lid("<|start_header_id|>"),
+    ...ltok.encode("ipython"),
+    lid("<|end_header_id|>"),
+    ...ltok.encode("\n\n42"),
+    lid("<|eot_id|>"),
+    lid("<|start_header_id|>"),
+    ...ltok.encode("assistant"),
+    lid("<|end_header_id|>"),
+    ...ltok.encode("\n\n"),
+  ];
   assert.deepEqual([t.steps[0].action, t.steps[0].observation, t.steps[1].action], [call, obs, answer]);
   assert.deepEqual(engine.calls[1].prompt, [...t.steps[0].context!, ...call, ...obs]);
   assert.equal(t.drift?.firstDiff, -1);

@@ -15,14 +15,20 @@ import { ScriptedEngine, assistantTurns, chatmlTokenizer } from "../src/testing/
 
 const tok = chatmlTokenizer();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const rows = ["alpha", "beta", "gamma"].map((w) => ({ prompt: [{ role: "user", content: `Look up ${w}.` }], reward_model: { ground_truth: w.toUpperCase() } }));
+const rows = ["alpha", "beta", "gamma"].map((w) => ({
+  prompt: [{ role: "user", content: `Look up ${w}.` }],
+  reward_model: { ground_truth: w.toUpperCase() },
+}));
 
 const lookup = (delayMs: number) =>
   defineTool({
     name: "lookup",
     description: "Upper-cases a word after a delay.",
     inputSchema: z.object({ word: z.string() }),
-    execute: async ({ word }, ctx) => (await sleep(delayMs), { text: word.toUpperCase(), reward: ctx.groundTruth === word.toUpperCase() ? 0.1 : 0 }),
+    execute: async ({ word }, ctx) => (
+      await sleep(delayMs),
+      { text: word.toUpperCase(), reward: ctx.groundTruth === word.toUpperCase() ? 0.1 : 0 }
+    ),
   });
 
 /** Two tool turns, then the answer, for whichever word the prompt asks about. */
@@ -35,48 +41,108 @@ function wordEngine(delayMs = 0) {
     inFlight--;
     const word = /Look up (\w+)\./.exec(c.text)![1];
     const turn = assistantTurns(c.text);
-    return (turn < 2 ? hermesFormat.write({ name: "lookup", arguments: { word } }) : `<answer>${word.toUpperCase()}</answer>`) + "<|im_end|>";
+    return (
+      (turn < 2
+        ? hermesFormat.write({ name: "lookup", arguments: { word } })
+        : `<answer>${word.toUpperCase()}</answer>`) + "<|im_end|>"
+    );
   }) as ScriptedEngine & { maxInFlight: number };
   engine.maxInFlight = 0;
   return engine;
 }
 
-const envOf = (delayMs: number) => () => new ToolEnv({ tools: [lookup(delayMs)], outcomeReward: ({ answer, groundTruth }) => Number(answer === groundTruth) });
+const envOf = (delayMs: number) => () =>
+  new ToolEnv({ tools: [lookup(delayMs)], outcomeReward: ({ answer, groundTruth }) => Number(answer === groundTruth) });
 
 test("rows x n trajectories in row-major order, rewards and metrics", async () => {
   const res = await rollout(wordEngine(), envOf(0), rows, { n: 2 });
-  assert.deepEqual(res.trajectories.map((t) => [t.id, t.rowIndex, t.sampleIndex]), [["r0-s0", 0, 0], ["r0-s1", 0, 1], ["r1-s0", 1, 0], ["r1-s1", 1, 1], ["r2-s0", 2, 0], ["r2-s1", 2, 1]]);
-  for (const t of res.trajectories) assert.deepEqual([t.endReason, t.steps.length, t.reward], ["done", 3, 0.1 + 0.1 + 1]);
+  assert.deepEqual(
+    res.trajectories.map((t) => [t.id, t.rowIndex, t.sampleIndex]),
+    [
+      ["r0-s0", 0, 0],
+      ["r0-s1", 0, 1],
+      ["r1-s0", 1, 0],
+      ["r1-s1", 1, 1],
+      ["r2-s0", 2, 0],
+      ["r2-s1", 2, 1],
+    ],
+  );
+  for (const t of res.trajectories)
+    assert.deepEqual([t.endReason, t.steps.length, t.reward], ["done", 3, 0.1 + 0.1 + 1]);
   const m = res.metrics;
-  assert.deepEqual([m.trajectories, m.failed, m.toolCalls, m.meanTurns, m.driftChecked, m.driftMismatches], [6, 0, 12, 3, 6, 0]);
-  assert.equal(m.actionTokens, res.trajectories.reduce((s, t) => s + t.steps.reduce((a, x) => a + x.action.length, 0), 0));
+  assert.deepEqual(
+    [m.trajectories, m.failed, m.toolCalls, m.meanTurns, m.driftChecked, m.driftMismatches],
+    [6, 0, 12, 3, 6, 0],
+  );
+  assert.equal(
+    m.actionTokens,
+    res.trajectories.reduce((s, t) => s + t.steps.reduce((a, x) => a + x.action.length, 0), 0),
+  );
   assert.ok(m.actionTokensPerSecond > 0);
 });
 
 test("trajectories survive JSON round trips and decode for people", async () => {
-  const { trajectories: [t] } = await rollout(wordEngine(), envOf(0), rows.slice(0, 1));
+  const {
+    trajectories: [t],
+  } = await rollout(wordEngine(), envOf(0), rows.slice(0, 1));
   assert.deepEqual(JSON.parse(JSON.stringify(t)), t);
   const d = decodeTrajectory(t, tok);
-  assert.equal(d.steps[0].action, '<tool_call>\n{"name": "lookup", "arguments": {"word": "alpha"}}\n</tool_call><|im_end|>');
+  assert.equal(
+    d.steps[0].action,
+    '<tool_call>\n{"name": "lookup", "arguments": {"word": "alpha"}}\n</tool_call><|im_end|>',
+  );
   assert.match(d.steps[0].context!, /Look up alpha\./);
-  assert.deepEqual(d.steps[0].toolCalls.map((c) => [c.name, c.ok, c.text]), [["lookup", true, "ALPHA"]]);
+  assert.deepEqual(
+    d.steps[0].toolCalls.map((c) => [c.name, c.ok, c.text]),
+    [["lookup", true, "ALPHA"]],
+  );
   assert.match(formatTrajectory(t, tok), /--- action 2 \(stop, reward 1\) ---\n<answer>ALPHA<\/answer>/);
 });
 
 test("a failing env is left out and counted; the others go on", async () => {
   let made = 0;
-  const res = await rollout(wordEngine(), (row, i) => {
-    made++;
-    if (i === 1) throw new Error("factory broke");
-    const env = envOf(0)();
-    if (i === 2) env.reset = () => { throw new Error("reset broke"); };
-    if (i === 4) env.step = async () => { throw new RangeError("step broke"); };
-    return env;
-  }, rows, { n: 2 });
+  const res = await rollout(
+    wordEngine(),
+    (row, i) => {
+      made++;
+      if (i === 1) throw new Error("factory broke");
+      const env = envOf(0)();
+      if (i === 2)
+        env.reset = () => {
+          throw new Error("reset broke");
+        };
+      if (i === 4)
+        env.step = async () => {
+          throw new RangeError("step broke");
+        };
+      return env;
+    },
+    rows,
+    { n: 2 },
+  );
   assert.equal(made, 6);
-  assert.deepEqual(res.failed.map((t) => [t.id, t.error?.stage, t.error?.message]), [["r0-s1", "reset", "env factory: factory broke"], ["r1-s0", "reset", "reset broke"], ["r2-s0", "step", "step broke"]]);
-  assert.deepEqual(res.trajectories.map((t) => t.id), ["r0-s0", "r1-s1", "r2-s1"]);
-  assert.deepEqual([res.metrics.trajectories, res.metrics.failed, res.metrics.failedAtReset, res.metrics.failedAtStep, res.metrics.endReasons.failed], [3, 3, 2, 1, 3]);
+  assert.deepEqual(
+    res.failed.map((t) => [t.id, t.error?.stage, t.error?.message]),
+    [
+      ["r0-s1", "reset", "env factory: factory broke"],
+      ["r1-s0", "reset", "reset broke"],
+      ["r2-s0", "step", "step broke"],
+    ],
+  );
+  assert.deepEqual(
+    res.trajectories.map((t) => t.id),
+    ["r0-s0", "r1-s1", "r2-s1"],
+  );
+  assert.deepEqual(
+    [
+      res.metrics.trajectories,
+      res.metrics.failed,
+      res.metrics.failedAtReset,
+      res.metrics.failedAtStep,
+      res.metrics.endReasons.failed,
+    ],
+    [3, 3, 2, 1, 3],
+  );
 });
 
 test("tool waits of one trajectory do not block the others", async () => {
@@ -100,7 +166,10 @@ test("a seed gives each trajectory and turn its own reproducible sampling seed",
   const seeds = async () => {
     const engine = wordEngine();
     await rollout(engine, envOf(0), rows, { n: 2, seed: 11 });
-    return engine.calls.map((c) => [/Look up (\w+)/.exec(c.text)![1], assistantTurns(c.text), c.params.seed]).sort().map(String);
+    return engine.calls
+      .map((c) => [/Look up (\w+)/.exec(c.text)![1], assistantTurns(c.text), c.params.seed])
+      .sort()
+      .map(String);
   };
   const a = await seeds();
   assert.deepEqual(await seeds(), a);

@@ -36,14 +36,20 @@ before(async () => {
   // Lines 3, 5 and 6 are bad: no reward_model, a prompt that is not a list, torn JSON.
   const good = createCalcTask({ train: 4, val: 0, test: 0 }).rows("train");
   const { reward_model: _, ...noReward } = good[0];
-  const lines = [good[0], good[1], noReward, good[2], { ...good[3], prompt: "What is 2+2?" }].map((r) => JSON.stringify(r));
+  const lines = [good[0], good[1], noReward, good[2], { ...good[3], prompt: "What is 2+2?" }].map((r) =>
+    JSON.stringify(r),
+  );
   lines.push(JSON.stringify(good[3]).slice(0, 40), JSON.stringify(good[3]));
   rowsFile = join(dir, "rows.jsonl");
   writeFileSync(rowsFile, lines.join("\n") + "\n");
   // A finished run, trained on the good rows of that file.
   run = join(dir, "run");
   runIO = captureIO();
-  assert.equal(await runCli(["train", "--config", recipe, "--out", run, `data.train=${rowsFile}`, "--skip-bad-rows"], runIO), 0, runIO.stderr.join("\n"));
+  assert.equal(
+    await runCli(["train", "--config", recipe, "--out", run, `data.train=${rowsFile}`, "--skip-bad-rows"], runIO),
+    0,
+    runIO.stderr.join("\n"),
+  );
 });
 
 /** Runs the CLI; asserts exit 1, exactly one stderr line, and that `unchanged` dirs are byte-identical and `absent` paths still absent. */
@@ -61,7 +67,10 @@ async function fails(args: string[], opts: { unchanged?: string[]; absent?: stri
 
 /** The built CLI as a child process: exit code 1, one line on stderr, no stack trace. */
 function binFails(args: string[]): string {
-  const res = spawnSync(process.execPath, [...process.execArgv, cliEntry(), ...args], { encoding: "utf8", env: { ...process.env, AGENT_R1_DEBUG: "" } });
+  const res = spawnSync(process.execPath, [...process.execArgv, cliEntry(), ...args], {
+    encoding: "utf8",
+    env: { ...process.env, AGENT_R1_DEBUG: "" },
+  });
   assert.equal(res.status, 1, res.stderr);
   const lines = res.stderr.trim().split("\n");
   assert.equal(lines.length, 1, res.stderr);
@@ -71,10 +80,18 @@ function binFails(args: string[]): string {
 
 test("malformed configs: one line naming the key, exit 1, no run directory created or changed", async () => {
   const cases: [string, string, RegExp][] = [
-    ["unknown.yaml", "train:\n  iters: 3\n", /unknown\.yaml: unknown key 'train\.iters'; allowed here: iterations, batchSize/],
+    [
+      "unknown.yaml",
+      "train:\n  iters: 3\n",
+      /unknown\.yaml: unknown key 'train\.iters'; allowed here: iterations, batchSize/,
+    ],
     ["type.yaml", "rollout:\n  n: four\n", /type\.yaml: rollout\.n: expected number, received string$/],
     ["range.yaml", "rollout:\n  topP: 1.5\n", /range\.yaml: rollout\.topP: Too big: expected number to be <=1$/],
-    ["nested.yaml", "algorithm:\n  kl:\n    form: k9\n", /nested\.yaml: algorithm\.kl\.form: must be one of "k1", "k2", "k3"$/],
+    [
+      "nested.yaml",
+      "algorithm:\n  kl:\n    form: k9\n",
+      /nested\.yaml: algorithm\.kl\.form: must be one of "k1", "k2", "k3"$/,
+    ],
   ];
   for (const [name, text, want] of cases) {
     const f = join(dir, name);
@@ -84,28 +101,64 @@ test("malformed configs: one line naming the key, exit 1, no run directory creat
   }
   // Overrides on the command line, for a new run and for resuming one.
   const out = join(dir, "out-override");
-  assert.match(await fails(["train", "--config", recipe, "--out", out, "optim.lr=-1"], { absent: [out] }), /optim\.lr: Too small: expected number to be >0$/);
-  assert.match(await fails(["train", "--resume", run, "train.iterations=many"], { unchanged: [run] }), /train\.iterations: expected number, received string$/);
-  assert.match(await fails(["train", "--resume", run, "rollout.temprature=0.5"], { unchanged: [run] }), /unknown key 'rollout\.temprature'; allowed here: n, maxTurns/);
+  assert.match(
+    await fails(["train", "--config", recipe, "--out", out, "optim.lr=-1"], { absent: [out] }),
+    /optim\.lr: Too small: expected number to be >0$/,
+  );
+  assert.match(
+    await fails(["train", "--resume", run, "train.iterations=many"], { unchanged: [run] }),
+    /train\.iterations: expected number, received string$/,
+  );
+  assert.match(
+    await fails(["train", "--resume", run, "rollout.temprature=0.5"], { unchanged: [run] }),
+    /unknown key 'rollout\.temprature'; allowed here: n, maxTurns/,
+  );
   // A new run into a directory that holds one is refused before anything is written.
   assert.match(await fails(["train", "--config", recipe, "--out", run], { unchanged: [run] }), /already holds a run/);
   // The same through the built bin.
-  assert.match(binFails(["train", "--config", join(dir, "range.yaml"), "--out", join(dir, "out-bin")]), /^error: .*range\.yaml: rollout\.topP: Too big/);
+  assert.match(
+    binFails(["train", "--config", join(dir, "range.yaml"), "--out", join(dir, "out-bin")]),
+    /^error: .*range\.yaml: rollout\.topP: Too big/,
+  );
   assert.ok(!existsSync(join(dir, "out-bin")));
 });
 
 test("dataset rows with missing or wrong fields: the error names the file and the line; --skip-bad-rows counts them and goes on", async () => {
-  const wantLine3 = new RegExp(`^error: ${rowsFile.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}: line 3: reward_model: Invalid input: expected object, received undefined \\(hint: fix the row, or skip and count bad rows: --skip-bad-rows`);
+  const wantLine3 = new RegExp(
+    `^error: ${rowsFile.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}: line 3: reward_model: Invalid input: expected object, received undefined \\(hint: fix the row, or skip and count bad rows: --skip-bad-rows`,
+  );
   // eval --data
-  assert.match(await fails(["eval", "--model", model, "--task", "calc", "--data", rowsFile], { unchanged: [model] }), wantLine3);
+  assert.match(
+    await fails(["eval", "--model", model, "--task", "calc", "--data", rowsFile], { unchanged: [model] }),
+    wantLine3,
+  );
   const io = captureIO();
-  const args = ["eval", "--model", model, "--task", "calc", "--data", rowsFile, "--skip-bad-rows", "--limit", "2", "--max-turns", "1", "--max-tokens-per-turn", "4", "--json"];
+  const args = [
+    "eval",
+    "--model",
+    model,
+    "--task",
+    "calc",
+    "--data",
+    rowsFile,
+    "--skip-bad-rows",
+    "--limit",
+    "2",
+    "--max-turns",
+    "1",
+    "--max-tokens-per-turn",
+    "4",
+    "--json",
+  ];
   assert.equal(await runCli(args, io), 0, io.stderr.join("\n"));
   assert.deepEqual(io.stderr, [`eval: skipped 3 bad rows of ${rowsFile} (kept 4)`]);
   assert.equal(JSON.parse(io.stdout.at(-1)!).episodes, 2);
   // train: data.train
   const out = join(dir, "out-rows");
-  assert.match(await fails(["train", "--config", recipe, "--out", out, `data.train=${rowsFile}`], { absent: [out] }), wantLine3);
+  assert.match(
+    await fails(["train", "--config", recipe, "--out", out, `data.train=${rowsFile}`], { absent: [out] }),
+    wantLine3,
+  );
   assert.match(await fails(["train", "--resume", run, "data.skipBadRows=false"], { unchanged: [run] }), wantLine3);
   // The run made in before(): bad rows skipped, counted, and the iteration ran.
   assert.ok(runIO.stderr.includes(`skipped 3 bad rows of ${rowsFile} (kept 4)`), runIO.stderr.join("\n"));
@@ -113,7 +166,12 @@ test("dataset rows with missing or wrong fields: the error names the file and th
   // A file whose every row is bad leaves nothing to train on.
   const allBad = join(dir, "all-bad.jsonl");
   writeFileSync(allBad, '{"data_source": "x"}\n[1, 2]\n');
-  assert.match(await fails(["train", "--config", recipe, "--out", out, `data.train=${allBad}`, "--skip-bad-rows"], { absent: [out] }), /all-bad\.jsonl: no rows left \(all 2 were bad and skipped\)$/);
+  assert.match(
+    await fails(["train", "--config", recipe, "--out", out, `data.train=${allBad}`, "--skip-bad-rows"], {
+      absent: [out],
+    }),
+    /all-bad\.jsonl: no rows left \(all 2 were bad and skipped\)$/,
+  );
 });
 
 /** A copy of the model directory with one file replaced. */
@@ -128,12 +186,26 @@ test("a truncated safetensors file: one line naming the file, and nothing change
   const weights = readFileSync(join(model, "model.safetensors"));
   const half = modelCopy("half", "model.safetensors", weights.subarray(0, weights.length >> 1));
   const fileRe = (d: string) => `^error: ${join(d, "model.safetensors").replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}`;
-  assert.match(await fails(["eval", "--model", half, "--task", "calc", "--limit", "1"], { unchanged: [half] }), new RegExp(`${fileRe(half)} \\(model\\.[a-z0-9_.]+\\): data_offsets \\[\\d+, \\d+\\] lie outside the \\d+-byte data section$`));
+  assert.match(
+    await fails(["eval", "--model", half, "--task", "calc", "--limit", "1"], { unchanged: [half] }),
+    new RegExp(
+      `${fileRe(half)} \\(model\\.[a-z0-9_.]+\\): data_offsets \\[\\d+, \\d+\\] lie outside the \\d+-byte data section$`,
+    ),
+  );
   const out = join(dir, "out-half");
-  assert.match(await fails(["train", "--config", recipe, "--out", out, `model.path=${half}`], { unchanged: [half], absent: [out] }), new RegExp(fileRe(half)));
+  assert.match(
+    await fails(["train", "--config", recipe, "--out", out, `model.path=${half}`], {
+      unchanged: [half],
+      absent: [out],
+    }),
+    new RegExp(fileRe(half)),
+  );
   // Cut inside the JSON header, through the built bin.
   const header = modelCopy("header", "model.safetensors", weights.subarray(0, 100));
-  assert.match(binFails(["eval", "--model", header, "--task", "calc", "--limit", "1"]), new RegExp(`${fileRe(header)}: truncated: header length says \\d+ bytes but only 92 follow$`));
+  assert.match(
+    binFails(["eval", "--model", header, "--task", "calc", "--limit", "1"]),
+    new RegExp(`${fileRe(header)}: truncated: header length says \\d+ bytes but only 92 follow$`),
+  );
   // A run whose only checkpoint lost the end of its weights: resume names the file and touches nothing.
   const damaged = join(dir, "run-damaged");
   cpSync(run, damaged, { recursive: true });
@@ -147,29 +219,95 @@ test("a truncated safetensors file: one line naming the file, and nothing change
 
 test("a tokenizer.json of an unsupported model kind: one line naming the file and the field", async () => {
   const tokenizer = JSON.parse(readFileSync(join(model, "tokenizer.json"), "utf8")) as Record<string, unknown>;
-  const wordPiece = modelCopy("wordpiece", "tokenizer.json", JSON.stringify({
-    ...tokenizer,
-    model: { type: "WordPiece", unk_token: "[UNK]", continuing_subword_prefix: "##", max_input_chars_per_word: 100, vocab: { "[UNK]": 0, "[CLS]": 1, hello: 2, "##s": 3 } },
-  }));
-  const unigram = modelCopy("unigram", "tokenizer.json", JSON.stringify({ ...tokenizer, model: { type: "Unigram", unk_id: 0, vocab: [["<unk>", 0], ["▁hello", -2.5], ["s", -3.1]] } }));
-  const want = (d: string, kind: string) => `error: ${join(d, "tokenizer.json")} (model.type): unsupported tokenizer model '${kind}'; supported: BPE`;
-  assert.equal(await fails(["eval", "--model", wordPiece, "--task", "calc", "--limit", "1"], { unchanged: [wordPiece] }), want(wordPiece, "WordPiece"));
-  assert.equal(await fails(["generate", "--model", unigram, "--prompt", "hi"], { unchanged: [unigram] }), want(unigram, "Unigram"));
+  const wordPiece = modelCopy(
+    "wordpiece",
+    "tokenizer.json",
+    JSON.stringify({
+      ...tokenizer,
+      model: {
+        type: "WordPiece",
+        unk_token: "[UNK]",
+        continuing_subword_prefix: "##",
+        max_input_chars_per_word: 100,
+        vocab: { "[UNK]": 0, "[CLS]": 1, hello: 2, "##s": 3 },
+      },
+    }),
+  );
+  const unigram = modelCopy(
+    "unigram",
+    "tokenizer.json",
+    JSON.stringify({
+      ...tokenizer,
+      model: {
+        type: "Unigram",
+        unk_id: 0,
+        vocab: [
+          ["<unk>", 0],
+          ["▁hello", -2.5],
+          ["s", -3.1],
+        ],
+      },
+    }),
+  );
+  const want = (d: string, kind: string) =>
+    `error: ${join(d, "tokenizer.json")} (model.type): unsupported tokenizer model '${kind}'; supported: BPE`;
+  assert.equal(
+    await fails(["eval", "--model", wordPiece, "--task", "calc", "--limit", "1"], { unchanged: [wordPiece] }),
+    want(wordPiece, "WordPiece"),
+  );
+  assert.equal(
+    await fails(["generate", "--model", unigram, "--prompt", "hi"], { unchanged: [unigram] }),
+    want(unigram, "Unigram"),
+  );
   const out = join(dir, "out-wordpiece");
-  assert.equal(await fails(["train", "--config", recipe, "--out", out, `model.path=${wordPiece}`], { unchanged: [wordPiece], absent: [out] }), want(wordPiece, "WordPiece"));
+  assert.equal(
+    await fails(["train", "--config", recipe, "--out", out, `model.path=${wordPiece}`], {
+      unchanged: [wordPiece],
+      absent: [out],
+    }),
+    want(wordPiece, "WordPiece"),
+  );
   assert.equal(binFails(["tokenize", "--model", unigram, "--text", "hello"]), want(unigram, "Unigram"));
 });
 
 test("prototype keys in overrides, --option and recipes are refused at the parser; Object.prototype stays clean", async () => {
   const out = join(dir, "out-proto");
-  for (const o of ["__proto__.polluted=1", "train.constructor.prototype.polluted=1", "train.prototype=1", "task.options={__proto__: {polluted: 1}}"]) {
-    assert.match(await fails(["train", "--config", recipe, "--out", out, o], { absent: [out] }), /the key '(__proto__|constructor|prototype)' is not allowed \(it would reach the object's prototype\)$/, o);
+  for (const o of [
+    "__proto__.polluted=1",
+    "train.constructor.prototype.polluted=1",
+    "train.prototype=1",
+    "task.options={__proto__: {polluted: 1}}",
+  ]) {
+    assert.match(
+      await fails(["train", "--config", recipe, "--out", out, o], { absent: [out] }),
+      /the key '(__proto__|constructor|prototype)' is not allowed \(it would reach the object's prototype\)$/,
+      o,
+    );
   }
-  assert.match(await fails(["eval", "--model", model, "--task", "calc", "--option", "__proto__=1"]), /^error: eval: --option '__proto__=1': the key '__proto__' is not allowed/);
-  assert.match(await fails(["data", "--task", "calc", "--split", "test", "--out", join(dir, "p.jsonl"), "--option", "constructor=1"]), /--option 'constructor=1': the key 'constructor' is not allowed/);
+  assert.match(
+    await fails(["eval", "--model", model, "--task", "calc", "--option", "__proto__=1"]),
+    /^error: eval: --option '__proto__=1': the key '__proto__' is not allowed/,
+  );
+  assert.match(
+    await fails([
+      "data",
+      "--task",
+      "calc",
+      "--split",
+      "test",
+      "--out",
+      join(dir, "p.jsonl"),
+      "--option",
+      "constructor=1",
+    ]),
+    /--option 'constructor=1': the key 'constructor' is not allowed/,
+  );
   const bad = join(dir, "proto.yaml");
   writeFileSync(bad, "train:\n  __proto__:\n    polluted: 1\n");
-  assert.match(await fails(["train", "--config", bad, "--out", out], { absent: [out] }), /proto\.yaml: train\.__proto__: the key '__proto__' is not allowed/);
+  assert.match(
+    await fails(["train", "--config", bad, "--out", out], { absent: [out] }),
+    /proto\.yaml: train\.__proto__: the key '__proto__' is not allowed/,
+  );
   assert.equal(({} as Record<string, unknown>).polluted, undefined);
   assert.equal(Object.prototype.hasOwnProperty.call(Object.prototype, "polluted"), false);
 });
@@ -180,7 +318,10 @@ test("eval where every prompt is longer than the context window: exit 1 with the
   const cfg = JSON.parse(readFileSync(join(short, "config.json"), "utf8")) as Record<string, unknown>;
   writeFileSync(join(short, "config.json"), JSON.stringify({ ...cfg, max_position_embeddings: 16 }));
   const line = await fails(["eval", "--model", short, "--task", "calc", "--limit", "2"]);
-  assert.match(line, /^error: eval: all 2 episodes failed; first: row 1 \(synthetic\/calc #\d+\): env reset: the first observation is \d+ tokens, at or over maxTotalTokens 16 \(hint: the prompt does not fit/);
+  assert.match(
+    line,
+    /^error: eval: all 2 episodes failed; first: row 1 \(synthetic\/calc #\d+\): env reset: the first observation is \d+ tokens, at or over maxTotalTokens 16 \(hint: the prompt does not fit/,
+  );
 });
 
 test("a directory where a file belongs (or a file where a directory belongs): one line naming the path, never a bare EISDIR", async () => {
@@ -193,15 +334,36 @@ test("a directory where a file belongs (or a file where a directory belongs): on
   };
   for (const file of ["config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"]) {
     const m = asDir(`dir-${file}`, file);
-    assert.equal(await fails(["generate", "--model", m, "--prompt", "hi"], { unchanged: [m] }), `error: ${join(m, file)}: is a directory, not a file`);
+    assert.equal(
+      await fails(["generate", "--model", m, "--prompt", "hi"], { unchanged: [m] }),
+      `error: ${join(m, file)}: is a directory, not a file`,
+    );
   }
   const emptyDir = join(dir, "a-directory");
   mkdirSync(emptyDir, { recursive: true });
-  assert.equal(await fails(["train", "--config", emptyDir, "--out", join(dir, "o")]), `error: ${emptyDir}: is a directory, not a file (hint: --config takes a YAML recipe file)`);
-  assert.equal(await fails(["eval", "--model", model, "--task", "calc", "--data", `${emptyDir}.jsonl`]), `error: ${emptyDir}.jsonl: file not found`);
+  assert.equal(
+    await fails(["train", "--config", emptyDir, "--out", join(dir, "o")]),
+    `error: ${emptyDir}: is a directory, not a file (hint: --config takes a YAML recipe file)`,
+  );
+  assert.equal(
+    await fails(["eval", "--model", model, "--task", "calc", "--data", `${emptyDir}.jsonl`]),
+    `error: ${emptyDir}.jsonl: file not found`,
+  );
   mkdirSync(join(dir, "rows-dir.jsonl"), { recursive: true });
-  assert.equal(await fails(["eval", "--model", model, "--task", "calc", "--data", join(dir, "rows-dir.jsonl")]), `error: ${join(dir, "rows-dir.jsonl")}: is a directory, not a file`);
-  assert.match(await fails(["eval", "--model", recipe, "--task", "calc"]), /recipe\.yaml: is a file, not a model directory \(hint: give the directory that holds config\.json\)$/);
-  assert.equal(await fails(["train", "--resume", recipe]), `error: train: --resume ${recipe} is a file, not a run directory`);
-  assert.match(await fails(["init-model", "--out", join(recipe, "sub")]), /init-model: --out .*recipe\.yaml\/sub: .*recipe\.yaml is a file, not a directory$/);
+  assert.equal(
+    await fails(["eval", "--model", model, "--task", "calc", "--data", join(dir, "rows-dir.jsonl")]),
+    `error: ${join(dir, "rows-dir.jsonl")}: is a directory, not a file`,
+  );
+  assert.match(
+    await fails(["eval", "--model", recipe, "--task", "calc"]),
+    /recipe\.yaml: is a file, not a model directory \(hint: give the directory that holds config\.json\)$/,
+  );
+  assert.equal(
+    await fails(["train", "--resume", recipe]),
+    `error: train: --resume ${recipe} is a file, not a run directory`,
+  );
+  assert.match(
+    await fails(["init-model", "--out", join(recipe, "sub")]),
+    /init-model: --out .*recipe\.yaml\/sub: .*recipe\.yaml is a file, not a directory$/,
+  );
 });

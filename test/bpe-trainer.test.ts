@@ -32,17 +32,27 @@ test("ties are broken lexicographically and minFrequency stops training", () => 
 
 test("vocab starts with the 256-byte alphabet and has the expected layout", () => {
   // runs out of pairs early: words are "hello", " world", " hello", " " -> 8 merges
-  const j = train(["hello world ".repeat(20)], 300, { specialTokens: ["<|endoftext|>"], addedTokens: ["<tool_call>"], minFrequency: 1 });
+  const j = train(["hello world ".repeat(20)], 300, {
+    specialTokens: ["<|endoftext|>"],
+    addedTokens: ["<tool_call>"],
+    minFrequency: 1,
+  });
   for (let b = 0; b < 256; b++) assert.equal(j.model.vocab[BYTE_ALPHABET[b]], b);
   assert.equal(BYTE_ALPHABET[32], "Ġ");
   assert.equal(BYTE_ALPHABET[10], "Ċ");
   assert.equal(j.model.type, "BPE");
   assert.equal(j.decoder.type, "ByteLevel");
-  assert.deepEqual(j.pre_tokenizer.pretokenizers.map((p) => p.type), ["Split", "ByteLevel"]);
+  assert.deepEqual(
+    j.pre_tokenizer.pretokenizers.map((p) => p.type),
+    ["Split", "ByteLevel"],
+  );
   assert.equal(j.pre_tokenizer.pretokenizers[0].pattern?.Regex, PRETOKENIZE_REGEX);
   assert.deepEqual(
     j.added_tokens.map((t) => [t.id, t.content, t.special]),
-    [[266, "<|endoftext|>", true], [267, "<tool_call>", false]],
+    [
+      [266, "<|endoftext|>", true],
+      [267, "<tool_call>", false],
+    ],
   );
 });
 
@@ -50,7 +60,10 @@ test("vocab size is respected exactly when the corpus is rich enough", () => {
   let seed = 1;
   const rnd = (n: number) => (seed = (seed * 48271) % 2147483647) % n;
   const word = () => Array.from({ length: 2 + rnd(6) }, () => "etaoinshrdlcum"[rnd(14)]).join("");
-  const corpus = Array.from({ length: 400 }, (_, i) => `${word()} ${word()}, ${word()} = ${i}; {"${word()}": ${rnd(100)}}`);
+  const corpus = Array.from(
+    { length: 400 },
+    (_, i) => `${word()} ${word()}, ${word()} = ${i}; {"${word()}": ${rnd(100)}}`,
+  );
   for (const size of [300, 400]) {
     const j = train(corpus, size, { specialTokens: ["<|im_end|>"] });
     const ids = [...Object.values(j.model.vocab), ...j.added_tokens.map((t) => t.id)];
@@ -69,16 +82,25 @@ test("training is deterministic", () => {
 });
 
 test("added tokens in the corpus are not learned as merges", () => {
-  const j = train(Array(50).fill("<tool_call>x</tool_call>"), 300, { addedTokens: ["<tool_call>", "</tool_call>"], minFrequency: 1 });
+  const j = train(Array(50).fill("<tool_call>x</tool_call>"), 300, {
+    addedTokens: ["<tool_call>", "</tool_call>"],
+    minFrequency: 1,
+  });
   assert.ok(!Object.keys(j.model.vocab).some((t) => t.includes("tool")));
 });
 
 test("50k words x ~1k merges trains quickly", () => {
   const words = ["agent", "tool", "search", "answer", "reward", "policy", "value", "token", "model", "step"];
   let seed = 7;
-  const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
   const corpus = Array.from({ length: 5000 }, () =>
-    Array.from({ length: 10 }, () => words[Math.floor(rnd() * 10)] + (rnd() < 0.5 ? Math.floor(rnd() * 1000) : "") + String.fromCharCode(97 + Math.floor(rnd() * 26)).repeat(1 + Math.floor(rnd() * 3))).join(" "),
+    Array.from(
+      { length: 10 },
+      () =>
+        words[Math.floor(rnd() * 10)] +
+        (rnd() < 0.5 ? Math.floor(rnd() * 1000) : "") +
+        String.fromCharCode(97 + Math.floor(rnd() * 26)).repeat(1 + Math.floor(rnd() * 3)),
+    ).join(" "),
   );
   const t0 = Date.now();
   const j = train(corpus, 1300);

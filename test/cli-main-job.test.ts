@@ -31,7 +31,17 @@ before(async () => {
 });
 
 test("eval --json prints a table and ends with a JSON line holding em, f1, turns, tool_calls", async () => {
-  const r = await run(evalCommand, ["--model", model, "--task", "multihop", "--split", "test", "--json", ...SMALL, ...FAST]);
+  const r = await run(evalCommand, [
+    "--model",
+    model,
+    "--task",
+    "multihop",
+    "--split",
+    "test",
+    "--json",
+    ...SMALL,
+    ...FAST,
+  ]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
   assert.match(r.stdout.join("\n"), /exact match\s+F1\s+turns\s+tool calls\s+tool errors\s+tokens/);
   const last = JSON.parse(r.stdout.at(-1)!) as Record<string, number>;
@@ -50,7 +60,19 @@ test("data writes a split as JSONL and parquet that read back equal, and eval --
     assert.equal(w.code, 0, w.stderr.join("\n"));
     const rows = file.endsWith(".jsonl") ? readTaskRowsJsonl(file).rows : (await readTaskRowsParquet(file)).rows;
     assert.deepEqual(rows, task.rows("test"));
-    const e = await run(evalCommand, ["--model", model, "--task", "multihop", "--data", file, "--limit", "2", "--json", ...SMALL, ...FAST]);
+    const e = await run(evalCommand, [
+      "--model",
+      model,
+      "--task",
+      "multihop",
+      "--data",
+      file,
+      "--limit",
+      "2",
+      "--json",
+      ...SMALL,
+      ...FAST,
+    ]);
     assert.equal(e.code, 0, e.stderr.join("\n"));
     assert.equal((JSON.parse(e.stdout.at(-1)!) as { episodes: number }).episodes, 2);
   }
@@ -61,41 +83,138 @@ test("tokenizer writes tokenizer.json and tokenizer_config.json", async () => {
   const r = await run(tokenizerCommand, ["--task", "multihop", "--vocab", "512", "--out", out, ...SMALL]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
   for (const f of ["tokenizer.json", "tokenizer_config.json"]) assert.ok(existsSync(join(out, f)), f);
-  const w = await run(tokenizerCommand, ["--task", "multihop", "--vocab", "512", "--worlds", "3", "--out", join(tempDir(), "tok3"), ...SMALL]);
+  const w = await run(tokenizerCommand, [
+    "--task",
+    "multihop",
+    "--vocab",
+    "512",
+    "--worlds",
+    "3",
+    "--out",
+    join(tempDir(), "tok3"),
+    ...SMALL,
+  ]);
   assert.equal(w.code, 0, w.stderr.join("\n"));
   assert.match(w.stdout.join("\n"), /trained on task 'multihop', 3 worlds\)$/);
 });
 
 test("pretrain: copying curriculum, SFT, a loadable base without optimizer state; --init continues from it", async () => {
   const out = join(tempDir(), "base");
-  const r = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--preset", "tiny", "--vocab", "400", "--copy-steps", "3", "--steps", "3", "--batch", "2", "--worlds", "4", "--out", out]);
+  const r = await run(pretrainCommand, [
+    "--task",
+    "multihop",
+    ...SMALL,
+    "--preset",
+    "tiny",
+    "--vocab",
+    "400",
+    "--copy-steps",
+    "3",
+    "--steps",
+    "3",
+    "--batch",
+    "2",
+    "--worlds",
+    "4",
+    "--out",
+    out,
+  ]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
   assert.match(r.stdout.join("\n"), /quality 0\.3, 4 worlds\)/);
   // train=9 questions shared by 4 worlds: ceil(9 / 4) = 3 each
-  assert.match(r.stdout.join("\n"), /wrote .*base: 0\.\d+M parameters, 12 demonstrations, cross-entropy \d+\.\d+ → \d+\.\d+ nats\/token/);
-  for (const f of ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]) assert.ok(existsSync(join(out, f)), f);
+  assert.match(
+    r.stdout.join("\n"),
+    /wrote .*base: 0\.\d+M parameters, 12 demonstrations, cross-entropy \d+\.\d+ → \d+\.\d+ nats\/token/,
+  );
+  for (const f of ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"])
+    assert.ok(existsSync(join(out, f)), f);
   assert.ok(!existsSync(join(out, "optimizer.safetensors")));
   const again = join(tempDir(), "base2");
-  const r2 = await run(pretrainCommand, ["--task", "multihop", ...SMALL, "--init", out, "--copy-steps", "0", "--steps", "2", "--batch", "2", "--worlds", "1", "--out", again]);
+  const r2 = await run(pretrainCommand, [
+    "--task",
+    "multihop",
+    ...SMALL,
+    "--init",
+    out,
+    "--copy-steps",
+    "0",
+    "--steps",
+    "2",
+    "--batch",
+    "2",
+    "--worlds",
+    "1",
+    "--out",
+    again,
+  ]);
   assert.equal(r2.code, 0, r2.stderr.join("\n"));
   assert.match(r2.stdout.join("\n"), /1 world\), .* 9 demonstrations/s, "--worlds 1: the task's own train split");
-  assert.equal(readFileSync(join(again, "tokenizer.json"), "utf8"), readFileSync(join(out, "tokenizer.json"), "utf8"), "--init keeps the model's tokenizer");
+  assert.equal(
+    readFileSync(join(again, "tokenizer.json"), "utf8"),
+    readFileSync(join(out, "tokenizer.json"), "utf8"),
+    "--init keeps the model's tokenizer",
+  );
 });
 
 test("bad input gives one-line errors: exit 2 for the command line, 1 for files, models and task options", async () => {
   const cases: [Command, string[], RegExp, number][] = [
     [evalCommand, ["--model", model, "--task", "nope"], /^error: unknown task 'nope'; tasks: multihop, calc$/, 2],
-    [evalCommand, ["--model", join(model, "missing"), "--task", "multihop", ...SMALL], /^error: .*missing.*model directory not found/, 1],
-    [evalCommand, ["--model", model, "--task", "multihop", "--split", "dev"], /^error: eval: unknown --split 'dev'; splits: train, val, test$/, 2],
+    [
+      evalCommand,
+      ["--model", join(model, "missing"), "--task", "multihop", ...SMALL],
+      /^error: .*missing.*model directory not found/,
+      1,
+    ],
+    [
+      evalCommand,
+      ["--model", model, "--task", "multihop", "--split", "dev"],
+      /^error: eval: unknown --split 'dev'; splits: train, val, test$/,
+      2,
+    ],
     [evalCommand, ["--task", "multihop"], /^error: eval: --model is required/, 2],
-    [evalCommand, ["--model", model, "--task", "multihop", "--data", "rows.csv"], /^error: rows.csv: unknown data file type '.csv'/, 1],
-    [dataCommand, ["--task", "multihop", "--split", "test", "--out", "x.txt"], /^error: data: --out x.txt: unknown file type '.txt'/, 2],
-    [dataCommand, ["--task", "multihop", "--option", "sizes=3", "--split", "test", "--out", "x.jsonl"], /^error: task 'multihop': unknown option 'sizes'/, 1],
+    [
+      evalCommand,
+      ["--model", model, "--task", "multihop", "--data", "rows.csv"],
+      /^error: rows.csv: unknown data file type '.csv'/,
+      1,
+    ],
+    [
+      dataCommand,
+      ["--task", "multihop", "--split", "test", "--out", "x.txt"],
+      /^error: data: --out x.txt: unknown file type '.txt'/,
+      2,
+    ],
+    [
+      dataCommand,
+      ["--task", "multihop", "--option", "sizes=3", "--split", "test", "--out", "x.jsonl"],
+      /^error: task 'multihop': unknown option 'sizes'/,
+      1,
+    ],
     [mainJobCommand, ["--base", join(model, "missing")], /^error: main: base checkpoint not found/, 1],
-    [tokenizerCommand, ["--task", "multihop", "--out", "t", "--split", "bytes"], /^error: tokenizer: --split must be one of words, gpt, got 'bytes'$/, 2],
-    [pretrainCommand, ["--task", "multihop", ...SMALL, "--copy-blend", "1.5", "--out", join(tempDir(), "c")], /^error: pretrain: --copy-blend must be in \[0, 1\], got 1.5$/, 2],
-    [pretrainCommand, ["--task", "multihop", ...SMALL, "--worlds", "0", "--out", join(tempDir(), "w")], /^error: pretrain: --worlds must be a whole number >= 1, got 0$/, 2],
-    [pretrainCommand, ["--task", "multihop", ...SMALL, "--init", join(model, "missing"), "--steps", "1", "--out", join(tempDir(), "b")], /^error: .*missing.*model directory not found/, 1],
+    [
+      tokenizerCommand,
+      ["--task", "multihop", "--out", "t", "--split", "bytes"],
+      /^error: tokenizer: --split must be one of words, gpt, got 'bytes'$/,
+      2,
+    ],
+    [
+      pretrainCommand,
+      ["--task", "multihop", ...SMALL, "--copy-blend", "1.5", "--out", join(tempDir(), "c")],
+      /^error: pretrain: --copy-blend must be in \[0, 1\], got 1.5$/,
+      2,
+    ],
+    [
+      pretrainCommand,
+      ["--task", "multihop", ...SMALL, "--worlds", "0", "--out", join(tempDir(), "w")],
+      /^error: pretrain: --worlds must be a whole number >= 1, got 0$/,
+      2,
+    ],
+    [
+      pretrainCommand,
+      ["--task", "multihop", ...SMALL, "--init", join(model, "missing"), "--steps", "1", "--out", join(tempDir(), "b")],
+      /^error: .*missing.*model directory not found/,
+      1,
+    ],
   ];
   for (const [cmd, argv, re, code] of cases) {
     const r = await run(cmd, argv);
@@ -110,9 +229,19 @@ test("main: evaluates, trains, evaluates again and leaves a run directory with e
   assert.ok(existsSync(MAIN_JOB_DEFAULTS.recipe()), "the recipe ships with the package");
   const out = join(tempDir(), "run");
   const r = await run(mainJobCommand, [
-    "--base", model, "--out", out,
-    "task.options.train=4", "task.options.val=4", "task.options.test=2",
-    "rollout.n=2", "rollout.maxTurns=2", "rollout.maxTokensPerTurn=6", "train.iterations=1", "train.batchSize=2", "train.valEvery=0",
+    "--base",
+    model,
+    "--out",
+    out,
+    "task.options.train=4",
+    "task.options.val=4",
+    "task.options.test=2",
+    "rollout.n=2",
+    "rollout.maxTurns=2",
+    "rollout.maxTokensPerTurn=6",
+    "train.iterations=1",
+    "train.batchSize=2",
+    "train.valEvery=0",
   ]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
   const text = r.stdout.join("\n");

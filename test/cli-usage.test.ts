@@ -9,12 +9,17 @@ import { InputError, UsageError, formatError } from "../src/util/errors.js";
 import { captureIO, cliEntry, tempDir } from "./helpers.js";
 
 // package.json is one level up from test/ under tsx, two from dist/test/.
-const packageFile = [new URL("../package.json", import.meta.url), new URL("../../package.json", import.meta.url)].find((u) => existsSync(u))!;
+const packageFile = [new URL("../package.json", import.meta.url), new URL("../../package.json", import.meta.url)].find(
+  (u) => existsSync(u),
+)!;
 const version = (JSON.parse(readFileSync(packageFile, "utf8")) as { version: string }).version;
 
 /** The CLI as a child process, the way a user runs it. */
 function bin(args: string[]) {
-  return spawnSync(process.execPath, [...process.execArgv, cliEntry(), ...args], { encoding: "utf8", env: { ...process.env, AGENT_R1_DEBUG: "" } });
+  return spawnSync(process.execPath, [...process.execArgv, cliEntry(), ...args], {
+    encoding: "utf8",
+    env: { ...process.env, AGENT_R1_DEBUG: "" },
+  });
 }
 
 test("--version, -v and version print package.json's version and exit 0", async () => {
@@ -33,7 +38,8 @@ test("--help lists every command and the --version line; no command at all is a 
   const io = captureIO();
   assert.equal(await runCli(["--help"], io), EXIT.ok);
   const text = io.stdout.join("\n");
-  for (const c of COMMANDS) assert.match(text, new RegExp(`^  ${c.name} +${c.summary.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"), c.name);
+  for (const c of COMMANDS)
+    assert.match(text, new RegExp(`^  ${c.name} +${c.summary.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"), c.name);
   assert.match(text, /^agent-r1 --version prints the version\.$/m);
   const none = captureIO();
   assert.equal(await runCli([], none), EXIT.usage);
@@ -57,12 +63,16 @@ test("every flag of every command has a one-line description, and CMD --help lis
     assert.equal(lines.length, names.length, `${cmd.name}: one line per flag`);
     names.forEach((name, i) => {
       const f = cmd.flags[name];
-      assert.ok(f.description.trim().length > 0 && !f.description.includes("\n"), `${cmd.name} --${name}: a one-line description`);
+      assert.ok(
+        f.description.trim().length > 0 && !f.description.includes("\n"),
+        `${cmd.name} --${name}: a one-line description`,
+      );
       const head = f.type === "string" ? `--${name} ${f.value}` : `--${name}`;
       assert.ok(lines[i].trimStart().startsWith(head), `${cmd.name}: line ${i} is ${lines[i]}`);
       assert.ok(lines[i].includes(f.description), `${cmd.name} --${name}: its description is printed`);
       const shown = f.type === "string" ? (f.default ?? f.fallback) : undefined;
-      if (shown !== undefined) assert.ok(lines[i].includes(`default: ${shown}`), `${cmd.name} --${name}: its default is printed`);
+      if (shown !== undefined)
+        assert.ok(lines[i].includes(`default: ${shown}`), `${cmd.name} --${name}: its default is printed`);
     });
   }
 });
@@ -88,19 +98,49 @@ test("usage errors exit 2 with one line naming the flag; nothing is read or writ
   const out = join(dir, "out");
   const cases: [string[], RegExp][] = [
     [["unknown-command"], /^error: unknown command 'unknown-command'; commands: demo, main, /],
-    [["eval", "--model", out, "--task", "calc", "--verbose"], /^error: eval: unknown flag '--verbose' \(hint: run 'agent-r1 eval --help'\)$/],
+    [
+      ["eval", "--model", out, "--task", "calc", "--verbose"],
+      /^error: eval: unknown flag '--verbose' \(hint: run 'agent-r1 eval --help'\)$/,
+    ],
     [["init-model", "--out"], /^error: init-model: Option '--out <value>' argument missing/],
     [["export", "--out", out], /^error: export: --checkpoint is required \(hint: run 'agent-r1 export --help'\)$/],
-    [["data", "--task", "calc", "--out", join(dir, "rows.jsonl"), "extra"], /^error: data: unexpected argument 'extra'/],
-    [["train", "--out", out, "iterations"], /^error: train: unexpected argument 'iterations' \(hint: overrides look like key\.path=value\)$/],
-    [["generate", "--model", out, "--prompt", "hi", "--top-k", "many"], /^error: generate: --top-k must be a number, got 'many'$/],
+    [
+      ["data", "--task", "calc", "--out", join(dir, "rows.jsonl"), "extra"],
+      /^error: data: unexpected argument 'extra'/,
+    ],
+    [
+      ["train", "--out", out, "iterations"],
+      /^error: train: unexpected argument 'iterations' \(hint: overrides look like key\.path=value\)$/,
+    ],
+    [
+      ["generate", "--model", out, "--prompt", "hi", "--top-k", "many"],
+      /^error: generate: --top-k must be a number, got 'many'$/,
+    ],
     [["serve", "--model", out, "--port", "70000"], /^error: serve: --port must be an integer in \[0, 65535\]/],
-    [["export", "--checkpoint", out, "--out", out, "--dtype", "f8"], /^error: export: --dtype must be one of f32, bf16, f16, got 'f8'$/],
-    [["score", "--model", out, "--input", "x.jsonl", "--backend", "gpu"], /^error: score: --backend: unknown backend 'gpu'; choose one of: auto, native, tfjs$/],
-    [["data", "--task", "poetry", "--out", join(dir, "rows.jsonl")], /^error: unknown task 'poetry'; tasks: multihop, calc$/],
-    [["data", "--task", "calc", "--out", join(dir, "rows.jsonl"), "--option", "train"], /^error: data: --option 'train' must look like name=value/],
-    [["train", "--resume", out, "--force"], /^error: train: give --resume \(continue the run\) or --force \(start over\), not both$/],
-    [["tokenize", "--model", out, "--text", "a", "--messages", "m.json"], /^error: tokenize: give --text or --messages, not both$/],
+    [
+      ["export", "--checkpoint", out, "--out", out, "--dtype", "f8"],
+      /^error: export: --dtype must be one of f32, bf16, f16, got 'f8'$/,
+    ],
+    [
+      ["score", "--model", out, "--input", "x.jsonl", "--backend", "gpu"],
+      /^error: score: --backend: unknown backend 'gpu'; choose one of: auto, native, tfjs$/,
+    ],
+    [
+      ["data", "--task", "poetry", "--out", join(dir, "rows.jsonl")],
+      /^error: unknown task 'poetry'; tasks: multihop, calc$/,
+    ],
+    [
+      ["data", "--task", "calc", "--out", join(dir, "rows.jsonl"), "--option", "train"],
+      /^error: data: --option 'train' must look like name=value/,
+    ],
+    [
+      ["train", "--resume", out, "--force"],
+      /^error: train: give --resume \(continue the run\) or --force \(start over\), not both$/,
+    ],
+    [
+      ["tokenize", "--model", out, "--text", "a", "--messages", "m.json"],
+      /^error: tokenize: give --text or --messages, not both$/,
+    ],
     [["demo", "--out", out, "--iterations", "0"], /^error: demo: --iterations must be a whole number >= 1, got 0$/],
   ];
   for (const [args, re] of cases) assert.match(await failsWith(EXIT.usage, args), re, args.join(" "));

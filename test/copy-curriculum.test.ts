@@ -6,7 +6,18 @@ import { blendWord, copyDatums, corpusWords } from "../src/train/copy-curriculum
 import { Rng } from "../src/util/rng.js";
 
 test("corpusWords: distinct letter and digit runs in first-seen order, up to a limit", () => {
-  assert.deepEqual(corpusWords(["Kikel Foods is a company.", "Kikel is 1950 old; Foods had 863000 people, 1950!"]), ["Kikel", "Foods", "is", "a", "company", "1950", "old", "had", "863000", "people"]);
+  assert.deepEqual(corpusWords(["Kikel Foods is a company.", "Kikel is 1950 old; Foods had 863000 people, 1950!"]), [
+    "Kikel",
+    "Foods",
+    "is",
+    "a",
+    "company",
+    "1950",
+    "old",
+    "had",
+    "863000",
+    "people",
+  ]);
   assert.deepEqual(corpusWords(["a b c d"], 2), ["a", "b"]);
 });
 
@@ -28,14 +39,20 @@ test("copyDatums: second half repeats the first, loss only on the copied targets
     const k = tok.decode(full.slice(0, half)).split(" ");
     assert.ok(k.length >= 2 && k.length <= 5 && k.every((w) => words.includes(w)));
   }
-  assert.deepEqual(copyDatums(tok, words, { count: 20, minWords: 2, maxWords: 5, seed: 3 }), ds, "deterministic for a seed");
+  assert.deepEqual(
+    copyDatums(tok, words, { count: 20, minWords: 2, maxWords: 5, seed: 3 }),
+    ds,
+    "deterministic for a seed",
+  );
 });
 
 test("blendWord: a head of one word and a tail of another; numbers stay numbers of the same length", () => {
   const rng = new Rng(5, 1);
   for (let i = 0; i < 200; i++) {
     const w = blendWord("Munarus", "Zanzan", rng);
-    const cut = [...Array(7).keys()].some((h) => h >= 1 && w.startsWith("Munarus".slice(0, h)) && "zanzan".endsWith(w.slice(h)) && w.length > h);
+    const cut = [...Array(7).keys()].some(
+      (h) => h >= 1 && w.startsWith("Munarus".slice(0, h)) && "zanzan".endsWith(w.slice(h)) && w.length > h,
+    );
     assert.ok(cut, `'${w}' is not head(Munarus) + tail(zanzan)`);
     const n = blendWord("863000", "Zanzan", rng);
     assert.match(n, /^[1-9][0-9]{5}$/);
@@ -47,7 +64,8 @@ test("copyDatums: with blend, some copied words are made up, and the copy still 
   const words = ["Kikel", "Linda", "Quife", "Wenmar", "1950"];
   const ds = copyDatums(tok, words, { count: 50, minWords: 3, maxWords: 6, seed: 2, blend: 0.5 });
   const nl = tok.encode("\n");
-  let madeUp = 0, total = 0;
+  let madeUp = 0,
+    total = 0;
   for (const d of ds) {
     const full = [...d.tokens, d.targetTokens[d.targetTokens.length - 1]];
     const half = (full.length - nl.length) / 2;

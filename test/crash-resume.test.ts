@@ -35,9 +35,17 @@ interface Child {
 function runToy(out: string, iterations: number, opts: { resume?: boolean; fault?: string } = {}): Promise<Child> {
   const entry = fileURLToPath(new URL("./fixtures/train-toy.js", import.meta.url));
   const file = existsSync(entry) ? entry : entry.replace(/\.js$/, ".ts");
-  const args = [...process.execArgv, file, out, String(iterations), ...(opts.resume ? ["--resume"] : []), ...(opts.fault ? ["--faults", opts.fault] : [])];
+  const args = [
+    ...process.execArgv,
+    file,
+    out,
+    String(iterations),
+    ...(opts.resume ? ["--resume"] : []),
+    ...(opts.fault ? ["--faults", opts.fault] : []),
+  ];
   const child = spawn(process.execPath, args, { stdio: ["ignore", "ignore", "pipe"] });
-  let stderr = "", paused: string | undefined;
+  let stderr = "",
+    paused: string | undefined;
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (chunk: string) => {
     stderr += chunk;
@@ -48,31 +56,55 @@ function runToy(out: string, iterations: number, opts: { resume?: boolean; fault
     }
   });
   const guard = setTimeout(() => child.kill("SIGKILL"), 90_000);
-  return new Promise((resolve) => child.on("exit", (code, signal) => {
-    clearTimeout(guard);
-    resolve({ code, signal, stderr, paused });
-  }));
+  return new Promise((resolve) =>
+    child.on("exit", (code, signal) => {
+      clearTimeout(guard);
+      resolve({ code, signal, stderr, paused });
+    }),
+  );
 }
 
 type Metrics = Record<string, number>;
-const metrics = (out: string): Metrics[] => readFileSync(join(out, "metrics.jsonl"), "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l) as Metrics);
+const metrics = (out: string): Metrics[] =>
+  readFileSync(join(out, "metrics.jsonl"), "utf8")
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as Metrics);
 
 /** Iterations 1..n, each once, in order. */
 function assertContiguous(m: Metrics[], n: number): void {
-  assert.deepEqual(m.map((x) => x.iteration), Array.from({ length: n }, (_, i) => i + 1));
+  assert.deepEqual(
+    m.map((x) => x.iteration),
+    Array.from({ length: n }, (_, i) => i + 1),
+  );
 }
 
 /** The resumed run repeats the uninterrupted one: same data order, same rewards, same losses (to float noise). */
 function assertSameRun(m: Metrics[], reference: Metrics[]): void {
-  for (const key of ["data_position", "reward", "response_tokens"]) assert.deepEqual(m.map((x) => x[key]), reference.slice(0, m.length).map((x) => x[key]), key);
-  m.forEach((x, i) => assert.ok(Math.abs(x.loss - reference[i].loss) < 1e-5, `loss at iteration ${i + 1}: ${x.loss} vs ${reference[i].loss}`));
+  for (const key of ["data_position", "reward", "response_tokens"])
+    assert.deepEqual(
+      m.map((x) => x[key]),
+      reference.slice(0, m.length).map((x) => x[key]),
+      key,
+    );
+  m.forEach((x, i) =>
+    assert.ok(
+      Math.abs(x.loss - reference[i].loss) < 1e-5,
+      `loss at iteration ${i + 1}: ${x.loss} vs ${reference[i].loss}`,
+    ),
+  );
 }
 
 function assertCheckpointsClean(out: string, newest: number): void {
   const names = readdirSync(join(out, "checkpoints"));
-  assert.deepEqual(names.filter((n) => !/^step-\d+$/.test(n)), [], "no temporary directories left");
+  assert.deepEqual(
+    names.filter((n) => !/^step-\d+$/.test(n)),
+    [],
+    "no temporary directories left",
+  );
   assert.equal(listCheckpoints(out)[0], newest);
-  for (const s of listCheckpoints(out)) assert.equal(verifyCheckpoint(join(out, "checkpoints", `step-${s}`)), undefined, `step-${s}`);
+  for (const s of listCheckpoints(out))
+    assert.equal(verifyCheckpoint(join(out, "checkpoints", `step-${s}`)), undefined, `step-${s}`);
 }
 
 let reference: Metrics[];
@@ -143,7 +175,12 @@ test("a corrupted newest checkpoint is skipped for the previous one, named in th
   const resumed = await runToy(out, ITERATIONS + 1, { resume: true });
   assert.equal(resumed.code, 0, resumed.stderr);
   const skip = join(out, "checkpoints", "step-3");
-  assert.ok(resumed.stderr.includes(`skipping checkpoint ${skip}: policy/model.safetensors does not match its checksum; resuming from step-2`), resumed.stderr);
+  assert.ok(
+    resumed.stderr.includes(
+      `skipping checkpoint ${skip}: policy/model.safetensors does not match its checksum; resuming from step-2`,
+    ),
+    resumed.stderr,
+  );
   const m = metrics(out);
   assertContiguous(m, ITERATIONS + 1);
   assertSameRun(m, reference);

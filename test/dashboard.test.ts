@@ -29,19 +29,36 @@ function recipe(): string {
   throw new Error("recipes/smoke.yaml not found");
 }
 
-const metricLines = (dir: string) => readFileSync(join(dir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
+const metricLines = (dir: string) =>
+  readFileSync(join(dir, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Record<string, number>);
 
 before(async () => {
   run = join(tempDir("agent-r1-dash-"), "run");
   const io = captureIO();
-  const code = await runCli(["train", "--config", recipe(), "--out", run, `train.iterations=${ITERATIONS}`, "train.valEvery=2", "train.checkpointEvery=0"], io);
+  const code = await runCli(
+    [
+      "train",
+      "--config",
+      recipe(),
+      "--out",
+      run,
+      `train.iterations=${ITERATIONS}`,
+      "train.valEvery=2",
+      "train.checkpointEvery=0",
+    ],
+    io,
+  );
   assert.equal(code, 0, io.stderr.join("\n"));
   assert.equal(metricLines(run).length, ITERATIONS);
 });
 
 /** A trajectory in the trainer's decoded format with one good and one failed tool call. */
 function handmadeTrajectory() {
-  const context = "<|im_start|>system\nSolve the problem with the calculator tool.<|im_end|>\n<|im_start|>user\nAda has 17 apples and buys 25 more. How many now?<|im_end|>\n<|im_start|>assistant\n";
+  const context =
+    "<|im_start|>system\nSolve the problem with the calculator tool.<|im_end|>\n<|im_start|>user\nAda has 17 apples and buys 25 more. How many now?<|im_end|>\n<|im_start|>assistant\n";
   return {
     id: "r0-s0",
     rowIndex: 0,
@@ -51,17 +68,33 @@ function handmadeTrajectory() {
     steps: [
       {
         context,
-        action: '<think>add them</think>\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "17 + 25"}}\n</tool_call>\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "17 +"}}\n</tool_call>',
-        observation: "<|im_end|>\n<|im_start|>user\n<tool_response>\n42\n</tool_response>\n<tool_response>\nError: unexpected end\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
+        action:
+          '<think>add them</think>\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "17 + 25"}}\n</tool_call>\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "17 +"}}\n</tool_call>',
+        observation:
+          "<|im_end|>\n<|im_start|>user\n<tool_response>\n42\n</tool_response>\n<tool_response>\nError: unexpected end\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
         reward: 0,
         done: false,
         stopReason: "stop",
         toolCalls: [
           { name: "calculator", arguments: { expression: "17 + 25" }, ok: true, text: "42", ms: 1 },
-          { name: "calculator", arguments: { expression: "17 +" }, ok: false, error: "tool_error", text: "Error: unexpected end", ms: 0 },
+          {
+            name: "calculator",
+            arguments: { expression: "17 +" },
+            ok: false,
+            error: "tool_error",
+            text: "Error: unexpected end",
+            ms: 0,
+          },
         ],
       },
-      { action: "<think>got it</think>\n<answer>42</answer>", observation: "", reward: 1, done: true, stopReason: "stop", toolCalls: [] },
+      {
+        action: "<think>got it</think>\n<answer>42</answer>",
+        observation: "",
+        reward: 1,
+        done: true,
+        stopReason: "stop",
+        toolCalls: [],
+      },
     ],
   };
 }
@@ -113,7 +146,10 @@ async function waitForPoints(page: Page, group: string, n: number, timeout = 500
 }
 
 test("the page charts a real run, lists its samples, and follows it live", async (t) => {
-  if (!existsSync(CHROMIUM)) assert.fail(`Chromium not found at ${CHROMIUM}: install Debian's chromium (apt-get install chromium) or set AGENT_R1_CHROMIUM to a Chromium executable`);
+  if (!existsSync(CHROMIUM))
+    assert.fail(
+      `Chromium not found at ${CHROMIUM}: install Debian's chromium (apt-get install chromium) or set AGENT_R1_CHROMIUM to a Chromium executable`,
+    );
   const dash = await startDashboard({ runDir: run, port: 0 });
   let browser: Browser | undefined;
   t.after(async () => {
@@ -148,29 +184,51 @@ test("the page charts a real run, lists its samples, and follows it live", async
     assert.ok(s, `chart '${group}' is missing`);
     for (const k of keys) {
       assert.ok(s.labels.includes(k), `chart '${group}' lacks ${k}: ${s.labels.join(", ")}`);
-      assert.equal(s.lengths[s.labels.indexOf(k)], metrics.filter((m) => typeof m[k] === "number").length, `${group}/${k} points`);
+      assert.equal(
+        s.lengths[s.labels.indexOf(k)],
+        metrics.filter((m) => typeof m[k] === "number").length,
+        `${group}/${k} points`,
+      );
     }
     assert.equal(s.lengths[0], ITERATIONS, `${group}: one point per iteration`);
     assert.ok(s.nonBlank > 500, `chart '${group}' canvas is blank`);
-    assert.equal(s.colored, ITERATIONS, `chart '${group}': ${s.colored} of ${ITERATIONS} points drawn in the first dataset's color`);
+    assert.equal(
+      s.colored,
+      ITERATIONS,
+      `chart '${group}': ${s.colored} of ${ITERATIONS} points drawn in the first dataset's color`,
+    );
   }
   // Validation (iteration 2) appears as its own series; timings get a total.
   const reward = (await chartState(page, "reward"))!;
   assert.equal(reward.lengths[reward.labels.indexOf("val/reward")], metrics.filter((m) => "val/reward" in m).length);
   const timing = (await chartState(page, "timing"))!;
-  assert.ok(timing.labels.some((l) => l.startsWith("total")), timing.labels.join(", "));
+  assert.ok(
+    timing.labels.some((l) => l.startsWith("total")),
+    timing.labels.join(", "),
+  );
   // No chart for a metric family the run does not have (no critic → no value loss is fine, but no empty charts).
   const groups = await page.$$eval("canvas[data-group]", (cs) => cs.map((c) => (c as HTMLElement).dataset.group!));
   for (const g of groups) assert.ok(((await chartState(page, g))?.lengths[0] ?? 0) > 0, `chart '${g}' is empty`);
 
   // Samples: newest iteration first, the newest open, each trajectory's blocks from the file.
   await page.waitForSelector(`details.iteration[data-iteration="${ITERATIONS}"][data-loaded="yes"]`, { timeout: 5000 });
-  const order = await page.$$eval("details.iteration", (ds) => ds.map((d) => Number((d as HTMLElement).dataset.iteration)));
-  assert.deepEqual(order, Array.from({ length: ITERATIONS }, (_, i) => ITERATIONS - i));
-  const file = readFileSync(join(run, "samples", `iter-${ITERATIONS}.jsonl`), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { steps: { toolCalls: unknown[] }[] });
+  const order = await page.$$eval("details.iteration", (ds) =>
+    ds.map((d) => Number((d as HTMLElement).dataset.iteration)),
+  );
+  assert.deepEqual(
+    order,
+    Array.from({ length: ITERATIONS }, (_, i) => ITERATIONS - i),
+  );
+  const file = readFileSync(join(run, "samples", `iter-${ITERATIONS}.jsonl`), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { steps: { toolCalls: unknown[] }[] });
   const newest = `details.iteration[data-iteration="${ITERATIONS}"]`;
   assert.equal(await page.locator(`${newest} .trajectory`).count(), file.length);
-  assert.equal(await page.locator(`${newest} .msg.assistant`).count(), file.reduce((n, tr) => n + tr.steps.length, 0));
+  assert.equal(
+    await page.locator(`${newest} .msg.assistant`).count(),
+    file.reduce((n, tr) => n + tr.steps.length, 0),
+  );
   const calls = file.reduce((n, tr) => n + tr.steps.reduce((k, s) => k + s.toolCalls.length, 0), 0);
   assert.equal(await page.locator(`${newest} .msg.tool-call`).count(), calls);
   assert.equal(await page.locator(`${newest} .msg.tool-response`).count(), calls);
@@ -179,7 +237,10 @@ test("the page charts a real run, lists its samples, and follows it live", async
   const next = ITERATIONS + 1;
   mkdirSync(join(run, "samples"), { recursive: true });
   writeFileSync(join(run, "samples", `iter-${next}.jsonl`), JSON.stringify(handmadeTrajectory()) + "\n");
-  appendFileSync(join(run, "metrics.jsonl"), JSON.stringify({ ...metrics[metrics.length - 1], iteration: next, reward: 0.75, em: 0.5 }) + "\n");
+  appendFileSync(
+    join(run, "metrics.jsonl"),
+    JSON.stringify({ ...metrics[metrics.length - 1], iteration: next, reward: 0.75, em: 0.5 }) + "\n",
+  );
   await waitForPoints(page, "reward", next);
   await waitForPoints(page, "timing", next);
   const live = (await chartState(page, "reward"))!;
@@ -205,14 +266,24 @@ test("the page charts a real run, lists its samples, and follows it live", async
   assert.match((await responses.nth(0).textContent())!, /42/);
   assert.match((await responses.nth(1).getAttribute("class"))!, /failed/);
   assert.match((await responses.nth(1).textContent())!, /unexpected end/);
-  assert.equal(await page.locator(`${top} .msg.assistant .msg`).count(), 0, "tool blocks are not nested in the assistant's");
+  assert.equal(
+    await page.locator(`${top} .msg.assistant .msg`).count(),
+    0,
+    "tool blocks are not nested in the assistant's",
+  );
   assert.match((await page.locator(`${top} .msg.assistant`).last().textContent())!, /<answer>42<\/answer>/);
   assert.equal(await page.locator(`${top} .msg.assistant .inline-call`).count(), 2);
   const backgrounds = await page.$$eval(
-    [".msg.assistant", ".msg.tool-call", ".msg.tool-response:not(.failed)", ".msg.tool-response.failed"].map((c) => `${top} ${c}`).join(", "),
+    [".msg.assistant", ".msg.tool-call", ".msg.tool-response:not(.failed)", ".msg.tool-response.failed"]
+      .map((c) => `${top} ${c}`)
+      .join(", "),
     (els) => [...new Set(els.map((e) => getComputedStyle(e).backgroundColor))],
   );
-  assert.equal(backgrounds.length, 4, `assistant, tool call, tool response and failed response look alike: ${backgrounds.join(" ")}`);
+  assert.equal(
+    backgrounds.length,
+    4,
+    `assistant, tool call, tool response and failed response look alike: ${backgrounds.join(" ")}`,
+  );
 
   // A half-written last line is held back, then read once complete.
   appendFileSync(join(run, "metrics.jsonl"), `{"iteration":${next + 1},"reward":0.`);
@@ -248,8 +319,11 @@ test("a missing run directory or metrics file is one error line and exit 1", asy
 });
 
 test("the command prints where it serves and stops cleanly on SIGTERM", async () => {
-  const child = spawn(process.execPath, [...process.execArgv, cliEntry(), "dashboard", run, "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
-  let out = "", err = "";
+  const child = spawn(process.execPath, [...process.execArgv, cliEntry(), "dashboard", run, "--port", "0"], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "",
+    err = "";
   child.stderr.on("data", (d) => (err += d));
   const exited = new Promise<number | null>((ok) => child.on("exit", (code) => ok(code)));
   const line = await new Promise<string>((ok, fail) => {
@@ -290,9 +364,15 @@ test("the metrics tail reads appended lines, holds back a partial one, and start
   assert.equal(tail.refresh(), 2);
   appendFileSync(f, Buffer.from("m\u00e9", "utf8").subarray(0, 2)); // a multi-byte character cut in half
   assert.equal(tail.refresh(), 0);
-  appendFileSync(f, Buffer.concat([Buffer.from("m\u00e9", "utf8").subarray(2), Buffer.from('":"x"}\nnot json\n{"iteration":4}')]));
+  appendFileSync(
+    f,
+    Buffer.concat([Buffer.from("m\u00e9", "utf8").subarray(2), Buffer.from('":"x"}\nnot json\n{"iteration":4}')]),
+  );
   assert.equal(tail.refresh(), 2); // iteration 3, then 4 (a complete object, even without its newline)
-  assert.deepEqual(tail.records.map((r) => r.iteration), [1, 2, 3, 4]);
+  assert.deepEqual(
+    tail.records.map((r) => r.iteration),
+    [1, 2, 3, 4],
+  );
   assert.equal(tail.records[2]["namé"], "x");
   assert.equal(tail.records[0].name, "é");
   assert.equal(tail.skipped, 1);
@@ -300,11 +380,16 @@ test("the metrics tail reads appended lines, holds back a partial one, and start
   assert.equal(tail.refresh(), 1);
   const gen = tail.generation;
   // A resumed run rewrites the file with fewer lines, then appends more, before the next look.
-  writeFileSync(f, '{"iteration":1}\n{"iteration":2,"resumed":true}\n{"iteration":3,"resumed":true}\n{"iteration":4,"resumed":true}\n{"iteration":5,"resumed":true}\n{"iteration":6,"resumed":true}\n');
+  writeFileSync(
+    f,
+    '{"iteration":1}\n{"iteration":2,"resumed":true}\n{"iteration":3,"resumed":true}\n{"iteration":4,"resumed":true}\n{"iteration":5,"resumed":true}\n{"iteration":6,"resumed":true}\n',
+  );
   tail.refresh();
   assert.ok(tail.generation > gen);
-  assert.deepEqual(tail.records.map((r) => r.iteration), [1, 2, 3, 4, 5, 6]);
+  assert.deepEqual(
+    tail.records.map((r) => r.iteration),
+    [1, 2, 3, 4, 5, 6],
+  );
   assert.equal(tail.records[1].resumed, true);
   assert.equal(tail.skipped, 0);
 });
-

@@ -32,7 +32,11 @@ before(async () => {
   writeFileSync(recipe, RECIPE);
   run = join(root, "run");
   const t = captureIO();
-  assert.equal(await runCli(["train", "--config", recipe, "--out", run, `model.path=${model}`], t), 0, t.stderr.join("\n"));
+  assert.equal(
+    await runCli(["train", "--config", recipe, "--out", run, `model.path=${model}`], t),
+    0,
+    t.stderr.join("\n"),
+  );
 });
 
 /** A directory of someone else's files. */
@@ -82,7 +86,10 @@ test("export into the run that holds the checkpoint, into the checkpoint, or int
   for (const out of [run, step1(), join(step1(), "policy"), join(run, "checkpoints")]) {
     for (const force of [[], ["--force"]]) {
       const line = await refused(["export", "--checkpoint", step1(), "--out", out, ...force], [run]);
-      assert.match(line, /export: --out .* (contains|is|lies inside) the checkpoint it reads .*writing there would destroy it/);
+      assert.match(
+        line,
+        /export: --out .* (contains|is|lies inside) the checkpoint it reads .*writing there would destroy it/,
+      );
     }
   }
 });
@@ -92,9 +99,17 @@ test("export into a foreign non-empty directory is refused; --force replaces it 
   const line = await refused(["export", "--checkpoint", step1(), "--out", dir], [dir]);
   assert.match(line, /export: --out .*mine is not empty \(checkpoints, config\.yaml, notes\.txt\) \(hint: .*--force/);
   await ok(["export", "--checkpoint", step1(), "--out", dir, "--force"]);
-  assert.deepEqual(readdirSync(dir).sort(), ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
+  assert.deepEqual(readdirSync(dir).sort(), [
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+  ]);
   await ok(["generate", "--model", dir, "--prompt", "hi", "--max-tokens", "2"]);
-  assert.ok(!readdirSync(join(dir, "..")).some((n) => n.includes(".tmp-") || n.includes(".old-")), "no temporary directory left");
+  assert.ok(
+    !readdirSync(join(dir, "..")).some((n) => n.includes(".tmp-") || n.includes(".old-")),
+    "no temporary directory left",
+  );
 });
 
 test("every writing command refuses a foreign non-empty --out, a checkpoint's own directory and a non-empty `.`, leaving each byte-identical", async () => {
@@ -113,8 +128,14 @@ test("every writing command refuses a foreign non-empty --out, a checkpoint's ow
     assert.match(line, /mine is not empty/, args[0]);
     assert.match(line, /--force/, args[0]);
   }
-  for (const args of commands(step1())) assert.match(await refused(args, [run]), /step-1 (is not empty|is the checkpoint it reads)/, args[0]);
-  for (const args of commands(".")) assert.match(await refused(args, [dir], { cwd: dir }), /(--out|:) \. (is the current directory and is not empty|is not empty)/, args[0]);
+  for (const args of commands(step1()))
+    assert.match(await refused(args, [run]), /step-1 (is not empty|is the checkpoint it reads)/, args[0]);
+  for (const args of commands("."))
+    assert.match(
+      await refused(args, [dir], { cwd: dir }),
+      /(--out|:) \. (is the current directory and is not empty|is not empty)/,
+      args[0],
+    );
 });
 
 test("demo reuses an earlier demo's directory (its model), and refuses any other non-empty one", async () => {
@@ -151,7 +172,10 @@ test("train and export refuse a --out that contains what they read, even with --
   const rowsDir = foreign();
   const rows = join(rowsDir, "rows.jsonl");
   await ok(["data", "--task", "calc", "--split", "train", "--out", rows, "--option", "train=4"]);
-  const line = await refused(["train", "--config", recipe, "--out", rowsDir, `data.train=${rows}`, "--force"], [rowsDir]);
+  const line = await refused(
+    ["train", "--config", recipe, "--out", rowsDir, `data.train=${rows}`, "--force"],
+    [rowsDir],
+  );
   assert.match(line, /contains the data file it reads/);
   const line2 = await refused(["train", "--config", recipe, "--out", root, `model.path=${model}`, "--force"], [model]);
   assert.match(line2, /contains the model it reads/);
@@ -159,11 +183,17 @@ test("train and export refuse a --out that contains what they read, even with --
 
 test("--out . : a non-empty working directory is refused even with --force; an empty one receives the files, with no temporary directory left", async () => {
   const busy = foreign();
-  for (const args of [["init-model", "--preset", "tiny", "--out", "."], ["init-model", "--preset", "tiny", "--out", ".", "--force"], ["train", "--config", recipe, "--out", ".", "--force"], ["tokenizer", "--task", "calc", "--vocab", "300", "--out", ".", "--force"]]) {
+  for (const args of [
+    ["init-model", "--preset", "tiny", "--out", "."],
+    ["init-model", "--preset", "tiny", "--out", ".", "--force"],
+    ["train", "--config", recipe, "--out", ".", "--force"],
+    ["tokenizer", "--task", "calc", "--vocab", "300", "--out", ".", "--force"],
+  ]) {
     const line = await refused(args, [busy], { cwd: busy });
     assert.match(line, /--out \. is (the current directory and is not empty|not empty)/, args.join(" "));
   }
-  const parent = tempDir(), empty = join(parent, "empty");
+  const parent = tempDir(),
+    empty = join(parent, "empty");
   mkdirSync(empty);
   await ok(["init-model", "--preset", "tiny", "--out", "."], empty);
   assert.ok(existsSync(join(empty, "config.json")) && existsSync(join(empty, "model.safetensors")));
@@ -174,14 +204,18 @@ test("--out . : a non-empty working directory is refused even with --force; an e
 });
 
 test("data --out: an existing file is refused without --force and replaced with it; a directory is refused", async () => {
-  const dir = tempDir(), file = join(dir, "rows.jsonl");
+  const dir = tempDir(),
+    file = join(dir, "rows.jsonl");
   writeFileSync(file, "mine\n");
   const line = await refused(["data", "--task", "calc", "--split", "test", "--out", file], [dir]);
   assert.match(line, /rows\.jsonl already exists \(hint: pick a new --out, or pass --force to replace it\)/);
   await ok(["data", "--task", "calc", "--split", "test", "--out", file, "--force"]);
   assert.notEqual(readFileSync(file, "utf8"), "mine\n");
   mkdirSync(join(dir, "d.jsonl"));
-  assert.match(await refused(["data", "--task", "calc", "--split", "test", "--out", join(dir, "d.jsonl"), "--force"], [dir]), /is a directory; the output is a file/);
+  assert.match(
+    await refused(["data", "--task", "calc", "--split", "test", "--out", join(dir, "d.jsonl"), "--force"], [dir]),
+    /is a directory; the output is a file/,
+  );
 });
 
 test("checkpoint pruning deletes only older checkpoints: a newer step-N is left alone", async () => {

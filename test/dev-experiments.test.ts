@@ -30,20 +30,35 @@ test("no experiment has a machine's path as a default; each script states its us
     // An absolute path or a run directory in a string literal is a default someone else's machine lacks.
     const found = /["'`](\/(?:tmp|home|work|Users|root|mnt|var|opt)\b[^"'`]*|runs\/[^"'`]*)["'`]/.exec(text);
     assert.equal(found?.[1], undefined, `${f} defaults to ${found?.[1]}`);
-    assert.doesNotMatch(text, /\b(issue \d+|stage \d+|session)\b/i, `${f}: comments say what the script measures, not when it was written`);
+    assert.doesNotMatch(
+      text,
+      /\b(issue \d+|stage \d+|session)\b/i,
+      `${f}: comments say what the script measures, not when it was written`,
+    );
   }
   for (const f of scripts.filter((s) => !HELPERS.includes(s))) {
     const text = readFileSync(join(experiments, f), "utf8");
-    assert.match(text, new RegExp(`const USAGE =\\s*"[^"]*node --import tsx dev/experiments/${f.replace(".", "\\.")}`), `${f}: a usage line`);
+    assert.match(
+      text,
+      new RegExp(`const USAGE =\\s*"[^"]*node --import tsx dev/experiments/${f.replace(".", "\\.")}`),
+      `${f}: a usage line`,
+    );
     assert.match(text, /required\(/, `${f}: required arguments go through usage.ts`);
   }
 });
 
 test("every dev/, scripts/ and examples/ file the README and docs/ name exists", () => {
-  const docs = ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+  const docs = [
+    "README.md",
+    ...readdirSync(join(root, "docs"))
+      .filter((f) => f.endsWith(".md"))
+      .map((f) => `docs/${f}`),
+  ];
   let named = 0;
   for (const doc of docs) {
-    for (const m of readFileSync(join(root, doc), "utf8").matchAll(/\b((?:dev|scripts|examples)\/[\w./-]+\.(?:ts|js|c))\b/g)) {
+    for (const m of readFileSync(join(root, doc), "utf8").matchAll(
+      /\b((?:dev|scripts|examples)\/[\w./-]+\.(?:ts|js|c))\b/g,
+    )) {
       named++;
       assert.ok(existsSync(join(root, m[1])), `${doc} names ${m[1]}, which is not in the repository`);
     }
@@ -59,5 +74,8 @@ test("an experiment run without its arguments prints the usage line and exits 2"
   child.stderr.on("data", (d) => (err += d));
   const code = await new Promise<number | null>((r) => child.on("exit", r));
   assert.equal(code, 2);
-  assert.equal(err, "missing MODEL_DIR\nusage: node --import tsx dev/experiments/split-em.ts MODEL_DIR [split: train] [N: 64] [train size: 8192]\n");
+  assert.equal(
+    err,
+    "missing MODEL_DIR\nusage: node --import tsx dev/experiments/split-em.ts MODEL_DIR [split: train] [N: 64] [train size: 8192]\n",
+  );
 });

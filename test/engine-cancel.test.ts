@@ -54,8 +54,13 @@ const isAbort = (signal: AbortSignal) => (e: unknown) => e === signal.reason && 
 
 /** Same tokens; logprobs equal up to float32 rounding (the batch's shape changes the summation order). */
 function assertSameDraws(a: SampleResult, b: SampleResult): void {
-  assert.deepEqual(a.sequences.map((s) => s.tokens), b.sequences.map((s) => s.tokens));
-  a.sequences.forEach((s, i) => s.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - b.sequences[i].logprobs[t]) < 1e-4, `logprob ${i}/${t}`)));
+  assert.deepEqual(
+    a.sequences.map((s) => s.tokens),
+    b.sequences.map((s) => s.tokens),
+  );
+  a.sequences.forEach((s, i) =>
+    s.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - b.sequences[i].logprobs[t]) < 1e-4, `logprob ${i}/${t}`)),
+  );
 }
 
 for (const workers of [0, 2]) {
@@ -73,7 +78,14 @@ for (const workers of [0, 2]) {
       // The long request (n 4, 1500 tokens) is aborted once the other one has drawn 3 tokens.
       const controller = new AbortController();
       let seen = 0;
-      const cancelled = engine.sample(long, { n: 4, maxTokens: 1500, temperature: 1, seed: 1, stop: [], signal: controller.signal });
+      const cancelled = engine.sample(long, {
+        n: 4,
+        maxTokens: 1500,
+        temperature: 1,
+        seed: 1,
+        stop: [],
+        signal: controller.signal,
+      });
       const shared = engine.sample(short, { ...other, onToken: () => ++seen === 3 && controller.abort() });
       await assert.rejects(cancelled, isAbort(controller.signal));
       assertSameDraws(await shared, alone);
@@ -81,13 +93,30 @@ for (const workers of [0, 2]) {
       const stopped = await quiet(engine);
       await sleep(200);
       const later = await engine.stats();
-      assert.equal(later.scheduler.decodeSteps, stopped.scheduler.decodeSteps, "no decode step after the abort settled");
+      assert.equal(
+        later.scheduler.decodeSteps,
+        stopped.scheduler.decodeSteps,
+        "no decode step after the abort settled",
+      );
       // Uncancelled, the long request alone needs 1500 steps (per replica it runs on); the other one 20.
-      assert.ok(stopped.scheduler.decodeSteps - baseline.scheduler.decodeSteps < 300, `decode steps ${stopped.scheduler.decodeSteps - baseline.scheduler.decodeSteps}`);
+      assert.ok(
+        stopped.scheduler.decodeSteps - baseline.scheduler.decodeSteps < 300,
+        `decode steps ${stopped.scheduler.decodeSteps - baseline.scheduler.decodeSteps}`,
+      );
 
       // A request that aborts itself from its own onToken.
       const self = new AbortController();
-      await assert.rejects(engine.sample(long, { n: 3, maxTokens: 1500, seed: 2, stop: [], signal: self.signal, onToken: () => self.abort() }), isAbort(self.signal));
+      await assert.rejects(
+        engine.sample(long, {
+          n: 3,
+          maxTokens: 1500,
+          seed: 2,
+          stop: [],
+          signal: self.signal,
+          onToken: () => self.abort(),
+        }),
+        isAbort(self.signal),
+      );
       const selfStopped = await quiet(engine);
       assert.ok(selfStopped.scheduler.decodeSteps - stopped.scheduler.decodeSteps < 200);
 
@@ -110,13 +139,22 @@ for (const workers of [0, 2]) {
       const aborted = AbortSignal.abort();
       await assert.rejects(engine.sample(prompt, { n: 4, maxTokens: 50, signal: aborted }), isAbort(aborted));
       const reason = new Error("the user left");
-      await assert.rejects(engine.sample(prompt, { n: 1, maxTokens: 50, signal: AbortSignal.abort(reason) }), (e) => e === reason);
+      await assert.rejects(
+        engine.sample(prompt, { n: 1, maxTokens: 50, signal: AbortSignal.abort(reason) }),
+        (e) => e === reason,
+      );
       const after = await engine.stats();
       assert.deepEqual(after.scheduler, before.scheduler);
-      await assert.rejects(engine.sample(prompt, { signal: {} as AbortSignal }), (e) => e instanceof InputError && /signal must be an AbortSignal/.test(e.message));
+      await assert.rejects(
+        engine.sample(prompt, { signal: {} as AbortSignal }),
+        (e) => e instanceof InputError && /signal must be an AbortSignal/.test(e.message),
+      );
       // A signal that never fires changes nothing.
       const plain = await engine.sample(prompt, { n: 2, maxTokens: 6, seed: 3 });
-      assertSameDraws(await engine.sample(prompt, { n: 2, maxTokens: 6, seed: 3, signal: new AbortController().signal }), plain);
+      assertSameDraws(
+        await engine.sample(prompt, { n: 2, maxTokens: 6, seed: 3, signal: new AbortController().signal }),
+        plain,
+      );
     } finally {
       await engine.dispose();
     }
@@ -140,7 +178,12 @@ const steps = async (srv: RunningServer) => (await (srv.engine as LocalEngine).s
  * Sends a request n 16 x 1500 tokens (a few seconds of compute), waits until it runs, measures
  * the CPU it burns for 500 ms, drops the connection, then measures 500 ms more.
  */
-async function dropMidway(srv: RunningServer, route: string, body: object, started: (res: Promise<http.IncomingMessage>) => Promise<void>) {
+async function dropMidway(
+  srv: RunningServer,
+  route: string,
+  body: object,
+  started: (res: Promise<http.IncomingMessage>) => Promise<void>,
+) {
   const req = http.request(srv.url + route, { method: "POST", headers: { "content-type": "application/json" } });
   req.on("error", () => {}); // we destroy it
   const response = new Promise<http.IncomingMessage>((r) => req.on("response", r));
@@ -163,19 +206,34 @@ test("server: a streamed chat (n 16) dropped after the first chunk stops using C
   const logged: string[] = [];
   const srv = await serve(2, logged);
   try {
-    const body = { messages: [{ role: "user", content: "Tell me a story." }], n: 16, max_tokens: 1500, stream: true, seed: 1 };
+    const body = {
+      messages: [{ role: "user", content: "Tell me a story." }],
+      n: 16,
+      max_tokens: 1500,
+      stream: true,
+      seed: 1,
+    };
     const m = await dropMidway(srv, "/v1/chat/completions", body, async (response) => {
       const res = await response;
       assert.equal(res.statusCode, 200);
       await new Promise((r) => res.once("data", r));
       res.resume();
     });
-    t.diagnostic(`CPU ms per 500 ms: ${m.running.toFixed(0)} running, ${m.afterDrop.toFixed(0)} after the drop; decode steps ${m.stepsAfter}`);
-    assert.ok(m.afterDrop < 0.25 * m.running, `CPU after the drop ${m.afterDrop.toFixed(0)} ms vs ${m.running.toFixed(0)} ms while it ran (500 ms each)`);
+    t.diagnostic(
+      `CPU ms per 500 ms: ${m.running.toFixed(0)} running, ${m.afterDrop.toFixed(0)} after the drop; decode steps ${m.stepsAfter}`,
+    );
+    assert.ok(
+      m.afterDrop < 0.25 * m.running,
+      `CPU after the drop ${m.afterDrop.toFixed(0)} ms vs ${m.running.toFixed(0)} ms while it ran (500 ms each)`,
+    );
     assert.equal(m.stepsAfter, m.stepsBefore, "no decode step after the drop");
     assert.ok(m.stepsAfter < 2 * 1500, `decode steps ${m.stepsAfter}: the request did not run to the end`);
     // The server keeps serving, and reported nothing.
-    const ok = await fetch(srv.url + "/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], max_tokens: 4 }) });
+    const ok = await fetch(srv.url + "/v1/chat/completions", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], max_tokens: 4 }),
+    });
     assert.equal(ok.status, 200);
     assert.deepEqual(logged, []);
   } finally {
@@ -189,7 +247,11 @@ test("server: a non-streamed completion (n 16) dropped mid-way stops using CPU, 
   const engine = srv.engine as LocalEngine;
   try {
     // Warm up first: the model caches some tensors on its first forward pass.
-    await fetch(srv.url + "/v1/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "hi", max_tokens: 2 }) });
+    await fetch(srv.url + "/v1/completions", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "hi", max_tokens: 2 }),
+    });
     await engine.clearPrefixCache();
     const baseline = await engine.stats();
     const body = { prompt: "Once upon a time", n: 16, max_tokens: 1500, seed: 1 };
@@ -199,8 +261,13 @@ test("server: a non-streamed completion (n 16) dropped mid-way stops using CPU, 
       while ((await steps(srv)) < 10) await sleep(10);
     });
     assert.equal(answered, false, "the client left before the answer");
-    t.diagnostic(`CPU ms per 500 ms: ${m.running.toFixed(0)} running, ${m.afterDrop.toFixed(0)} after the drop; decode steps ${m.stepsAfter}`);
-    assert.ok(m.afterDrop < 0.25 * m.running, `CPU after the drop ${m.afterDrop.toFixed(0)} ms vs ${m.running.toFixed(0)} ms while it ran (500 ms each)`);
+    t.diagnostic(
+      `CPU ms per 500 ms: ${m.running.toFixed(0)} running, ${m.afterDrop.toFixed(0)} after the drop; decode steps ${m.stepsAfter}`,
+    );
+    assert.ok(
+      m.afterDrop < 0.25 * m.running,
+      `CPU after the drop ${m.afterDrop.toFixed(0)} ms vs ${m.running.toFixed(0)} ms while it ran (500 ms each)`,
+    );
     assert.equal(m.stepsAfter, m.stepsBefore, "no decode step after the drop");
     assert.ok(m.stepsAfter < 1500, `decode steps ${m.stepsAfter}: the request did not run to the end`);
     await engine.clearPrefixCache();

@@ -26,7 +26,11 @@ after(() => {
   fs.rmSync(root, { recursive: true, force: true });
 });
 
-async function sampleWithEvents(engine: LocalEngine, prompt: number[], params: SamplingParams): Promise<{ res: SampleResult; events: TokenEvent[]; resolvedAfter: number }> {
+async function sampleWithEvents(
+  engine: LocalEngine,
+  prompt: number[],
+  params: SamplingParams,
+): Promise<{ res: SampleResult; events: TokenEvent[]; resolvedAfter: number }> {
   const events: TokenEvent[] = [];
   let settled = false;
   let late = 0;
@@ -43,13 +47,25 @@ async function sampleWithEvents(engine: LocalEngine, prompt: number[], params: S
 
 function assertEventsMatch(res: SampleResult, events: TokenEvent[]): void {
   const n = res.sequences.length;
-  for (const e of events) assert.ok(Number.isInteger(e.index) && e.index >= 0 && e.index < n, `index ${e.index} out of [0, ${n})`);
+  for (const e of events)
+    assert.ok(Number.isInteger(e.index) && e.index >= 0 && e.index < n, `index ${e.index} out of [0, ${n})`);
   res.sequences.forEach((seq, i) => {
     const mine = events.filter((e) => e.index === i);
-    assert.deepEqual(mine.map((e) => e.token), seq.tokens, `tokens of sequence ${i}`);
-    assert.deepEqual(mine.map((e) => e.logprob), seq.logprobs, `logprobs of sequence ${i}`);
+    assert.deepEqual(
+      mine.map((e) => e.token),
+      seq.tokens,
+      `tokens of sequence ${i}`,
+    );
+    assert.deepEqual(
+      mine.map((e) => e.logprob),
+      seq.logprobs,
+      `logprobs of sequence ${i}`,
+    );
   });
-  assert.equal(events.length, res.sequences.reduce((s, q) => s + q.tokens.length, 0));
+  assert.equal(
+    events.length,
+    res.sequences.reduce((s, q) => s + q.tokens.length, 0),
+  );
 }
 
 for (const workers of [0, 2]) {
@@ -65,7 +81,8 @@ for (const workers of [0, 2]) {
         const plain = await engine.sample(prompt, params);
         const { res, events, resolvedAfter } = await sampleWithEvents(engine, prompt, params);
         assert.equal(resolvedAfter, 0, "every token arrives before sample resolves");
-        if (params.seed !== undefined || params.temperature === 0) assert.deepEqual(res, plain, "onToken does not change the result");
+        if (params.seed !== undefined || params.temperature === 0)
+          assert.deepEqual(res, plain, "onToken does not change the result");
         assertEventsMatch(res, events);
       }
       // Indices are global when n is split across replicas: all of 0..n-1 appear.
@@ -75,7 +92,16 @@ for (const workers of [0, 2]) {
 
       await assert.rejects(engine.sample(prompt, { maxTokens: 2, onToken: 3 as unknown as () => void }), InputError);
       // A throwing callback fails its own request, and the engine keeps working.
-      await assert.rejects(engine.sample(prompt, { maxTokens: 4, temperature: 0, onToken: () => { throw new Error("boom"); } }), /boom/);
+      await assert.rejects(
+        engine.sample(prompt, {
+          maxTokens: 4,
+          temperature: 0,
+          onToken: () => {
+            throw new Error("boom");
+          },
+        }),
+        /boom/,
+      );
       const after = await engine.sample(prompt, { maxTokens: 4, temperature: 0 });
       assert.equal(after.sequences.length, 1);
     } finally {

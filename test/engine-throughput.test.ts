@@ -34,9 +34,12 @@ before(async () => {
 after(() => fs.rmSync(root, { recursive: true, force: true }));
 
 function prompts(e: LocalEngine): number[][] {
-  return ["What is 2+2?", "Name a river.", "Where was the founder of Kalomi born? Think step by step, then answer.", "Hi"].map((t) =>
-    e.tokenizer.encode(`<|im_start|>user\n${t}<|im_end|>\n<|im_start|>assistant\n`),
-  );
+  return [
+    "What is 2+2?",
+    "Name a river.",
+    "Where was the founder of Kalomi born? Think step by step, then answer.",
+    "Hi",
+  ].map((t) => e.tokenizer.encode(`<|im_start|>user\n${t}<|im_end|>\n<|im_start|>assistant\n`));
 }
 
 function assertSameSequences(a: SampledSequence[], b: SampledSequence[], what: string, tol = 1e-4): void {
@@ -44,14 +47,19 @@ function assertSameSequences(a: SampledSequence[], b: SampledSequence[], what: s
   a.forEach((s, i) => {
     assert.deepEqual(s.tokens, b[i].tokens, `${what}: tokens of sequence ${i}`);
     assert.equal(s.stopReason, b[i].stopReason, `${what}: stop reason of sequence ${i}`);
-    s.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - b[i].logprobs[t]) < tol, `${what}: logprob ${i}/${t}: ${lp} vs ${b[i].logprobs[t]}`));
+    s.logprobs.forEach((lp, t) =>
+      assert.ok(Math.abs(lp - b[i].logprobs[t]) < tol, `${what}: logprob ${i}/${t}: ${lp} vs ${b[i].logprobs[t]}`),
+    );
   });
 }
 
 test("splitting helpers", () => {
   assert.deepEqual(splitCount(5, 2), [3, 2]);
   assert.deepEqual(splitCount(1, 2), [1, 0]);
-  assert.deepEqual(splitByCost([10, 10, 10, 10], 2), [[0, 1], [2, 3]]);
+  assert.deepEqual(splitByCost([10, 10, 10, 10], 2), [
+    [0, 1],
+    [2, 3],
+  ]);
   assert.deepEqual(splitByCost([30, 5, 5, 5, 5], 2), [[0], [1, 2, 3, 4]]);
   assert.deepEqual(splitByCost([7], 2), [[0], []]);
 });
@@ -72,7 +80,8 @@ test("a sequence samples the same alone and in a crowd (continuous batching)", a
     results.slice(0, ps.length).forEach((r, i) => assertSameSequences(r.sequences, alone[i], `prompt ${i}`));
     assertSameSequences(results[ps.length].sequences, alone[0], "late joiner");
     const after = (await e.stats()).scheduler;
-    const steps = after.decodeSteps - before.decodeSteps, rows = after.decodedRows - before.decodedRows;
+    const steps = after.decodeSteps - before.decodeSteps,
+      rows = after.decodedRows - before.decodedRows;
     assert.ok(rows / steps > 2, `decode steps were shared: mean batch ${rows / steps}`);
   } finally {
     await e.dispose();
@@ -85,7 +94,9 @@ test("the prefix cache prefills only the new tokens of a multi-turn prompt, with
   try {
     const p0 = prompts(cached)[2];
     const turn1 = (await cached.sample(p0, { maxTokens: 8, seed: 1, stop: [] })).sequences[0];
-    const observation = cached.tokenizer.encode("<|im_end|>\n<|im_start|>user\n<tool_response>\nKalomi was founded in 1901.\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+    const observation = cached.tokenizer.encode(
+      "<|im_end|>\n<|im_start|>user\n<tool_response>\nKalomi was founded in 1901.\n</tool_response><|im_end|>\n<|im_start|>assistant\n",
+    );
     const p1 = [...p0, ...turn1.tokens, ...observation];
     const s0 = (await cached.stats()).scheduler.prefillTokens;
     const turn2 = (await cached.sample(p1, { maxTokens: 8, seed: 2, stop: [] })).sequences;
@@ -99,7 +110,11 @@ test("the prefix cache prefills only the new tokens of a multi-turn prompt, with
     const other = prompts(cached)[1];
     const s1 = (await cached.stats()).scheduler.prefillTokens;
     await cached.sample(other, { maxTokens: 2, seed: 3 });
-    const shared = (() => { let i = 0; while (other[i] === p0[i]) i++; return i; })();
+    const shared = (() => {
+      let i = 0;
+      while (other[i] === p0[i]) i++;
+      return i;
+    })();
     assert.equal((await cached.stats()).scheduler.prefillTokens - s1, other.length - shared);
   } finally {
     await cached.dispose();
@@ -128,7 +143,8 @@ test("the prefix cache stays within its byte budget, evicting the least recently
 function datums(e: LocalEngine, seqs: SampledSequence[], prompt: number[]): Datum[] {
   return seqs.map((s, i) => {
     const full = [...prompt, ...s.tokens];
-    const n = full.length - 1, p = prompt.length - 1;
+    const n = full.length - 1,
+      p = prompt.length - 1;
     return {
       tokens: full.slice(0, -1),
       targetTokens: full.slice(1),
@@ -152,18 +168,27 @@ test("two worker replicas: same samples as one thread, identical weights after t
     for (let step = 0; step < 4; step++) {
       const fa = await one.forwardBackward(ds, { type: "ppo", aggregation: "seq-mean-token-mean" });
       const fb = await two.forwardBackward(ds, { type: "ppo", aggregation: "seq-mean-token-mean" });
-      assert.ok(Math.abs(fa.metrics.loss - fb.metrics.loss) < 1e-4, `step ${step} loss ${fa.metrics.loss} vs ${fb.metrics.loss}`);
+      assert.ok(
+        Math.abs(fa.metrics.loss - fb.metrics.loss) < 1e-4,
+        `step ${step} loss ${fa.metrics.loss} vs ${fb.metrics.loss}`,
+      );
       assert.equal(fa.metrics.tokens, fb.metrics.tokens);
       const sa = await one.optimStep({ lr: 1e-2, gradClipNorm: 1 });
       const sb = await two.optimStep({ lr: 1e-2, gradClipNorm: 1 });
-      assert.ok(Math.abs(sa.gradNorm - sb.gradNorm) < 1e-3 * Math.max(1, sa.gradNorm), `grad norm ${sa.gradNorm} vs ${sb.gradNorm}`);
+      assert.ok(
+        Math.abs(sa.gradNorm - sb.gradNorm) < 1e-3 * Math.max(1, sa.gradNorm),
+        `grad norm ${sa.gradNorm} vs ${sb.gradNorm}`,
+      );
       assert.equal(sb.step, step + 1);
       const sums = await two.weightChecksums();
       assert.equal(new Set(sums).size, 1, `replica weights differ after step ${step + 1}: ${sums}`);
     }
     const seqs = a.map((s) => [...prompt, ...s.tokens]);
-    const la = await one.computeLogprobs(seqs), lb = await two.computeLogprobs(seqs);
-    la.forEach((row, i) => row.forEach((x, t) => t > 0 && assert.ok(Math.abs(x! - lb[i][t]!) < 1e-3, `logprob ${i}/${t} after training`)));
+    const la = await one.computeLogprobs(seqs),
+      lb = await two.computeLogprobs(seqs);
+    la.forEach((row, i) =>
+      row.forEach((x, t) => t > 0 && assert.ok(Math.abs(x! - lb[i][t]!) < 1e-3, `logprob ${i}/${t} after training`)),
+    );
     // The critic lives on the replicas too and stays in sync.
     const critic = await two.createCritic();
     const vd = seqs.map((s) => ({ tokens: s, weights: s.map(() => 1), returns: s.map(() => 1) }));
@@ -188,7 +213,8 @@ test("memory stays flat over 50 RL-shaped iterations with workers and the prefix
   const e = await LocalEngine.load(model, { workers: 2, prefixCacheBytes: 2 * 2 ** 20 });
   try {
     const ps = prompts(e);
-    const outside: number[] = [], rss: number[] = [];
+    const outside: number[] = [],
+      rss: number[] = [];
     for (let it = 1; it <= 50; it++) {
       const prompt = ps[it % ps.length];
       const { sequences } = await e.sample(prompt, { n: 4, maxTokens: 6, seed: it, stop: [] });
@@ -201,7 +227,11 @@ test("memory stays flat over 50 RL-shaped iterations with workers and the prefix
       rss[it] = process.memoryUsage().rss;
       assert.ok(st.prefixCache.bytes <= 2 * 2 * 2 ** 20, "each replica's cache stays within its budget");
     }
-    assert.equal(outside[50], outside[10], `live tensors outside the caches: ${outside[10]} at 10, ${outside[50]} at 50`);
+    assert.equal(
+      outside[50],
+      outside[10],
+      `live tensors outside the caches: ${outside[10]} at 10, ${outside[50]} at 50`,
+    );
     assert.ok(rss[50] < rss[10] * 1.15 + 64 * 2 ** 20, `RSS grew from ${rss[10] >> 20} MiB to ${rss[50] >> 20} MiB`);
     assert.ok((await e.stats()).prefixHitRate > 0.3);
   } finally {
@@ -222,7 +252,11 @@ test("an optimizer step drops the prefix cache (its keys belong to the old weigh
     const dir = path.join(root, "stepped");
     await e.save(dir);
     const fresh = await LocalEngine.load(dir, { workers: 0 });
-    assertSameSequences(after, (await fresh.sample(prompt, { maxTokens: 6, seed: 5, stop: [] })).sequences, "after the step");
+    assertSameSequences(
+      after,
+      (await fresh.sample(prompt, { maxTokens: 6, seed: 5, stop: [] })).sequences,
+      "after the step",
+    );
     await fresh.dispose();
   } finally {
     await e.dispose();

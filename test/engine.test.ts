@@ -66,7 +66,8 @@ function assertSameTensors(a: Map<string, HostTensor>, b: Map<string, HostTensor
   for (const [name, x] of a) {
     const y = b.get(name)!;
     assert.deepEqual(x.shape, y.shape, `${what}: ${name} shape`);
-    const bx = bits(x.data), by = bits(y.data);
+    const bx = bits(x.data),
+      by = bits(y.data);
     let same = bx.length === by.length;
     for (let i = 0; same && i < bx.length; i++) same = bx[i] === by[i];
     assert.ok(same, `${what}: ${name} differs`);
@@ -76,7 +77,8 @@ function assertSameTensors(a: Map<string, HostTensor>, b: Map<string, HostTensor
 /** A datum training on the sampled part of prompt + sample. */
 function datumFrom(prompt: number[], s: SampledSequence, advantage: number): Datum {
   const seq = [...prompt, ...s.tokens];
-  const n = seq.length - 1, P = prompt.length;
+  const n = seq.length - 1,
+    P = prompt.length;
   const inSample = (t: number) => t >= P - 1;
   return {
     tokens: seq.slice(0, -1),
@@ -84,7 +86,9 @@ function datumFrom(prompt: number[], s: SampledSequence, advantage: number): Dat
     weights: Array.from({ length: n }, (_, t) => (inSample(t) ? 1 : 0)),
     advantages: Array.from({ length: n }, () => advantage),
     logprobs: Array.from({ length: n }, (_, t) => (inSample(t) ? s.logprobs[t - (P - 1)] : 0)),
-    refLogprobs: Array.from({ length: n }, (_, t) => (inSample(t) ? s.logprobs[t - (P - 1)] - 0.05 * ((t % 3) - 1) : 0)),
+    refLogprobs: Array.from({ length: n }, (_, t) =>
+      inSample(t) ? s.logprobs[t - (P - 1)] - 0.05 * ((t % 3) - 1) : 0,
+    ),
   };
 }
 
@@ -146,8 +150,14 @@ test("(b) the same seed gives the same tokens, different seeds differ; stream i 
     const a = await e.sample(prompt, { n: 3, maxTokens: 10, seed: 5, stop: [] });
     const b = await e.sample(prompt, { n: 3, maxTokens: 10, seed: 5, stop: [] });
     const c = await e.sample(prompt, { n: 3, maxTokens: 10, seed: 6, stop: [] });
-    assert.deepEqual(a.sequences.map((s) => s.tokens), b.sequences.map((s) => s.tokens));
-    assert.notDeepEqual(a.sequences.map((s) => s.tokens), c.sequences.map((s) => s.tokens));
+    assert.deepEqual(
+      a.sequences.map((s) => s.tokens),
+      b.sequences.map((s) => s.tokens),
+    );
+    assert.notDeepEqual(
+      a.sequences.map((s) => s.tokens),
+      c.sequences.map((s) => s.tokens),
+    );
     const one = await e.sample(prompt, { n: 1, maxTokens: 10, seed: 5, stop: [] });
     assert.deepEqual(one.sequences[0].tokens, a.sequences[0].tokens);
   } finally {
@@ -190,7 +200,8 @@ test("(c) stop token ids and stop strings end a sequence with 'stop' and keep th
     const stopStr = texts[k];
     const rs = (await e.sample(prompt, { n: 1, maxTokens: 20, seed: 3, stop: [stopStr] })).sequences[0];
     const dec = new IncrementalDecoder(e.tokenizer);
-    let text = "", cut = -1;
+    let text = "",
+      cut = -1;
     for (let i = 0; i < baseline[0].tokens.length && cut < 0; i++) {
       text += dec.push(baseline[0].tokens[i]);
       if (text.includes(stopStr)) cut = i;
@@ -243,7 +254,8 @@ test("(d) non-finite gradients: the step is skipped and weights and moments stay
     const fa = await e.forwardBackward(good, { type: "ppo" });
     const fb = await ref.forwardBackward(good, { type: "ppo" });
     assert.equal(fa.metrics.loss, fb.metrics.loss);
-    const ra = await e.optimStep({ lr: 1e-2 }), rb = await ref.optimStep({ lr: 1e-2 });
+    const ra = await e.optimStep({ lr: 1e-2 }),
+      rb = await ref.optimStep({ lr: 1e-2 });
     assert.equal(ra.skipped, false);
     assert.equal(ra.gradNorm, rb.gradNorm);
     assertSameTensors(e.model.toHostWeights(), ref.model.toHostWeights(), "after the next good step");
@@ -277,20 +289,29 @@ test("AdamW first step by hand: every weight moves by lr·sign(g) (+ lr·wd·w o
   try {
     const prompt = e.tokenizer.encode(PROMPT_TEXT);
     const s = (await e.sample(prompt, { n: 2, maxTokens: 5, seed: 9, stop: [] })).sequences;
-    await e.forwardBackward(s.map((x) => datumFrom(prompt, x, 1)), { type: "ppo" });
+    await e.forwardBackward(
+      s.map((x) => datumFrom(prompt, x, 1)),
+      { type: "ppo" },
+    );
     const grads = new Map([...internals(e).trainable.grads].map(([n, t]) => [n, Float64Array.from(t.dataSync())]));
     let sq = 0;
     for (const g of grads.values()) for (const x of g) sq += x * x;
     const before = new Map([...e.model.params].map(([n, v]) => [n, Float64Array.from(v.dataSync())]));
-    const lr = 1e-3, wd = 0.1;
+    const lr = 1e-3,
+      wd = 0.1;
     // First Adam step: m̂ = g, v̂ = g², so the update is g / (|g| + eps) ≈ sign(g).
     const r = await e.optimStep({ lr, weightDecay: wd, eps: 1e-12 });
     // The engine sums ~10^5 squares in float32 (observed relative error ~7e-5), hence 5e-4.
-    assert.ok(Math.abs(r.gradNorm - Math.sqrt(sq)) <= 5e-4 * Math.sqrt(sq), `gradNorm ${r.gradNorm} vs ${Math.sqrt(sq)}`);
+    assert.ok(
+      Math.abs(r.gradNorm - Math.sqrt(sq)) <= 5e-4 * Math.sqrt(sq),
+      `gradNorm ${r.gradNorm} vs ${Math.sqrt(sq)}`,
+    );
     assert.equal(r.step, 1);
     let checked = 0;
     for (const [n, v] of e.model.params) {
-      const g = grads.get(n)!, w0 = before.get(n)!, w1 = v.dataSync();
+      const g = grads.get(n)!,
+        w0 = before.get(n)!,
+        w1 = v.dataSync();
       const decay = v.rank >= 2 ? wd : 0;
       for (let i = 0; i < w1.length; i++) {
         if (Math.abs(g[i]) < 1e-9) continue;
@@ -328,7 +349,11 @@ test("(e) save then load: identical weights, moments and step; training continue
     for (const x of [b, b0]) {
       assert.equal(x.step, 2);
       assertSameTensors(a.model.toHostWeights(), x.model.toHostWeights(), "weights after reload");
-      assertSameTensors(internals(a).trainable.optimizerState(), internals(x).trainable.optimizerState(), "moments after reload");
+      assertSameTensors(
+        internals(a).trainable.optimizerState(),
+        internals(x).trainable.optimizerState(),
+        "moments after reload",
+      );
     }
     const losses = new Map<LocalEngine, number[]>();
     for (const x of [a, b, b0]) {
@@ -358,9 +383,15 @@ test("(f) critic: value shapes, hand-checked clipped loss, and training reduces 
   let c: LocalCritic | undefined, c2: LocalCritic | undefined;
   try {
     c = await e.createCritic();
-    const seqs = [[5, 6, 7], [8, 9]];
+    const seqs = [
+      [5, 6, 7],
+      [8, 9],
+    ];
     const v0 = await c.values(seqs);
-    assert.deepEqual(v0.map((r) => r.length), [3, 2]);
+    assert.deepEqual(
+      v0.map((r) => r.length),
+      [3, 2],
+    );
     // score.weight starts at zero, so every value is 0.
     v0.flat().forEach((x) => assert.equal(x, 0));
 
@@ -379,7 +410,10 @@ test("(f) critic: value shapes, hand-checked clipped loss, and training reduces 
     assert.ok(Math.abs(rc.metrics.loss - 0.98125) < 1e-6, `clipped loss ${rc.metrics.loss}`);
     assert.equal(rc.metrics.tokens, 4);
     assert.equal(rc.metrics.clipFraction, 0.5);
-    assert.deepEqual(rc.values.map((r) => r.length), [3, 2]);
+    assert.deepEqual(
+      rc.values.map((r) => r.length),
+      [3, 2],
+    );
     // Unclipped: ½ · (0.36 + 1 + 4 + 0.25) / 4 = 0.70125.
     const ru = await c.forwardBackward(hand);
     assert.ok(Math.abs(ru.metrics.loss - 0.70125) < 1e-6, `unclipped loss ${ru.metrics.loss}`);
@@ -393,15 +427,22 @@ test("(f) critic: value shapes, hand-checked clipped loss, and training reduces 
     const s = (await e.sample(prompt, { n: 2, maxTokens: 6, seed: 8, stop: [] })).sequences;
     const data: ValueDatum[] = s.map((x, i) => {
       const tokens = [...prompt, ...x.tokens];
-      return { tokens, weights: tokens.map((_, t) => (t >= prompt.length - 1 ? 1 : 0)), returns: tokens.map((_, t) => (i ? -0.5 : 0.8) + 0.05 * t) };
+      return {
+        tokens,
+        weights: tokens.map((_, t) => (t >= prompt.length - 1 ? 1 : 0)),
+        returns: tokens.map((_, t) => (i ? -0.5 : 0.8) + 0.05 * t),
+      };
     });
     const losses: number[] = [];
     for (let i = 0; i < 8; i++) {
       const r = await critic.forwardBackward(data);
       losses.push(r.metrics.loss);
       // The reported loss is ½ · weighted mean of (V - R)² of the returned values.
-      let num = 0, den = 0;
-      data.forEach((d, j) => d.weights.forEach((w, t) => ((num += w * (r.values[j][t] - d.returns[t]) ** 2), (den += w))));
+      let num = 0,
+        den = 0;
+      data.forEach((d, j) =>
+        d.weights.forEach((w, t) => ((num += w * (r.values[j][t] - d.returns[t]) ** 2), (den += w))),
+      );
       assert.ok(Math.abs(r.metrics.loss - (0.5 * num) / den) < 1e-5 * Math.max(1, r.metrics.loss));
       const st = await critic.optimStep({ lr: 3e-3 });
       assert.equal(st.skipped, false);
@@ -414,15 +455,21 @@ test("(f) critic: value shapes, hand-checked clipped loss, and training reduces 
     // Clipped loss on non-zero values, against the formula in plain numbers.
     const withOld = data.map((d, j) => ({ ...d, oldValues: vv[j].map((x, t) => x + (t % 2 ? 0.3 : -0.05)) }));
     const rc2 = await critic.forwardBackward(withOld, { clip: 0.1 });
-    let num = 0, den = 0, clipped = 0;
-    withOld.forEach((d, j) => d.weights.forEach((w, t) => {
-      if (!w) return;
-      const V = rc2.values[j][t], R = d.returns[t], old = d.oldValues[t];
-      const Vc = Math.min(old + 0.1, Math.max(old - 0.1, V));
-      num += Math.max((V - R) ** 2, (Vc - R) ** 2);
-      den += 1;
-      if (Math.abs(V - old) > 0.1) clipped++;
-    }));
+    let num = 0,
+      den = 0,
+      clipped = 0;
+    withOld.forEach((d, j) =>
+      d.weights.forEach((w, t) => {
+        if (!w) return;
+        const V = rc2.values[j][t],
+          R = d.returns[t],
+          old = d.oldValues[t];
+        const Vc = Math.min(old + 0.1, Math.max(old - 0.1, V));
+        num += Math.max((V - R) ** 2, (Vc - R) ** 2);
+        den += 1;
+        if (Math.abs(V - old) > 0.1) clipped++;
+      }),
+    );
     assert.ok(Math.abs(rc2.metrics.loss - (0.5 * num) / den) < 1e-5 * Math.max(1, rc2.metrics.loss));
     assert.ok(Math.abs(rc2.metrics.clipFraction - clipped / den) < 1e-12);
     assert.ok(clipped > 0 && clipped < den);
@@ -440,7 +487,15 @@ test("critic on worker replicas: disposing it, then the engine, ends cleanly (no
   try {
     const e = await LocalEngine.load(base, { workers: 2 });
     const critic = await e.createCritic();
-    assert.deepEqual((await critic.values([[5, 6, 7], [8, 9]])).map((r) => r.length), [3, 2]);
+    assert.deepEqual(
+      (
+        await critic.values([
+          [5, 6, 7],
+          [8, 9],
+        ])
+      ).map((r) => r.length),
+      [3, 2],
+    );
     await critic.dispose();
     await e.dispose();
     await new Promise((r) => setTimeout(r, 200)); // let any worker exit reach its handlers
@@ -457,12 +512,18 @@ test("(g) no tensor leak: live tensors after iteration 5 equal those after itera
     const prompt = e.tokenizer.encode(PROMPT_TEXT);
     const counts: number[] = [];
     for (let it = 1; it <= 50; it++) {
-      const s = (await e.sample(prompt, { n: 2, maxTokens: 4, seed: it, temperature: 0.9, topP: 0.95, topK: 50 })).sequences;
+      const s = (await e.sample(prompt, { n: 2, maxTokens: 4, seed: it, temperature: 0.9, topP: 0.95, topK: 50 }))
+        .sequences;
       const datums = s.map((x, i) => datumFrom(prompt, x, i ? -0.7 : 1.3));
       await e.forwardBackward(datums, { type: "ppo", kl: { coef: 0.05, form: "k3" }, temperature: 0.9 });
       await e.optimStep({ lr: 1e-3, gradClipNorm: 1, weightDecay: 0.01 });
       await e.computeLogprobs(datums.map((d) => [...d.tokens, d.targetTokens.at(-1)!]));
-      const vd: ValueDatum[] = datums.map((d) => ({ tokens: d.tokens, weights: d.weights, returns: d.tokens.map(() => 0.5), oldValues: d.tokens.map(() => 0) }));
+      const vd: ValueDatum[] = datums.map((d) => ({
+        tokens: d.tokens,
+        weights: d.weights,
+        returns: d.tokens.map(() => 0.5),
+        oldValues: d.tokens.map(() => 0),
+      }));
       await critic.values(vd.map((d) => d.tokens));
       await critic.forwardBackward(vd, { clip: 0.2 });
       await critic.optimStep({ lr: 1e-3 });
@@ -471,7 +532,11 @@ test("(g) no tensor leak: live tensors after iteration 5 equal those after itera
       counts[it] = st.liveTensors - st.cacheTensors;
       assert.ok(st.prefixCache.bytes <= 256 * 2 ** 20);
     }
-    assert.equal(counts[50], counts[5], `live tensors outside the cache: ${counts[5]} at iteration 5, ${counts[50]} at iteration 50`);
+    assert.equal(
+      counts[50],
+      counts[5],
+      `live tensors outside the cache: ${counts[5]} at iteration 5, ${counts[50]} at iteration 50`,
+    );
   } finally {
     critic.dispose();
     e.dispose();
@@ -481,10 +546,17 @@ test("(g) no tensor leak: live tensors after iteration 5 equal those after itera
 test("aggregation over a call: datums sharing a sequence id are one sequence; a datum with no loss tokens counts for nothing", async () => {
   const e = await load();
   try {
-    const d = (tokens: number[], weights: number[]): Datum => ({ tokens, targetTokens: tokens.map((t) => t + 1), weights, advantages: weights.map(() => 0.5), logprobs: weights.map(() => -1) });
+    const d = (tokens: number[], weights: number[]): Datum => ({
+      tokens,
+      targetTokens: tokens.map((t) => t + 1),
+      weights,
+      advantages: weights.map(() => 0.5),
+      logprobs: weights.map(() => -1),
+    });
     // One trajectory split in two datums, plus one datum with no loss tokens.
     const parts = [d([1, 2, 3], [0, 1, 1]), d([1, 5], [0, 1]), d([7, 8], [0, 0])];
-    const loss = async (datums: Datum[], aggregation: LossSpec["aggregation"]) => (await e.forwardBackward(datums, { type: "ppo", aggregation, normalizer: 4 })).metrics.loss;
+    const loss = async (datums: Datum[], aggregation: LossSpec["aggregation"]) =>
+      (await e.forwardBackward(datums, { type: "ppo", aggregation, normalizer: 4 })).metrics.loss;
     const sum = await loss(parts, "sum");
     const one = parts.map((p) => ({ ...p, sequence: 0 }));
     // One sequence with loss tokens: its token sum over S = 1, its token mean over S = 1.
@@ -500,36 +572,84 @@ test("aggregation over a call: datums sharing a sequence id are one sequence; a 
 test("(h) bad input: InputError naming the datum index and field", async () => {
   const e = await load();
   try {
-    const ok = (): Datum => ({ tokens: [1, 2, 3], targetTokens: [2, 3, 4], weights: [0, 1, 1], advantages: [1, 1, 1], logprobs: [-1, -1, -1] });
+    const ok = (): Datum => ({
+      tokens: [1, 2, 3],
+      targetTokens: [2, 3, 4],
+      weights: [0, 1, 1],
+      advantages: [1, 1, 1],
+      logprobs: [-1, -1, -1],
+    });
     const V = e.config.vocabSize;
     // Lengths disagree.
-    await assertInputError(() => e.forwardBackward([ok(), { ...ok(), weights: [1, 1] }], { type: "ppo" }), /datum 1: weights has length 2, tokens has 3/);
-    await assertInputError(() => e.forwardBackward([{ ...ok(), logprobs: [-1, -1, -1, -1] }], { type: "importance_sampling" }), /datum 0: logprobs has length 4/);
+    await assertInputError(
+      () => e.forwardBackward([ok(), { ...ok(), weights: [1, 1] }], { type: "ppo" }),
+      /datum 1: weights has length 2, tokens has 3/,
+    );
+    await assertInputError(
+      () => e.forwardBackward([{ ...ok(), logprobs: [-1, -1, -1, -1] }], { type: "importance_sampling" }),
+      /datum 0: logprobs has length 4/,
+    );
     // Tokens outside the vocabulary.
-    await assertInputError(() => e.forwardBackward([ok(), ok(), { ...ok(), targetTokens: [2, V, 4] }], { type: "cross_entropy" }), new RegExp(`datum 2 targetTokens: token ${V} is outside`));
-    await assertInputError(() => e.forwardBackward([{ ...ok(), tokens: [1, -1, 3] }], { type: "cross_entropy" }), /datum 0 tokens: token -1 is outside/);
-    await assertInputError(() => e.forwardBackward([{ ...ok(), tokens: [1, 2.5, 3] }], { type: "cross_entropy" }), /datum 0 tokens: token 2.5/);
+    await assertInputError(
+      () => e.forwardBackward([ok(), ok(), { ...ok(), targetTokens: [2, V, 4] }], { type: "cross_entropy" }),
+      new RegExp(`datum 2 targetTokens: token ${V} is outside`),
+    );
+    await assertInputError(
+      () => e.forwardBackward([{ ...ok(), tokens: [1, -1, 3] }], { type: "cross_entropy" }),
+      /datum 0 tokens: token -1 is outside/,
+    );
+    await assertInputError(
+      () => e.forwardBackward([{ ...ok(), tokens: [1, 2.5, 3] }], { type: "cross_entropy" }),
+      /datum 0 tokens: token 2.5/,
+    );
     // Missing fields.
     const { advantages: _a, ...noAdv } = ok();
-    await assertInputError(() => e.forwardBackward([ok(), noAdv], { type: "ppo" }), /datum 1: advantages is required by loss 'ppo'/);
-    await assertInputError(() => e.forwardBackward([ok()], { type: "ppo", kl: { coef: 0.1 } }), /datum 0: refLogprobs is required/);
-    await assertInputError(() => e.forwardBackward([{ ...ok(), advantages: [1, NaN, 1] }], { type: "ppo" }), /datum 0: advantages holds a non-finite number/);
-    await assertInputError(() => e.forwardBackward([{ ...ok(), sequence: 0.5 }], { type: "ppo" }), /datum 0: sequence must be an integer/);
+    await assertInputError(
+      () => e.forwardBackward([ok(), noAdv], { type: "ppo" }),
+      /datum 1: advantages is required by loss 'ppo'/,
+    );
+    await assertInputError(
+      () => e.forwardBackward([ok()], { type: "ppo", kl: { coef: 0.1 } }),
+      /datum 0: refLogprobs is required/,
+    );
+    await assertInputError(
+      () => e.forwardBackward([{ ...ok(), advantages: [1, NaN, 1] }], { type: "ppo" }),
+      /datum 0: advantages holds a non-finite number/,
+    );
+    await assertInputError(
+      () => e.forwardBackward([{ ...ok(), sequence: 0.5 }], { type: "ppo" }),
+      /datum 0: sequence must be an integer/,
+    );
     await assertInputError(() => e.forwardBackward([], { type: "ppo" }), /at least one datum/);
-    await assertInputError(() => e.forwardBackward([ok()], { type: "ppo", aggregation: "seq-mean-token-sum-norm" }), /normalizer/);
+    await assertInputError(
+      () => e.forwardBackward([ok()], { type: "ppo", aggregation: "seq-mean-token-sum-norm" }),
+      /normalizer/,
+    );
     // Elsewhere in the engine.
-    await assertInputError(() => e.computeLogprobs([[1, 2], [3, V + 5]]), new RegExp(`sequence 1: token ${V + 5}`));
+    await assertInputError(
+      () =>
+        e.computeLogprobs([
+          [1, 2],
+          [3, V + 5],
+        ]),
+      new RegExp(`sequence 1: token ${V + 5}`),
+    );
     await assertInputError(() => e.sample([1, V]), new RegExp(`prompt: token ${V} is outside`));
     await assertInputError(() => e.sample([]), /prompt is empty/);
     await assertInputError(() => e.optimStep({ lr: -1 }), /lr/);
     const critic = await e.createCritic();
     await assertInputError(() => critic.values([[1, V]]), new RegExp(`sequence 0: token ${V}`));
-    await assertInputError(() => critic.forwardBackward([{ tokens: [1, 2], weights: [1, 1], returns: [0, Infinity] }]), /value datum 0: returns holds a non-finite/);
+    await assertInputError(
+      () => critic.forwardBackward([{ tokens: [1, 2], weights: [1, 1], returns: [0, Infinity] }]),
+      /value datum 0: returns holds a non-finite/,
+    );
     critic.dispose();
     // Nothing was accumulated by the rejected calls.
     assert.equal(internals(e).trainable.grads.size, 0);
     // A valid cross_entropy datum needs neither advantages nor logprobs.
-    const r = await e.forwardBackward([{ tokens: [1, 2], targetTokens: [2, 3], weights: [1, 1] }], { type: "cross_entropy" });
+    const r = await e.forwardBackward([{ tokens: [1, 2], targetTokens: [2, 3], weights: [1, 1] }], {
+      type: "cross_entropy",
+    });
     assert.equal(r.metrics.tokens, 2);
   } finally {
     e.dispose();

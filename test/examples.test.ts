@@ -18,16 +18,29 @@ import { ShortenToolResponses } from "../examples/agent/shorten-tool-responses.j
 import { repoRoot } from "./repo-root.js";
 
 /** The examples this file runs; a new example fails the first test until it is added here. */
-const COVERED = ["agent/calculator-tool.ts", "agent/guess-number-env.ts", "agent/lookup-tool.ts", "agent/run-rollout.ts", "agent/shorten-tool-responses.ts"];
+const COVERED = [
+  "agent/calculator-tool.ts",
+  "agent/guess-number-env.ts",
+  "agent/lookup-tool.ts",
+  "agent/run-rollout.ts",
+  "agent/shorten-tool-responses.ts",
+];
 
 function exampleFiles(dir: string, prefix = ""): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? exampleFiles(join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`]));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? exampleFiles(join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`],
+  );
 }
 
 test("every example under examples/ is run by this file and imports the package by name", () => {
   const dir = join(repoRoot(), "examples");
   assert.deepEqual(exampleFiles(dir).sort(), COVERED);
-  for (const f of COVERED) assert.doesNotMatch(readFileSync(join(dir, f), "utf8"), /from "(\.\.\/)+src\//, `${f} imports agent-r1, not the sources`);
+  for (const f of COVERED)
+    assert.doesNotMatch(
+      readFileSync(join(dir, f), "utf8"),
+      /from "(\.\.\/)+src\//,
+      `${f} imports agent-r1, not the sources`,
+    );
 });
 
 test("calculator-tool: + - * / and parentheses; a syntax error is the tool's error", async () => {
@@ -51,7 +64,10 @@ test("lookup-tool: a passage holding the ground truth earns 0.1; an unknown titl
   const hit = await runToolCall(call("Ada Brenn"), tools, ctx);
   assert.deepEqual([hit.text, hit.reward], ["Ada Brenn (1840-1902) was born in Lusk and founded Kalomi.", 0.1]);
   assert.equal((await runToolCall(call("Kalomi"), tools, ctx)).reward, 0);
-  assert.equal((await runToolCall(call("Orra"), tools, ctx)).text, "No passage titled 'Orra'. Titles: Kalomi, Ada Brenn, Lusk.");
+  assert.equal(
+    (await runToolCall(call("Orra"), tools, ctx)).text,
+    "No passage titled 'Orra'. Titles: Kalomi, Ada Brenn, Lusk.",
+  );
 });
 
 const said = (o: Observation) => ("messages" in o ? o.messages[0]?.content : undefined);
@@ -64,7 +80,12 @@ test("guess-number-env: higher, lower, a reply without a guess, then the secret 
   const replies = ["<guess>3</guess>", "<guess>9</guess>", "seven?", "<guess>7</guess>"].map(act);
   assert.deepEqual(
     replies.map((r) => [said(r.observation), r.reward, r.done]),
-    [["Higher.", 0, false], ["Lower.", 0, false], ["Reply with <guess>n</guess>.", -0.1, false], [undefined, 1, true]],
+    [
+      ["Higher.", 0, false],
+      ["Lower.", 0, false],
+      ["Reply with <guess>n</guess>.", -0.1, false],
+      [undefined, 1, true],
+    ],
   );
   assert.deepEqual(replies[3].info, { valid: true, guesses: 3 });
 });
@@ -74,11 +95,23 @@ test("shorten-tool-responses: an older tool response is cut, which starts a new 
   const script = ["Kalomi", "Ada Brenn"];
   const engine = new ScriptedEngine(tok, (c) => {
     const turn = assistantTurns(c.text);
-    return (turn < script.length ? hermesFormat.write({ name: "lookup", arguments: { title: script[turn] } }) : "<answer>Lusk</answer>") + "<|im_end|>";
+    return (
+      (turn < script.length
+        ? hermesFormat.write({ name: "lookup", arguments: { title: script[turn] } })
+        : "<answer>Lusk</answer>") + "<|im_end|>"
+    );
   });
-  const rows = [{ prompt: [{ role: "user", content: "Where was the founder of Kalomi born?" }], reward_model: { ground_truth: "Lusk" } }];
-  const makeEnv = () => new ToolEnv({ tools: [lookup], outcomeReward: ({ answer, groundTruth }) => Number(answer === groundTruth) });
-  const { trajectories: [t] } = await rollout(engine, makeEnv, rows, { flow: new ShortenToolResponses(engine, chatSetup(tok), { maxTurns: 5 }) });
+  const rows = [
+    {
+      prompt: [{ role: "user", content: "Where was the founder of Kalomi born?" }],
+      reward_model: { ground_truth: "Lusk" },
+    },
+  ];
+  const makeEnv = () =>
+    new ToolEnv({ tools: [lookup], outcomeReward: ({ answer, groundTruth }) => Number(answer === groundTruth) });
+  const {
+    trajectories: [t],
+  } = await rollout(engine, makeEnv, rows, { flow: new ShortenToolResponses(engine, chatSetup(tok), { maxTurns: 5 }) });
   assert.equal(t.reward, 0.1 + 1);
   // Turn 2 sees two tool responses: the older one (52 characters) is cut to 40.
   assert.match(engine.calls[1].text, /founded by Ada Brenn in 1871\./);

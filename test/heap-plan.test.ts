@@ -9,7 +9,12 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { parameterCount, parseModelConfig } from "../src/model/config.js";
 import { activationBytes, packMicroBatches } from "../src/engine/micro-batches.js";
-import { checkTrainingHeap, largestMicroBatch, trainingHeapBytes, type HeapPlanInput } from "../src/engine/local/heap-plan.js";
+import {
+  checkTrainingHeap,
+  largestMicroBatch,
+  trainingHeapBytes,
+  type HeapPlanInput,
+} from "../src/engine/local/heap-plan.js";
 import { initModel } from "../src/model/init-model.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { tf } from "../src/engine/local/tf-backend.js";
@@ -17,7 +22,8 @@ import { InputError } from "../src/util/errors.js";
 import type { Datum } from "../src/engine/types.js";
 import { tempDir } from "./helpers.js";
 
-const GiB = 2 ** 30, MiB = 2 ** 20;
+const GiB = 2 ** 30,
+  MiB = 2 ** 20;
 
 /** Qwen/Qwen2.5-0.5B-Instruct's config.json (the fields the engine reads). */
 const QWEN_05B = parseModelConfig({
@@ -55,8 +61,14 @@ test("Qwen2.5-0.5B does not train in one replica: the line names the size and th
     prefixCacheBytes: 256 * MiB,
     microBatch: { sequences: 1, tokens: 128, activationBytes: activationBytes(qwenShape, 128) },
   };
-  const weights = 6 * 4 * params, activations = 1.5 * activationBytes(qwenShape, 128);
-  assert.deepEqual(trainingHeapBytes(plan), { weights, activations, prefixCache: 256 * MiB, total: weights + activations + 256 * MiB });
+  const weights = 6 * 4 * params,
+    activations = 1.5 * activationBytes(qwenShape, 128);
+  assert.deepEqual(trainingHeapBytes(plan), {
+    weights,
+    activations,
+    prefixCache: 256 * MiB,
+    total: weights + activations + 256 * MiB,
+  });
   const gib = (n: number) => (n / GiB).toFixed(2);
   assert.equal(gib(weights + activations + 256 * MiB), "12.72");
   // Room for weights: 4 GiB less 256 MiB headroom less the 256 MiB prefix cache, over 6 x 4 bytes per parameter.
@@ -69,7 +81,8 @@ test("Qwen2.5-0.5B does not train in one replica: the line names the size and th
       e.message ===
         `training needs ~12.72 GiB of wasm heap (weights ${gib(4 * params)} GiB x6 on the native backend for gradients, Adam moments and working copies` +
           ` + activations ${gib(activations)} GiB for 1 x 128 tokens + prefix cache 0.25 GiB); the TF.js engine holds 4.00 GiB per replica` &&
-      e.hint === "train a smaller model (156M parameters at most, this one has 494M; sampling and scoring this one still work)",
+      e.hint ===
+        "train a smaller model (156M parameters at most, this one has 494M; sampling and scoring this one still work)",
   );
   // optimStep has no micro-batch: the weights alone are refused.
   assert.throws(() => checkTrainingHeap({ ...plan, microBatch: undefined }), /^InputError: training needs ~11\.29 GiB/);
@@ -78,7 +91,12 @@ test("Qwen2.5-0.5B does not train in one replica: the line names the size and th
 
 test("what fits passes; each cause gets its own fix", () => {
   const mb = (sequences: number, tokens: number, bytes: number) => ({ sequences, tokens, activationBytes: bytes });
-  const fits: HeapPlanInput = { backend: "native", parameters: [25e6, 25e6], prefixCacheBytes: 256 * MiB, microBatch: mb(4, 256, 640 * MiB) };
+  const fits: HeapPlanInput = {
+    backend: "native",
+    parameters: [25e6, 25e6],
+    prefixCacheBytes: 256 * MiB,
+    microBatch: mb(4, 256, 640 * MiB),
+  };
   // 6 x 4 x 50e6 = 1.2e9 bytes of weights + 1.5 x 640 MiB + 256 MiB = 2.31 GiB, under 4 GiB - 256 MiB.
   assert.equal(((6 * 4 * 50e6 + 1.5 * 640 * MiB + 256 * MiB) / GiB).toFixed(2), "2.31");
   checkTrainingHeap(fits);
@@ -92,10 +110,19 @@ test("what fits passes; each cause gets its own fix", () => {
   };
   // On tfjs the same plan needs 10.5 x 4 x 50e6 + 2.75 x 640 MiB + 256 MiB = 3.92 GiB: over; native fits it.
   assert.equal(((10.5 * 4 * 50e6 + 2.75 * 640 * MiB + 256 * MiB) / GiB).toFixed(2), "3.92");
-  assert.equal(hint({ ...fits, backend: "tfjs" }), "lower engine.microBatchMb, so that a micro-batch holds fewer than 4 sequences of 256 tokens; or train on the native backend (engine.backend: native), which needs less");
-  assert.equal(hint({ ...fits, microBatch: mb(1, 8192, 2 * GiB) }), "shorten the sequences (rollout.maxTotalTokens): this one has 8192 tokens");
+  assert.equal(
+    hint({ ...fits, backend: "tfjs" }),
+    "lower engine.microBatchMb, so that a micro-batch holds fewer than 4 sequences of 256 tokens; or train on the native backend (engine.backend: native), which needs less",
+  );
+  assert.equal(
+    hint({ ...fits, microBatch: mb(1, 8192, 2 * GiB) }),
+    "shorten the sequences (rollout.maxTotalTokens): this one has 8192 tokens",
+  );
   // 1.2e9 + 1.5 x 1.6 GiB = 3.52 GiB fits without the cache, not with its 1 GiB.
-  assert.equal(hint({ ...fits, prefixCacheBytes: GiB, microBatch: mb(1, 512, 1.6 * GiB) }), "lower engine.prefixCacheMb (now 1024)");
+  assert.equal(
+    hint({ ...fits, prefixCacheBytes: GiB, microBatch: mb(1, 512, 1.6 * GiB) }),
+    "lower engine.prefixCacheMb (now 1024)",
+  );
 });
 
 test("the largest micro-batch of a call, as the planner packs it", () => {
@@ -137,7 +164,10 @@ test("end to end: a datum whose tape cannot fit is refused before any tensor wor
     const tensors = tf.memory().numTensors;
     await assert.rejects(engine.forwardBackward([datum(2048)], { type: "cross_entropy" }), (e: unknown) => {
       assert.ok(e instanceof InputError);
-      assert.match(e.message, /^training needs ~\d+\.\d\d GiB of wasm heap \(weights 0\.04 GiB x\d+(\.5)? on the \w+ backend .* activations \d+\.\d\d GiB for 1 x 2048 tokens/);
+      assert.match(
+        e.message,
+        /^training needs ~\d+\.\d\d GiB of wasm heap \(weights 0\.04 GiB x\d+(\.5)? on the \w+ backend .* activations \d+\.\d\d GiB for 1 x 2048 tokens/,
+      );
       assert.match(e.hint ?? "", /^shorten the sequences \(rollout.maxTotalTokens\): this one has 2048 tokens/);
       return true;
     });

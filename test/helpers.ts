@@ -11,7 +11,8 @@ export function tempDir(prefix = "agent-r1-"): string {
 }
 
 export function captureIO(stdin = ""): CommandIO & { stdout: string[]; stderr: string[] } {
-  const stdout: string[] = [], stderr: string[] = [];
+  const stdout: string[] = [],
+    stderr: string[] = [];
   return { stdout, stderr, out: (l) => stdout.push(l), err: (l) => stderr.push(l), readStdin: async () => stdin };
 }
 
@@ -22,11 +23,17 @@ export function cliEntry(): string {
 }
 
 /** `agent-r1 serve` as a child process (one in-process replica): its first stdout line, its stderr so far, and its exit code. */
-export async function startServeChild(modelDir: string): Promise<{ line: string; child: ChildProcess; stderr: () => string; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [...process.execArgv, cliEntry(), "serve", "--model", modelDir, "--port", "0"], {
-    env: { ...process.env, AGENT_R1_WORKERS: "0" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+export async function startServeChild(
+  modelDir: string,
+): Promise<{ line: string; child: ChildProcess; stderr: () => string; exited: Promise<number | null> }> {
+  const child = spawn(
+    process.execPath,
+    [...process.execArgv, cliEntry(), "serve", "--model", modelDir, "--port", "0"],
+    {
+      env: { ...process.env, AGENT_R1_WORKERS: "0" },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let stderr = "";
   child.stderr!.on("data", (d) => (stderr += d));
   const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));

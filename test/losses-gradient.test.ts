@@ -55,22 +55,49 @@ test("by hand: policy token losses, KL forms, aggregation coefficients", () => {
   assert.ok(close(klValue(-1, -1.5, "k3"), Math.exp(-0.5) + 0.5 - 1)); // 0.10653
   assert.ok(close(klValue(-1, 2, "k3"), 10)); // e^3 - 4 = 16.09, clamped to 10
   // Aggregations for weights [[1,1,0],[0,1]].
-  const w = [[1, 1, 0], [0, 1]];
-  const eq = (got: number[][], want: number[][]) => got.forEach((r, i) => r.forEach((x, j) => assert.ok(close(x, want[i][j]), `${i},${j}: ${x} vs ${want[i][j]}`)));
+  const w = [
+    [1, 1, 0],
+    [0, 1],
+  ];
+  const eq = (got: number[][], want: number[][]) =>
+    got.forEach((r, i) => r.forEach((x, j) => assert.ok(close(x, want[i][j]), `${i},${j}: ${x} vs ${want[i][j]}`)));
   const rows = w.map((weights) => ({ weights }));
-  eq(aggregationCoefficients(rows, "token-mean"), [[1 / 3, 1 / 3, 0], [0, 1 / 3]]);
-  eq(aggregationCoefficients(rows, "seq-mean-token-sum"), [[1 / 2, 1 / 2, 0], [0, 1 / 2]]);
-  eq(aggregationCoefficients(rows, "seq-mean-token-mean"), [[1 / 4, 1 / 4, 0], [0, 1 / 2]]);
-  eq(aggregationCoefficients(rows, "seq-mean-token-sum-norm", 4), [[1 / 4, 1 / 4, 0], [0, 1 / 4]]);
-  eq(aggregationCoefficients(rows, "sum"), [[1, 1, 0], [0, 1]]);
+  eq(aggregationCoefficients(rows, "token-mean"), [
+    [1 / 3, 1 / 3, 0],
+    [0, 1 / 3],
+  ]);
+  eq(aggregationCoefficients(rows, "seq-mean-token-sum"), [
+    [1 / 2, 1 / 2, 0],
+    [0, 1 / 2],
+  ]);
+  eq(aggregationCoefficients(rows, "seq-mean-token-mean"), [
+    [1 / 4, 1 / 4, 0],
+    [0, 1 / 2],
+  ]);
+  eq(aggregationCoefficients(rows, "seq-mean-token-sum-norm", 4), [
+    [1 / 4, 1 / 4, 0],
+    [0, 1 / 4],
+  ]);
+  eq(aggregationCoefficients(rows, "sum"), [
+    [1, 1, 0],
+    [0, 1],
+  ]);
 });
 
 // ---------------------------------------------------------------------------
 // Set-up: a tiny Qwen2 with weights large enough that logprobs vary clearly.
 
 const CFG: ModelConfig = parseModelConfig({
-  model_type: "qwen2", vocab_size: 40, hidden_size: 24, num_hidden_layers: 2, num_attention_heads: 4,
-  num_key_value_heads: 2, intermediate_size: 32, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: true,
+  model_type: "qwen2",
+  vocab_size: 40,
+  hidden_size: 24,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  intermediate_size: 32,
+  rms_norm_eps: 1e-6,
+  rope_theta: 10000,
+  tie_word_embeddings: true,
 });
 
 /** Deterministic pseudo-random numbers in [0, 1), for weights and tokens. */
@@ -123,10 +150,20 @@ const REF_OFFSETS = [0.3, -0.5, 0.1, 3.0, -0.2, 0.05];
 
 /** Datums built around the current logprobs `lp` so that the ratios follow PATTERN. */
 function makeDatums(lp: number[][]): { datums: Datum[]; designedClipped: number; weighted: number } {
-  let k = 0, j = 0, designedClipped = 0, weighted = 0;
+  let k = 0,
+    j = 0,
+    designedClipped = 0,
+    weighted = 0;
   const datums = SEQS.map((s, i) => {
     const n = s.length - 1;
-    const d: Datum = { tokens: s.slice(0, -1), targetTokens: s.slice(1), weights: [], advantages: [], logprobs: [], refLogprobs: [] };
+    const d: Datum = {
+      tokens: s.slice(0, -1),
+      targetTokens: s.slice(1),
+      weights: [],
+      advantages: [],
+      logprobs: [],
+      refLogprobs: [],
+    };
     for (let t = 0; t < n; t++) {
       const w = t < 2 ? 0 : 1;
       const [r, a, clipped] = w ? PATTERN[k++ % PATTERN.length] : [1, 0.3, false];
@@ -168,13 +205,17 @@ function plainLoss(datums: Datum[], lp: number[][], loss: ResolvedLoss): { loss:
  */
 function logitLogprobs(m: Transformer, temperature: number): { lp: number[][]; entropy: number[][] } {
   const V = CFG.vocabSize;
-  const lp: number[][] = [], entropy: number[][] = [];
+  const lp: number[][] = [],
+    entropy: number[][] = [];
   for (const s of SEQS) {
     const T = s.length - 1;
-    const t2 = tf.tidy(() => m.logits(m.forward(tf.tensor2d([s.slice(0, -1)], [1, T], "int32")).hidden.reshape([T, -1]) as tf.Tensor2D));
+    const t2 = tf.tidy(() =>
+      m.logits(m.forward(tf.tensor2d([s.slice(0, -1)], [1, T], "int32")).hidden.reshape([T, -1]) as tf.Tensor2D),
+    );
     const z = t2.dataSync();
     t2.dispose();
-    const rowLp: number[] = [], rowH: number[] = [];
+    const rowLp: number[] = [],
+      rowH: number[] = [];
     for (let t = 0; t < T; t++) {
       const row = Array.from(z.subarray(t * V, (t + 1) * V), (x) => x / temperature);
       const mx = Math.max(...row);
@@ -202,7 +243,13 @@ const LOSSES: [string, LossSpec][] = [
   ["ppo+k3", { type: "ppo", kl: { coef: 0.3, form: "k3" } }],
   ["ppo, temperature 0.8", { type: "ppo", temperature: 0.8 }],
 ];
-const AGGS: LossAggregation[] = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "sum"];
+const AGGS: LossAggregation[] = [
+  "token-mean",
+  "seq-mean-token-sum",
+  "seq-mean-token-mean",
+  "seq-mean-token-sum-norm",
+  "sum",
+];
 
 /** Tensors whose entries are checked against finite differences (in-memory layout). */
 const CHECKED = [
@@ -231,7 +278,9 @@ function setEntry(v: tf.Variable, index: number, value: number): number {
  * |fd - g| ≤ 2e-2·|g| + 1e-3·G, G the largest |gradient| in that tensor (so entries with
  * tiny gradients are judged on the tensor's scale).
  */
-const EPS = 1e-2, RTOL = 2e-2, ATOL_FRAC = 1e-3;
+const EPS = 1e-2,
+  RTOL = 2e-2,
+  ATOL_FRAC = 1e-3;
 
 for (const [label, spec0] of LOSSES) {
   test(`forwardBackward loss and gradient: ${label}, every aggregation`, () => {
@@ -240,7 +289,11 @@ for (const [label, spec0] of LOSSES) {
       const temperature = spec0.temperature ?? 1;
       const lp0 = currentLogprobs(tr, temperature);
       const direct = logitLogprobs(tr.model, temperature);
-      lp0.forEach((r, i) => r.forEach((p, t) => assert.ok(Math.abs(p - direct.lp[i][t]) < 1e-5, `computeLogprobs ${p} vs ${direct.lp[i][t]}`)));
+      lp0.forEach((r, i) =>
+        r.forEach((p, t) =>
+          assert.ok(Math.abs(p - direct.lp[i][t]) < 1e-5, `computeLogprobs ${p} vs ${direct.lp[i][t]}`),
+        ),
+      );
       const { datums, designedClipped, weighted } = makeDatums(lp0);
       let worst = 0;
       for (const aggregation of AGGS) {
@@ -250,15 +303,27 @@ for (const [label, spec0] of LOSSES) {
         res.logprobs.forEach((r, i) => r.forEach((p, t) => assert.ok(Math.abs(p - direct.lp[i][t]) < 1e-5)));
         let h = 0;
         datums.forEach((d, i) => d.weights.forEach((w, t) => w > 0 && (h += direct.entropy[i][t])));
-        assert.ok(Math.abs(res.metrics.entropy - h / weighted) < 1e-5, `entropy ${res.metrics.entropy} vs ${h / weighted}`);
+        assert.ok(
+          Math.abs(res.metrics.entropy - h / weighted) < 1e-5,
+          `entropy ${res.metrics.entropy} vs ${h / weighted}`,
+        );
         // (a) the reported loss is the plain-number loss of the returned logprobs.
         const plain = plainLoss(datums, res.logprobs, spec);
-        assert.ok(Math.abs(res.metrics.loss - plain.loss) <= 1e-5 * Math.max(1, Math.abs(plain.loss)), `${aggregation}: tensor loss ${res.metrics.loss}, plain ${plain.loss}`);
+        assert.ok(
+          Math.abs(res.metrics.loss - plain.loss) <= 1e-5 * Math.max(1, Math.abs(plain.loss)),
+          `${aggregation}: tensor loss ${res.metrics.loss}, plain ${plain.loss}`,
+        );
         assert.equal(res.metrics.tokens, weighted);
-        if (spec.type === "ppo") assert.ok(close(res.metrics.clipFraction!, designedClipped / weighted, 1e-9), `clipFraction ${res.metrics.clipFraction}`);
+        if (spec.type === "ppo")
+          assert.ok(
+            close(res.metrics.clipFraction!, designedClipped / weighted, 1e-9),
+            `clipFraction ${res.metrics.clipFraction}`,
+          );
         if (spec.kl) {
           let kl = 0;
-          datums.forEach((d, i) => d.weights.forEach((w, t) => w > 0 && (kl += klValue(res.logprobs[i][t], d.refLogprobs![t], spec.kl!.form))));
+          datums.forEach((d, i) =>
+            d.weights.forEach((w, t) => w > 0 && (kl += klValue(res.logprobs[i][t], d.refLogprobs![t], spec.kl!.form))),
+          );
           assert.ok(Math.abs(res.metrics.klRef! - kl / weighted) < 1e-9);
         }
 
@@ -268,9 +333,10 @@ for (const [label, spec0] of LOSSES) {
         tr.zeroGrad();
         for (const name of CHECKED) {
           const g = snapshot.get(name)!;
-          let G = 0, iMax = 0;
+          let G = 0,
+            iMax = 0;
           g.forEach((x, i) => {
-            if (Math.abs(x) > G) (G = Math.abs(x)), (iMax = i);
+            if (Math.abs(x) > G) ((G = Math.abs(x)), (iMax = i));
           });
           assert.ok(G > 1e-3, `${aggregation} ${name}: gradient vanishes (max ${G})`);
           const iOther = (iMax * 7 + 13) % g.length;
@@ -290,7 +356,10 @@ for (const [label, spec0] of LOSSES) {
             const fd = (lossP.loss - lossM.loss) / (wp - wm);
             const err = Math.abs(fd - g[idx]);
             worst = Math.max(worst, err / (RTOL * Math.abs(g[idx]) + ATOL_FRAC * G));
-            assert.ok(err <= RTOL * Math.abs(g[idx]) + ATOL_FRAC * G, `${label} / ${aggregation} / ${name}[${idx}]: analytic ${g[idx]}, finite difference ${fd} (tensor max |g| ${G})`);
+            assert.ok(
+              err <= RTOL * Math.abs(g[idx]) + ATOL_FRAC * G,
+              `${label} / ${aggregation} / ${name}[${idx}]: analytic ${g[idx]}, finite difference ${fd} (tensor max |g| ${G})`,
+            );
           }
         }
       }
@@ -330,34 +399,47 @@ test("micro-batches: splitting one call gives the same loss and gradients", () =
   // Datums 0 and 1 as one sequence (a split trajectory) or each its own.
   const cases: [LossSpec, LossAggregation, (number | undefined)[]][] = [];
   for (const spec0 of [{ type: "ppo", kl: { coef: 0.2, form: "k3" } }, { type: "cross_entropy" }] as LossSpec[]) {
-    for (const aggregation of ["token-mean", "seq-mean-token-mean"] as LossAggregation[]) cases.push([spec0, aggregation, [undefined, undefined, undefined]]);
+    for (const aggregation of ["token-mean", "seq-mean-token-mean"] as LossAggregation[])
+      cases.push([spec0, aggregation, [undefined, undefined, undefined]]);
   }
   cases.push([{ type: "ppo" }, "seq-mean-token-mean", [0, 0, 1]], [{ type: "ppo" }, "seq-mean-token-sum", [0, 0, 1]]);
   for (const [spec0, aggregation, sequences] of cases) {
     for (const budget of [8, 16]) {
       const spec = resolvedLoss({ ...spec0, aggregation });
-      const one = fresh(), split = fresh();
+      const one = fresh(),
+        split = fresh();
       try {
-        const datums = makeDatums(currentLogprobs(one, 1)).datums.map((d, i) => (sequences[i] === undefined ? d : { ...d, sequence: sequences[i] }));
+        const datums = makeDatums(currentLogprobs(one, 1)).datums.map((d, i) =>
+          sequences[i] === undefined ? d : { ...d, sequence: sequences[i] },
+        );
         // Lengths 8, 5, 7: budget 8 puts each datum alone; 16 packs [0, 1] (padded) and [2].
         const lengths = datums.map((d) => d.tokens.length);
         assert.deepEqual(packMicroBatches(lengths, budget), budget === 8 ? [[0], [1], [2]] : [[0, 1], [2]]);
         assert.deepEqual(packMicroBatches(lengths, 10_000), [[0, 1, 2]]);
         const a = policyForwardBackward(one, datums, spec, 10_000); // one micro-batch of 3
         const b = policyForwardBackward(split, datums, spec, budget);
-        assert.ok(Math.abs(a.metrics.loss - b.metrics.loss) <= 1e-5 * Math.max(1, Math.abs(a.metrics.loss)), `loss ${a.metrics.loss} vs ${b.metrics.loss}`);
+        assert.ok(
+          Math.abs(a.metrics.loss - b.metrics.loss) <= 1e-5 * Math.max(1, Math.abs(a.metrics.loss)),
+          `loss ${a.metrics.loss} vs ${b.metrics.loss}`,
+        );
         a.logprobs.forEach((r, i) => r.forEach((p, t) => assert.ok(Math.abs(p - b.logprobs[i][t]) < 1e-5)));
         assert.ok(Math.abs(a.metrics.entropy - b.metrics.entropy) < 1e-5);
-        const ga = gradsOf(one), gb = gradsOf(split);
+        const ga = gradsOf(one),
+          gb = gradsOf(split);
         assert.equal(ga.size, gb.size);
         for (const [name, t] of ga) {
-          const x = t.dataSync(), y = gb.get(name)!.dataSync();
-          let scale = 0, diff = 0;
+          const x = t.dataSync(),
+            y = gb.get(name)!.dataSync();
+          let scale = 0,
+            diff = 0;
           for (let i = 0; i < x.length; i++) {
             scale = Math.max(scale, Math.abs(x[i]));
             diff = Math.max(diff, Math.abs(x[i] - y[i]));
           }
-          assert.ok(diff <= 1e-5 * scale + 1e-9, `${aggregation} ${sequences.join()} ${name}: max diff ${diff}, scale ${scale}`);
+          assert.ok(
+            diff <= 1e-5 * scale + 1e-9,
+            `${aggregation} ${sequences.join()} ${name}: max diff ${diff}, scale ${scale}`,
+          );
         }
         // Accumulation across calls: a second call doubles the gradient.
         const before = Float32Array.from(ga.get("model.norm.weight")!.dataSync() as Float32Array);

@@ -8,7 +8,13 @@ import assert from "node:assert/strict";
 import { closeSync, openSync, readFileSync, rmSync, writeFileSync, ftruncateSync } from "node:fs";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
-import { COMPACT_CHAT_TEMPLATE, DEFAULT_CHAT_TEMPLATE, renderChatTemplate, type ChatMessage, type ToolSchema } from "../src/model/chat-template.js";
+import {
+  COMPACT_CHAT_TEMPLATE,
+  DEFAULT_CHAT_TEMPLATE,
+  renderChatTemplate,
+  type ChatMessage,
+  type ToolSchema,
+} from "../src/model/chat-template.js";
 import { boundedRange, strftime } from "../src/model/template-limits.js";
 import { parseModelConfig, presetConfigJson, type ModelConfig } from "../src/model/config.js";
 import { checkModelFits } from "../src/model/model-limits.js";
@@ -41,10 +47,16 @@ function templateError(f: () => unknown): { message: string; ms: number } {
 }
 
 test("a template looping over range(1e9) fails at once instead of running the heap out", () => {
-  const { message, ms } = templateError(() => renderChatTemplate("{% for i in range(1000000000) %}x{% endfor %}", { messages: user }));
+  const { message, ms } = templateError(() =>
+    renderChatTemplate("{% for i in range(1000000000) %}x{% endfor %}", { messages: user }),
+  );
   assert.match(message, /range\(\) of 1000000000 items is over the 1048576-item limit/);
   assert.ok(ms < 1000, `${ms} ms`);
-  assert.equal(renderChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}", { messages: user }), "hi", "the process renders on");
+  assert.equal(
+    renderChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}", { messages: user }),
+    "hi",
+    "the process renders on",
+  );
 });
 
 test("nested loops stop at the time limit", () => {
@@ -56,10 +68,15 @@ test("nested loops stop at the time limit", () => {
 
 test("output growth stops at the size limits: a loop's output, a doubled string, kept copies", () => {
   const hundred = "x".repeat(100);
-  const loop = templateError(() => renderChatTemplate(`{% for i in range(100000) %}${hundred}{% endfor %}`, { messages: user }));
+  const loop = templateError(() =>
+    renderChatTemplate(`{% for i in range(100000) %}${hundred}{% endfor %}`, { messages: user }),
+  );
   assert.match(loop.message, /a for loop's output passed the 4194304-character limit/);
   const doubled = templateError(() =>
-    renderChatTemplate('{% set ns = namespace(s="x") %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}', { messages: user }),
+    renderChatTemplate(
+      '{% set ns = namespace(s="x") %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}',
+      { messages: user },
+    ),
   );
   assert.match(doubled.message, /a string of 8388608 characters is over the 4194304-character limit/);
   // 1000 distinct 4 MiB strings kept in a list would hold 4 GB; the build budget stops it at 128 Mi characters.
@@ -75,19 +92,41 @@ test("output growth stops at the size limits: a loop's output, a doubled string,
 });
 
 test("every limit is enforced where it claims (the interpreter's overrides are called)", () => {
-  const small = (limits: object, tpl: string) => templateError(() => renderChatTemplate(tpl, { messages: user, limits })).message;
-  assert.match(small({ maxChars: 5 }, "{% for i in range(3) %}ab{% endfor %}"), /for loop's output passed the 5-character limit/);
+  const small = (limits: object, tpl: string) =>
+    templateError(() => renderChatTemplate(tpl, { messages: user, limits })).message;
+  assert.match(
+    small({ maxChars: 5 }, "{% for i in range(3) %}ab{% endfor %}"),
+    /for loop's output passed the 5-character limit/,
+  );
   assert.match(small({ maxChars: 5 }, '{{ "abc" ~ "def" }}'), /a string of 6 characters/);
   assert.match(small({ maxItems: 3 }, "{{ [1, 2] + [3, 4] }}"), /a list of 4 items is over the 3-item limit/);
   assert.match(small({ maxItems: 3 }, "{{ range(4) }}"), /range\(\) of 4 items/);
   assert.match(small({ maxBuiltChars: 10 }, '{{ "abcdef" ~ "ghijkl" }}'), /built over 10 characters/);
   assert.match(small({ timeMs: 0 }, "{% for i in range(1000) %}{{ i }}{% endfor %}"), /past the 0 ms limit/);
-  assert.equal(renderChatTemplate("{% for i in range(3) %}ab{% endfor %}", { messages: user, limits: { maxChars: 6 } }), "ababab", "at the limit is fine");
+  assert.equal(
+    renderChatTemplate("{% for i in range(3) %}ab{% endfor %}", { messages: user, limits: { maxChars: 6 } }),
+    "ababab",
+    "at the limit is fine",
+  );
 });
 
 const TOOLS: ToolSchema[] = [
-  { type: "function", function: { name: "search", description: "Search the wiki.", parameters: { type: "object", properties: { query: { type: "string" } }, required: ["query"] } } },
-  { type: "function", function: { name: "calculator", description: "Evaluate arithmetic", parameters: { type: "object", properties: { expression: { type: "string" } } } } },
+  {
+    type: "function",
+    function: {
+      name: "search",
+      description: "Search the wiki.",
+      parameters: { type: "object", properties: { query: { type: "string" } }, required: ["query"] },
+    },
+  },
+  {
+    type: "function",
+    function: {
+      name: "calculator",
+      description: "Evaluate arithmetic",
+      parameters: { type: "object", properties: { expression: { type: "string" } } },
+    },
+  },
 ];
 
 /** System prompt, then user / assistant-with-tool-call / tool turns: 20 messages. */
@@ -96,7 +135,11 @@ function conversation(): ChatMessage[] {
   for (let i = 0; m.length < 20; i++) {
     m.push({ role: "user", content: `Question ${i}: how many people live in city ${i}?` });
     const args = i % 2 ? { query: `city ${i} population` } : `{"query": "city ${i}"}`;
-    m.push({ role: "assistant", content: `<think>search city ${i}</think>`, tool_calls: [{ type: "function", function: { name: "search", arguments: args } }] });
+    m.push({
+      role: "assistant",
+      content: `<think>search city ${i}</think>`,
+      tool_calls: [{ type: "function", function: { name: "search", arguments: args } }],
+    });
     m.push({ role: "tool", name: "search", content: `City ${i} has ${1000 * i} people.` });
   }
   return m;
@@ -109,8 +152,20 @@ test("default, compact and test templates render byte-identically to Template.re
     "{% for x in range(0, 1, 0.1) %}{{ x }};{% endfor %}{{ range(4) | join('-') }}{{ range(2, 5) }}";
   for (const src of [DEFAULT_CHAT_TEMPLATE, COMPACT_CHAT_TEMPLATE, LLAMA3_TEST_TEMPLATE, rangeTemplate]) {
     for (const tools of [TOOLS, undefined]) {
-      const ours = renderChatTemplate(src, { messages, tools, addGenerationPrompt: true, bosToken: "<s>", eosToken: "</s>" });
-      const ctx = { messages, ...(tools ? { tools } : {}), add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>" };
+      const ours = renderChatTemplate(src, {
+        messages,
+        tools,
+        addGenerationPrompt: true,
+        bosToken: "<s>",
+        eosToken: "</s>",
+      });
+      const ctx = {
+        messages,
+        ...(tools ? { tools } : {}),
+        add_generation_prompt: true,
+        bos_token: "<s>",
+        eos_token: "</s>",
+      };
       assert.equal(ours, new Template(src).render(ctx));
     }
   }
@@ -124,19 +179,33 @@ test("a server whose template loops answers with an error and keeps serving", as
   await initModel({ preset: "tiny", out: dir });
   const configPath = join(dir, "tokenizer_config.json");
   const tokConfig = JSON.parse(readFileSync(configPath, "utf8")) as Record<string, unknown>;
-  writeFileSync(configPath, JSON.stringify({ ...tokConfig, chat_template: "{% for i in range(1000000000) %}x{% endfor %}" }));
+  writeFileSync(
+    configPath,
+    JSON.stringify({ ...tokConfig, chat_template: "{% for i in range(1000000000) %}x{% endfor %}" }),
+  );
   const engine = await LocalEngine.load(dir, { workers: 0 });
   const server = await startServer({ engine, port: 0, log: () => {} });
   try {
     const json = { "Content-Type": "application/json" };
     const chat = async () => {
-      const res = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify({ messages: user, max_tokens: 2 }) });
+      const res = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify({ messages: user, max_tokens: 2 }),
+      });
       return { status: res.status, body: (await res.json()) as { error: { message: string } } };
     };
     const first = await chat();
     assert.equal(first.status, 400);
-    assert.match(first.body.error.message, /tokenizer_config\.json \(chat_template\): chat template stopped: range\(\) of 1000000000 items/);
-    const completion = await fetch(`${server.url}/v1/completions`, { method: "POST", headers: json, body: JSON.stringify({ prompt: "hi", max_tokens: 2 }) });
+    assert.match(
+      first.body.error.message,
+      /tokenizer_config\.json \(chat_template\): chat template stopped: range\(\) of 1000000000 items/,
+    );
+    const completion = await fetch(`${server.url}/v1/completions`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ prompt: "hi", max_tokens: 2 }),
+    });
     assert.equal(completion.status, 200, "requests without the template still work");
     assert.equal((await chat()).status, 400, "and the next chat request gets the same answer");
   } finally {
@@ -176,7 +245,13 @@ test("absurd sizes in config.json: one line naming the file and field, in well u
     const t0 = performance.now();
     assert.throws(
       () => parseModelConfig(presetConfigJson("tiny", 1024, { [field]: value })),
-      (e: unknown) => e instanceof ModelFormatError && e.file === "config.json" && e.field === field && new RegExp(`^config\\.json \\(${field}\\): ${value} is out of range: at most \\d+ is accepted \\(`).test(e.message),
+      (e: unknown) =>
+        e instanceof ModelFormatError &&
+        e.file === "config.json" &&
+        e.field === field &&
+        new RegExp(`^config\\.json \\(${field}\\): ${value} is out of range: at most \\d+ is accepted \\(`).test(
+          e.message,
+        ),
     );
     assert.ok(performance.now() - t0 < 1000);
     const { line, ms } = await generateError(await modelWithConfig({ [field]: value }));
@@ -198,21 +273,46 @@ function fitsError(c: ModelConfig): string {
 
 test("a model too large for a replica's 4 GiB is refused before loading, naming the field that makes it so", async () => {
   // Llama 3.1 405B's shape: every field is real, the whole is not for this engine.
-  const llama405b = { num_hidden_layers: 126, hidden_size: 16384, num_attention_heads: 128, num_key_value_heads: 8, intermediate_size: 53248, vocab_size: 128256, max_position_embeddings: 131072, tie_word_embeddings: false };
+  const llama405b = {
+    num_hidden_layers: 126,
+    hidden_size: 16384,
+    num_attention_heads: 128,
+    num_key_value_heads: 8,
+    intermediate_size: 53248,
+    vocab_size: 128256,
+    max_position_embeddings: 131072,
+    tie_word_embeddings: false,
+  };
   const config = parseModelConfig(presetConfigJson("tiny", 1024, llama405b));
   assert.equal(config.numLayers, 126, "reading a config does not check its size");
-  assert.match(fitsError(config), /^config\.json \(hidden_size\): 126 layers of hidden_size 16384, intermediate_size 53248 make 4\.1e11 parameters \(1\.62 TB in float32\); this engine holds at most 4 GiB of weights per replica$/);
-  const deep = parseModelConfig(presetConfigJson("tiny", 1024, { num_hidden_layers: 1000, hidden_size: 4096, num_attention_heads: 32, intermediate_size: 11008 }));
+  assert.match(
+    fitsError(config),
+    /^config\.json \(hidden_size\): 126 layers of hidden_size 16384, intermediate_size 53248 make 4\.1e11 parameters \(1\.62 TB in float32\); this engine holds at most 4 GiB of weights per replica$/,
+  );
+  const deep = parseModelConfig(
+    presetConfigJson("tiny", 1024, {
+      num_hidden_layers: 1000,
+      hidden_size: 4096,
+      num_attention_heads: 32,
+      intermediate_size: 11008,
+    }),
+  );
   assert.match(fitsError(deep), /^config\.json \(num_hidden_layers\): 1000 layers/);
   const wide = parseModelConfig(presetConfigJson("tiny", 2 ** 24, { hidden_size: 1024, num_attention_heads: 8 }));
-  assert.match(fitsError(wide), /^config\.json \(vocab_size\): 16777216 tokens of hidden_size 1024 make 1\.7e10 parameters/);
+  assert.match(
+    fitsError(wide),
+    /^config\.json \(vocab_size\): 16777216 tokens of hidden_size 1024 make 1\.7e10 parameters/,
+  );
   checkModelFits(parseModelConfig(presetConfigJson("medium", 32000)));
 
   for (const workers of ["0", "2"]) {
     process.env.AGENT_R1_WORKERS = workers;
     try {
       const { line, ms } = await generateError(await modelWithConfig(llama405b));
-      assert.match(line, /config\.json \(hidden_size\): .* this engine holds at most 4 GiB of weights per replica \(hint: /);
+      assert.match(
+        line,
+        /config\.json \(hidden_size\): .* this engine holds at most 4 GiB of weights per replica \(hint: /,
+      );
       assert.ok(ms < 1000, `workers ${workers}: ${ms} ms`);
     } finally {
       delete process.env.AGENT_R1_WORKERS;
@@ -227,7 +327,13 @@ test("weight files far larger than config.json describes are refused before they
   ftruncateSync(fd, 256 * 2 ** 20);
   closeSync(fd);
   const t0 = performance.now();
-  assert.throws(() => loadModelDir(dir), (e: unknown) => e instanceof ModelFormatError && e.file.endsWith("model.safetensors") && /268 MB of weights on disk, but config\.json describes at most/.test(e.message));
+  assert.throws(
+    () => loadModelDir(dir),
+    (e: unknown) =>
+      e instanceof ModelFormatError &&
+      e.file.endsWith("model.safetensors") &&
+      /268 MB of weights on disk, but config\.json describes at most/.test(e.message),
+  );
   // The same as shards named by an index.
   rmSync(join(dir, "model.safetensors"));
   for (const shard of ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]) {
@@ -235,8 +341,19 @@ test("weight files far larger than config.json describes are refused before they
     ftruncateSync(f, 128 * 2 ** 20);
     closeSync(f);
   }
-  const index = { weight_map: { "model.embed_tokens.weight": "model-00001-of-00002.safetensors", "model.norm.weight": "model-00002-of-00002.safetensors" } };
+  const index = {
+    weight_map: {
+      "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+      "model.norm.weight": "model-00002-of-00002.safetensors",
+    },
+  };
   writeFileSync(join(dir, "model.safetensors.index.json"), JSON.stringify(index));
-  assert.throws(() => loadModelDir(dir), (e: unknown) => e instanceof ModelFormatError && e.file.endsWith("model.safetensors.index.json") && /268 MB of weights on disk/.test(e.message));
+  assert.throws(
+    () => loadModelDir(dir),
+    (e: unknown) =>
+      e instanceof ModelFormatError &&
+      e.file.endsWith("model.safetensors.index.json") &&
+      /268 MB of weights on disk/.test(e.message),
+  );
   assert.ok(performance.now() - t0 < 1000);
 });

@@ -64,8 +64,14 @@ async function decode(backend: BackendName, seq: number[], prefill: number): Pro
         v: c0.v.map((v, i) => tf.concat([v, pad(c1.v[i])], 0) as tf.Tensor4D),
         length: S,
       };
-      const keyMask = tf.tensor2d([...Array<number>(S + 1).fill(0), -1e9, -1e9, -1e9, ...Array<number>(S - 2).fill(0)], [2, S + 1]);
-      const out = m.forward(tf.tensor2d([seq[S], seq[S - 3]], [2, 1], "int32"), both, { positions: [S, S - 3], keyMask });
+      const keyMask = tf.tensor2d(
+        [...Array<number>(S + 1).fill(0), -1e9, -1e9, -1e9, ...Array<number>(S - 2).fill(0)],
+        [2, S + 1],
+      );
+      const out = m.forward(tf.tensor2d([seq[S], seq[S - 3]], [2, 1], "int32"), both, {
+        positions: [S, S - 3],
+        keyMask,
+      });
       return rows(logitsOf(out.hidden));
     });
     return { full, cached, batched };
@@ -74,19 +80,34 @@ async function decode(backend: BackendName, seq: number[], prefill: number): Pro
   }
 }
 
-test("KV-cached decoding, tfjs vs native: cached steps equal the uncached pass, and the backends agree", native, async () => {
-  const rng = new Rng(12);
-  const seq = Array.from({ length: 14 }, () => 3 + rng.int(200));
-  const t = await decode("tfjs", seq, 5);
-  const n = await decode("native", seq, 5);
-  for (const [name, r] of [["tfjs", t], ["native", n]] as const) {
-    assert.equal(r.cached.length, seq.length);
-    r.cached.forEach((c, i) => assertClose(c, r.full[i], 1e-4, `${name}: cached logits at position ${i}`));
-  }
-  t.full.forEach((x, i) => assertClose(n.full[i], x, 1e-4, `native vs tfjs, uncached position ${i}`));
-  t.cached.forEach((x, i) => assertClose(n.cached[i], x, 1e-4, `native vs tfjs, cached position ${i}`));
-  for (const [name, r] of [["tfjs", t], ["native", n]] as const) {
-    assertClose(r.batched[0], r.full[seq.length - 1], 1e-4, `${name}: batched row 0 (position ${seq.length - 1})`);
-    assertClose(r.batched[1], r.full[seq.length - 4], 1e-4, `${name}: batched row 1 (position ${seq.length - 4}, after 3 padded keys)`);
-  }
-});
+test(
+  "KV-cached decoding, tfjs vs native: cached steps equal the uncached pass, and the backends agree",
+  native,
+  async () => {
+    const rng = new Rng(12);
+    const seq = Array.from({ length: 14 }, () => 3 + rng.int(200));
+    const t = await decode("tfjs", seq, 5);
+    const n = await decode("native", seq, 5);
+    for (const [name, r] of [
+      ["tfjs", t],
+      ["native", n],
+    ] as const) {
+      assert.equal(r.cached.length, seq.length);
+      r.cached.forEach((c, i) => assertClose(c, r.full[i], 1e-4, `${name}: cached logits at position ${i}`));
+    }
+    t.full.forEach((x, i) => assertClose(n.full[i], x, 1e-4, `native vs tfjs, uncached position ${i}`));
+    t.cached.forEach((x, i) => assertClose(n.cached[i], x, 1e-4, `native vs tfjs, cached position ${i}`));
+    for (const [name, r] of [
+      ["tfjs", t],
+      ["native", n],
+    ] as const) {
+      assertClose(r.batched[0], r.full[seq.length - 1], 1e-4, `${name}: batched row 0 (position ${seq.length - 1})`);
+      assertClose(
+        r.batched[1],
+        r.full[seq.length - 4],
+        1e-4,
+        `${name}: batched row 1 (position ${seq.length - 4}, after 3 padded keys)`,
+      );
+    }
+  },
+);

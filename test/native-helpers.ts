@@ -8,14 +8,16 @@ import { fusedOpsActive, initBackend, setFusedOps, setMatmulBackend, tf } from "
 import { Rng } from "../src/util/rng.js";
 import { tempDir } from "./helpers.js";
 
-export const nativeDisabled = Boolean(process.env.AGENT_R1_NATIVE_DISABLE) && process.env.AGENT_R1_NATIVE_DISABLE !== "0";
+export const nativeDisabled =
+  Boolean(process.env.AGENT_R1_NATIVE_DISABLE) && process.env.AGENT_R1_NATIVE_DISABLE !== "0";
 /** Test options: run unless AGENT_R1_NATIVE_DISABLE is set. */
 export const native = { skip: nativeDisabled ? "AGENT_R1_NATIVE_DISABLE is set" : false };
 
 /** Max |a - b| and max |b|. */
 export function diff(a: ArrayLike<number>, b: ArrayLike<number>): { abs: number; scale: number } {
   assert.equal(a.length, b.length, "lengths differ");
-  let abs = 0, scale = 0;
+  let abs = 0,
+    scale = 0;
   for (let i = 0; i < a.length; i++) {
     abs = Math.max(abs, Math.abs(a[i] - b[i]));
     scale = Math.max(scale, Math.abs(b[i]));
@@ -32,20 +34,31 @@ export function assertClose(a: ArrayLike<number>, b: ArrayLike<number>, rel: num
 /** A seeded normal tensor (our RNG, so every run draws the same values). */
 export function normal(shape: number[], seed: number, scale = 1): tf.Tensor {
   const rng = new Rng(seed);
-  return tf.tensor(Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => scale * rng.normal()), shape);
+  return tf.tensor(
+    Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => scale * rng.normal()),
+    shape,
+  );
 }
 
 /** f's value and its gradients for every input, of the loss Σ f(xs)·w for a fixed random cotangent w. */
 export function valueAndGrads(f: (...xs: tf.Tensor[]) => tf.Tensor, xs: tf.Tensor[], w: tf.Tensor): Float32Array[] {
   return tf.tidy(() => {
     const y = f(...xs);
-    const gs = tf.grads((...a: tf.Tensor[]) => f(...a).mul(w).sum())(xs);
+    const gs = tf.grads((...a: tf.Tensor[]) =>
+      f(...a)
+        .mul(w)
+        .sum(),
+    )(xs);
     return [y, ...gs].map((t) => Float32Array.from(t.dataSync()));
   });
 }
 
 /** Runs f with the fused kernels off (the TF.js composition) and on, on the native backend. */
-export function fusedVsReference(f: (...xs: tf.Tensor[]) => tf.Tensor, xs: tf.Tensor[], seed: number): { ref: Float32Array[]; fused: Float32Array[] } {
+export function fusedVsReference(
+  f: (...xs: tf.Tensor[]) => tf.Tensor,
+  xs: tf.Tensor[],
+  seed: number,
+): { ref: Float32Array[]; fused: Float32Array[] } {
   setMatmulBackend("native");
   try {
     setFusedOps(false);

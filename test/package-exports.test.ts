@@ -39,18 +39,30 @@ test("LICENSE is the Apache License 2.0 that package.json names, with the author
   assert.equal(pkg.license, "Apache-2.0");
   const text = readFileSync(join(root, "LICENSE"), "utf8");
   assert.equal(text.split("\n")[0], "Copyright 2026 The agent-r1 authors");
-  assert.match(text, /^ {33}Apache License\n {27}Version 2\.0, January 2004\n {24}http:\/\/www\.apache\.org\/licenses\/$/m);
+  assert.match(
+    text,
+    /^ {33}Apache License\n {27}Version 2\.0, January 2004\n {24}http:\/\/www\.apache\.org\/licenses\/$/m,
+  );
   assert.match(text, /END OF TERMS AND CONDITIONS/);
   assert.equal((text.match(/^ {3}\d\. /gm) ?? []).length, 9, "sections 1-9 of the terms");
 });
 
 test("every subpath export points into dist/src with types, has its source, and a tsconfig path to it", () => {
-  const tsconfig = JSON.parse(readFileSync(join(root, "tsconfig.json"), "utf8")) as { compilerOptions: { paths: Record<string, string[]> } };
+  const tsconfig = JSON.parse(readFileSync(join(root, "tsconfig.json"), "utf8")) as {
+    compilerOptions: { paths: Record<string, string[]> };
+  };
   const entries = [".", ...Object.keys(SUBPATHS).map((s) => `./${s}`)];
-  assert.deepEqual(Object.keys(pkg.exports).filter((k) => k !== "./package.json"), entries);
+  assert.deepEqual(
+    Object.keys(pkg.exports).filter((k) => k !== "./package.json"),
+    entries,
+  );
   for (const key of entries) {
     const dir = key === "." ? "" : `${key.slice(2)}/`;
-    assert.deepEqual(pkg.exports[key], { types: `./dist/src/${dir}index.d.ts`, default: `./dist/src/${dir}index.js` }, key);
+    assert.deepEqual(
+      pkg.exports[key],
+      { types: `./dist/src/${dir}index.d.ts`, default: `./dist/src/${dir}index.js` },
+      key,
+    );
     assert.ok(existsSync(join(root, "src", dir, "index.ts")), `${key}: src/${dir}index.ts`);
     const name = key === "." ? pkg.name : `${pkg.name}/${key.slice(2)}`;
     assert.deepEqual(tsconfig.compilerOptions.paths[name], [`./src/${dir}index.ts`], name);
@@ -76,7 +88,14 @@ function staticImports(entry: string): { files: Map<string, string | undefined>;
       let spec: ts.Expression | undefined;
       if (ts.isImportDeclaration(s)) {
         const c = s.importClause;
-        const typeOnly = c !== undefined && (c.isTypeOnly || (!c.name && c.namedBindings !== undefined && ts.isNamedImports(c.namedBindings) && c.namedBindings.elements.length > 0 && c.namedBindings.elements.every((e) => e.isTypeOnly)));
+        const typeOnly =
+          c !== undefined &&
+          (c.isTypeOnly ||
+            (!c.name &&
+              c.namedBindings !== undefined &&
+              ts.isNamedImports(c.namedBindings) &&
+              c.namedBindings.elements.length > 0 &&
+              c.namedBindings.elements.every((e) => e.isTypeOnly)));
         if (!typeOnly) spec = s.moduleSpecifier;
       } else if (ts.isExportDeclaration(s) && !s.isTypeOnly && s.moduleSpecifier) {
         const named = s.exportClause && ts.isNamedExports(s.exportClause) ? s.exportClause.elements : undefined;
@@ -105,7 +124,8 @@ for (const sub of Object.keys(SUBPATHS)) {
       return names.join(" <- ");
     };
     for (const [name, file] of bare) assert.ok(!HEAVY.test(name), `${name} imported by ${chain(file)}`);
-    for (const heavy of HEAVY_FILES) assert.ok(!files.has(join(root, heavy)), `${heavy} reached: ${chain(join(root, heavy))}`);
+    for (const heavy of HEAVY_FILES)
+      assert.ok(!files.has(join(root, heavy)), `${heavy} reached: ${chain(join(root, heavy))}`);
   });
 }
 
@@ -117,8 +137,14 @@ test("the static walk sees TF.js behind the main entry (the check can fail)", ()
 test("importing each subpath by name in a fresh process resolves no @tensorflow module; the main entry does", async () => {
   const js = fileURLToPath(new URL("./fixtures/import-entries.js", import.meta.url));
   const script = existsSync(js) ? js : js.replace(/\.js$/, ".ts");
-  const specs = [...Object.entries(SUBPATHS).map(([sub, value]) => `${pkg.name}/${sub}:${value}`), `${pkg.name}:LocalEngine`];
-  const child = spawn(process.execPath, [...process.execArgv, script, ...specs], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  const specs = [
+    ...Object.entries(SUBPATHS).map(([sub, value]) => `${pkg.name}/${sub}:${value}`),
+    `${pkg.name}:LocalEngine`,
+  ];
+  const child = spawn(process.execPath, [...process.execArgv, script, ...specs], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "",
     err = "";
   child.stdout.on("data", (d) => (out += d));
@@ -127,5 +153,9 @@ test("importing each subpath by name in a fresh process resolves no @tensorflow 
   assert.equal(code, 0, err);
   const results = JSON.parse(out) as Record<string, string>;
   for (const sub of Object.keys(SUBPATHS)) assert.equal(results[`${pkg.name}/${sub}`], "ok", `${pkg.name}/${sub}`);
-  assert.match(results[pkg.name], /loads TensorFlow\.js: @tensorflow\//, "the main entry loads TF.js (so the probe can see it)");
+  assert.match(
+    results[pkg.name],
+    /loads TensorFlow\.js: @tensorflow\//,
+    "the main entry loads TF.js (so the probe can see it)",
+  );
 });

@@ -5,7 +5,10 @@ import { fileURLToPath } from "node:url";
 import { readmeExamples } from "../src/train/readme-examples.js";
 
 function readmeText(): string {
-  for (const p of [fileURLToPath(new URL("../README.md", import.meta.url)), fileURLToPath(new URL("../../README.md", import.meta.url))]) {
+  for (const p of [
+    fileURLToPath(new URL("../README.md", import.meta.url)),
+    fileURLToPath(new URL("../../README.md", import.meta.url)),
+  ]) {
     try {
       return readFileSync(p, "utf8");
     } catch {
@@ -18,7 +21,8 @@ function readmeText(): string {
 test("the README is a short guide: under 260 lines, with the two commands, the datum's path and the file map", () => {
   const text = readmeText();
   assert.ok(text.split("\n").length < 260, `${text.split("\n").length} lines`);
-  for (const heading of ["## The main job", "## One datum's path", "## Writing a tool and an env", "## File map"]) assert.ok(text.includes(heading), heading);
+  for (const heading of ["## The main job", "## One datum's path", "## Writing a tool and an env", "## File map"])
+    assert.ok(text.includes(heading), heading);
   assert.ok(text.includes("npm install && npm start") && text.includes("npm install && npm test"));
 });
 

@@ -16,7 +16,15 @@ function titles(file: string): RegExp[] {
   const out: RegExp[] = [];
   for (const m of text.matchAll(/^\s*test\(\s*(?:"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`)/gm)) {
     if (m[1] !== undefined) out.push(new RegExp(`^${escape(JSON.parse(`"${m[1]}"`) as string)}$`));
-    else out.push(new RegExp(`^${m[2].split(/\$\{[^}]*\}/).map(escape).join(".+")}$`));
+    else
+      out.push(
+        new RegExp(
+          `^${m[2]
+            .split(/\$\{[^}]*\}/)
+            .map(escape)
+            .join(".+")}$`,
+        ),
+      );
   }
   return out;
 }
@@ -37,7 +45,10 @@ test("every test the reliability table names exists in its suite", () => {
       assert.ok(m, `a test cell should read 'suite: name': ${ref}`);
       const file = `${root}test/${m[1]}.test.ts`;
       assert.ok(existsSync(file), `no suite ${file}`);
-      assert.ok(titles(file).some((t) => t.test(m[2])), `${m[1]}: no test named "${m[2]}"`);
+      assert.ok(
+        titles(file).some((t) => t.test(m[2])),
+        `${m[1]}: no test named "${m[2]}"`,
+      );
       cited++;
     }
   }

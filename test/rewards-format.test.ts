@@ -47,8 +47,16 @@ test("formatScore: 0.5 for well-formed tool turns, 0.5 for a well-formed answer 
 });
 
 test("rewardWithFormat: correct and well-formed is the only 1; any correct answer beats any wrong one", () => {
-  const table = [[1, 1, 1], [1, 0.5, 0.75], [1, 0, 0.5], [0, 1, 0.1], [0, 0.5, 0.05], [0, 0, 0]];
-  for (const [correct, format, want] of table) assert.equal(rewardWithFormat(correct, format), want, `correct ${correct}, format ${format}`);
+  const table = [
+    [1, 1, 1],
+    [1, 0.5, 0.75],
+    [1, 0, 0.5],
+    [0, 1, 0.1],
+    [0, 0.5, 0.05],
+    [0, 0, 0],
+  ];
+  for (const [correct, format, want] of table)
+    assert.equal(rewardWithFormat(correct, format), want, `correct ${correct}, format ${format}`);
   const wrongBest = Math.max(...[0, 0.5, 1].map((f) => rewardWithFormat(0, f)));
   const correctWorst = Math.min(...[0, 0.5, 1].map((f) => rewardWithFormat(1, f)));
   assert.ok(wrongBest < correctWorst);

@@ -32,7 +32,11 @@ test("exactMatch compares normalized strings", () => {
 
 test("f1Score: token overlap of the normalized strings", () => {
   // pred [ada, brenn, lusk], gold [lusk]: 1 shared, P = 1/3, R = 1
-  assert.deepEqual(f1Score("Ada Brenn Lusk", "Lusk"), { f1: (2 * (1 / 3) * 1) / (1 / 3 + 1), precision: 1 / 3, recall: 1 });
+  assert.deepEqual(f1Score("Ada Brenn Lusk", "Lusk"), {
+    f1: (2 * (1 / 3) * 1) / (1 / 3 + 1),
+    precision: 1 / 3,
+    recall: 1,
+  });
   // pred [cat, sat, on, mat], gold [cat, on, mat]: 3 shared, P = 3/4, R = 1
   assert.equal(f1Score("the cat sat on the mat", "a cat on a mat").f1, (2 * (3 / 4) * 1) / (3 / 4 + 1));
   // a repeated token counts min(2, 1) = 1 times: P = 1/2, R = 1

@@ -4,7 +4,15 @@ import { TrajectoryBuilder } from "../src/agent/trajectory.js";
 import { actionMask, batchDatums, trajectoryDatums } from "../src/rl/datums.js";
 
 const step = (action: number[], logprobs: number[], observation: number[]) => ({
-  action, logprobs, observation, stopReason: "stop" as const, reward: 0, done: false, toolCalls: [], info: {}, timing: { sampleMs: 0, envMs: 0 },
+  action,
+  logprobs,
+  observation,
+  stopReason: "stop" as const,
+  reward: 0,
+  done: false,
+  toolCalls: [],
+  info: {},
+  timing: { sampleMs: 0, envMs: 0 },
 });
 
 test("a two-turn trajectory becomes one datum with action tokens weighted and labelled by step, by hand", () => {
@@ -37,7 +45,10 @@ test("a rewritten context starts a new datum; a zero weight masks the trajectory
   assert.deepEqual(datums[1].logprobs, [0, -2, -3]);
   assert.ok(datums.every((d) => d.weights.every((w) => w === 0)));
   // The action mask does not depend on the weight: the estimators still see the tokens.
-  assert.deepEqual(steps, [[-1, 0], [-1, 1, 1]]);
+  assert.deepEqual(steps, [
+    [-1, 0],
+    [-1, 1, 1],
+  ]);
 });
 
 test("batchDatums: trajectories in order, a split trajectory is one sequence, weights per trajectory", () => {
@@ -48,7 +59,13 @@ test("batchDatums: trajectories in order, a split trajectory is one sequence, we
   b.add([1, 9], step([5], [-2], []));
   const batch = batchDatums([a.finish("done"), b.finish("done")], [1, 0.5]);
   assert.deepEqual(batch.trajectory, [0, 1, 1]);
-  assert.deepEqual(batch.datums.map((d) => d.sequence), [0, 1, 1]);
-  assert.deepEqual(batch.datums.map((d) => d.weights), [[1], [0, 0.5], [0, 0.5]]);
+  assert.deepEqual(
+    batch.datums.map((d) => d.sequence),
+    [0, 1, 1],
+  );
+  assert.deepEqual(
+    batch.datums.map((d) => d.weights),
+    [[1], [0, 0.5], [0, 0.5]],
+  );
   assert.deepEqual(batch.steps, [[0], [-1, 0], [-1, 1]]);
 });

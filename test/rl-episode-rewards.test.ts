@@ -4,7 +4,15 @@ import { TrajectoryBuilder } from "../src/agent/trajectory.js";
 import { episodeRewards } from "../src/rl/episode-rewards.js";
 
 const step = (reward: number, info: Record<string, unknown> = {}) => ({
-  action: [1], logprobs: [0], observation: [], stopReason: "stop" as const, reward, done: false, toolCalls: [], info, timing: { sampleMs: 0, envMs: 0 },
+  action: [1],
+  logprobs: [0],
+  observation: [],
+  stopReason: "stop" as const,
+  reward,
+  done: false,
+  toolCalls: [],
+  info,
+  timing: { sampleMs: 0, envMs: 0 },
 });
 
 test("ToolEnv's split is used as given; otherwise the last step's reward is the outcome", () => {

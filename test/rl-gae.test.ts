@@ -4,7 +4,8 @@ import { gaeSequence, stepGae, tokenGae } from "../src/rl/advantages/gae.js";
 import { computeAdvantages } from "../src/rl/advantages/index.js";
 
 const close = (a: number, b: number, tol = 1e-12) => Math.abs(a - b) <= tol * Math.max(1, Math.abs(b));
-const allClose = (a: number[], b: number[], tol = 1e-12) => a.length === b.length && a.every((x, i) => close(x, b[i], tol));
+const allClose = (a: number[], b: number[], tol = 1e-12) =>
+  a.length === b.length && a.every((x, i) => close(x, b[i], tol));
 
 test("token GAE by hand: γ = 0.9, λ = 0.8, three action tokens", () => {
   const { advantages, returns } = gaeSequence([0, 0, 1], [0.5, 0.4, 0.6], 0.9, 0.8);
@@ -29,20 +30,33 @@ test("token GAE with λ = 0 is the one-step TD error", () => {
 
 test("token GAE whitens over every action token of the batch; returns use unwhitened A", () => {
   // γ = λ = 1, V = 0: raw A = reward-to-go = [[1, 1, 1], [2, 2]]; μ = 7/5.
-  const rewards = [[0, 0, 1], [0, 2]];
-  const values = [[0, 0, 0], [0, 0]];
+  const rewards = [
+    [0, 0, 1],
+    [0, 2],
+  ];
+  const values = [
+    [0, 0, 0],
+    [0, 0],
+  ];
   const raw = tokenGae(rewards, values, { gamma: 1, lambda: 1, whiten: false });
-  assert.deepEqual(raw.advantages, [[1, 1, 1], [2, 2]]);
+  assert.deepEqual(raw.advantages, [
+    [1, 1, 1],
+    [2, 2],
+  ]);
   const w = tokenGae(rewards, values, { gamma: 1, lambda: 1 });
   const mu = 7 / 5;
   const sd = Math.sqrt((3 * (1 - mu) ** 2 + 2 * (2 - mu) ** 2) / (5 - 1) + 1e-8);
   assert.ok(allClose(w.advantages[0], [(1 - mu) / sd, (1 - mu) / sd, (1 - mu) / sd]));
   assert.ok(allClose(w.advantages[1], [(2 - mu) / sd, (2 - mu) / sd]));
-  assert.deepEqual(w.returns, [[1, 1, 1], [2, 2]]);
+  assert.deepEqual(w.returns, [
+    [1, 1, 1],
+    [2, 2],
+  ]);
 });
 
 test("step GAE by hand on a 3-step trajectory: γ = 0.9, λ = 0.95", () => {
-  const r = [0, 0.5, 1], v = [0.2, 0.3, 0.4];
+  const r = [0, 0.5, 1],
+    v = [0.2, 0.3, 0.4];
   const raw = stepGae([r], [v], { gamma: 0.9, lambda: 0.95, whiten: false });
   const a2 = 1 - 0.4; // V_T = 0
   const a1 = 0.5 + 0.9 * 0.4 - 0.3 + 0.9 * 0.95 * a2;
@@ -55,7 +69,9 @@ test("step GAE by hand on a 3-step trajectory: γ = 0.9, λ = 0.95", () => {
   const w = stepGae([r], [v], { gamma: 0.9, lambda: 0.95 });
   const mu = (a0 + a1 + a2) / 3;
   const sigma = Math.sqrt(((a0 - mu) ** 2 + (a1 - mu) ** 2 + (a2 - mu) ** 2) / 2);
-  assert.ok(allClose(w.advantages[0], [(a0 - mu) / (sigma + 1e-8), (a1 - mu) / (sigma + 1e-8), (a2 - mu) / (sigma + 1e-8)]));
+  assert.ok(
+    allClose(w.advantages[0], [(a0 - mu) / (sigma + 1e-8), (a1 - mu) / (sigma + 1e-8), (a2 - mu) / (sigma + 1e-8)]),
+  );
   assert.ok(allClose(w.returns[0], raw.returns[0]));
 });
 
@@ -89,9 +105,18 @@ test("gae via the registry: a trajectory split into two datums is one sequence, 
     whiten: false,
     trajectories: [{ group: 0, score: 2 }],
     trajectory: [0, 0],
-    mask: [[0, 1, 0, 1], [0, 1]],
-    rewards: [[0, 0, 0, 0], [0, 2]],
-    values: [[7, 0.5, 7, 0.25], [7, 0.75]],
+    mask: [
+      [0, 1, 0, 1],
+      [0, 1],
+    ],
+    rewards: [
+      [0, 0, 0, 0],
+      [0, 2],
+    ],
+    values: [
+      [7, 0.5, 7, 0.25],
+      [7, 0.75],
+    ],
   });
   const a2 = 2 - 0.75;
   const a1 = 0 + 0.9 * 0.75 - 0.25 + 0.9 * 0.8 * a2;
@@ -99,16 +124,48 @@ test("gae via the registry: a trajectory split into two datums is one sequence, 
   assert.ok(allClose(split.advantages[0], [0, a0, 0, a1]));
   assert.ok(allClose(split.advantages[1], [0, a2]));
   assert.ok(allClose(split.returns![0], [0, a0 + 0.5, 0, a1 + 0.25]));
-  assert.deepEqual(split.returnMask, [[0, 1, 0, 1], [0, 1]]);
+  assert.deepEqual(split.returnMask, [
+    [0, 1, 0, 1],
+    [0, 1],
+  ]);
   // The same as the unbroken sequence of its three action tokens.
   const compact = gaeSequence([0, 0, 2], [0.5, 0.25, 0.75], 0.9, 0.8);
   assert.deepEqual([split.advantages[0][1], split.advantages[0][3], split.advantages[1][1]], compact.advantages);
 });
 
 test("token GAE whitening on datum positions uses the action tokens only, in the same order as unbroken rows", () => {
-  const rows = tokenGae([[0, 0, 1], [0, 2]], [[0.1, 0.2, 0.3], [0.4, 0.5]], { gamma: 0.9, lambda: 0.9 });
-  const gapped = tokenGae([[0, 0, 0, 0, 1], [0, 0, 2]], [[9, 0.1, 0.2, 9, 0.3], [9, 0.4, 0.5]], {
-    gamma: 0.9, lambda: 0.9, mask: [[0, 1, 1, 0, 1], [0, 1, 1]], trajectory: [0, 1],
-  });
-  assert.deepEqual(gapped.advantages, [[0, ...rows.advantages[0].slice(0, 2), 0, rows.advantages[0][2]], [0, ...rows.advantages[1]]]);
+  const rows = tokenGae(
+    [
+      [0, 0, 1],
+      [0, 2],
+    ],
+    [
+      [0.1, 0.2, 0.3],
+      [0.4, 0.5],
+    ],
+    { gamma: 0.9, lambda: 0.9 },
+  );
+  const gapped = tokenGae(
+    [
+      [0, 0, 0, 0, 1],
+      [0, 0, 2],
+    ],
+    [
+      [9, 0.1, 0.2, 9, 0.3],
+      [9, 0.4, 0.5],
+    ],
+    {
+      gamma: 0.9,
+      lambda: 0.9,
+      mask: [
+        [0, 1, 1, 0, 1],
+        [0, 1, 1],
+      ],
+      trajectory: [0, 1],
+    },
+  );
+  assert.deepEqual(gapped.advantages, [
+    [0, ...rows.advantages[0].slice(0, 2), 0, rows.advantages[0][2]],
+    [0, ...rows.advantages[1]],
+  ]);
 });

@@ -4,7 +4,8 @@ import { drGrpoAdvantages, grpoAdvantages } from "../src/rl/advantages/grpo.js";
 import { rlooAdvantages } from "../src/rl/advantages/rloo.js";
 
 const close = (a: number, b: number, tol = 1e-12) => Math.abs(a - b) <= tol * Math.max(1, Math.abs(b));
-const allClose = (a: number[], b: number[], tol = 1e-12) => a.length === b.length && a.every((x, i) => close(x, b[i], tol));
+const allClose = (a: number[], b: number[], tol = 1e-12) =>
+  a.length === b.length && a.every((x, i) => close(x, b[i], tol));
 const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
 
 // Interleaved groups: b = [2, 4, 9] at 0, 2, 4; a = [1, 0] at 1, 3; c = [3] alone at 5.
@@ -15,7 +16,16 @@ test("GRPO by hand: (s − μ)/(σ + 1e-6), σ unbiased; singleton uses μ = 0, 
   const A = grpoAdvantages(scores, groups);
   const sb = Math.sqrt(((2 - 5) ** 2 + (4 - 5) ** 2 + (9 - 5) ** 2) / 2); // μ_b = 5
   const sa = Math.sqrt(((1 - 0.5) ** 2 + (0 - 0.5) ** 2) / 1); // μ_a = 0.5
-  assert.ok(allClose(A, [(2 - 5) / (sb + 1e-6), (1 - 0.5) / (sa + 1e-6), (4 - 5) / (sb + 1e-6), (0 - 0.5) / (sa + 1e-6), (9 - 5) / (sb + 1e-6), 3 / (1 + 1e-6)]));
+  assert.ok(
+    allClose(A, [
+      (2 - 5) / (sb + 1e-6),
+      (1 - 0.5) / (sa + 1e-6),
+      (4 - 5) / (sb + 1e-6),
+      (0 - 0.5) / (sa + 1e-6),
+      (9 - 5) / (sb + 1e-6),
+      3 / (1 + 1e-6),
+    ]),
+  );
   assert.ok(close(grpoAdvantages([1, 0], [0, 0], { epsilon: 0.5 })[0], 0.5 / (Math.sqrt(0.5) + 0.5)));
 });
 
@@ -31,7 +41,8 @@ test("Dr. GRPO by hand: s − μ, no std division", () => {
 });
 
 test("a group of equal scores gets zero advantages from GRPO, Dr. GRPO and RLOO", () => {
-  for (const f of [grpoAdvantages, drGrpoAdvantages, rlooAdvantages]) assert.deepEqual(f([0.7, 0.7, 0.7], [1, 1, 1]), [0, 0, 0]);
+  for (const f of [grpoAdvantages, drGrpoAdvantages, rlooAdvantages])
+    assert.deepEqual(f([0.7, 0.7, 0.7], [1, 1, 1]), [0, 0, 0]);
 });
 
 test("RLOO by hand: s minus the mean of the others, = n/(n − 1)(s − μ); singleton → 0", () => {

@@ -15,8 +15,14 @@ import { grpoAdvantages } from "../src/rl/advantages/grpo.js";
 import type { Datum } from "../src/engine/types.js";
 
 const config = parseModelConfig({
-  model_type: "qwen2", vocab_size: 40, hidden_size: 16, num_hidden_layers: 2, num_attention_heads: 4,
-  num_key_value_heads: 2, intermediate_size: 32, tie_word_embeddings: true,
+  model_type: "qwen2",
+  vocab_size: 40,
+  hidden_size: 16,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  intermediate_size: 32,
+  tie_word_embeddings: true,
 });
 
 before(async () => {

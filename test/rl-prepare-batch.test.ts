@@ -9,16 +9,23 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { FIXTURE_CASES, canonical, digest, fixtureModels, fixtureTrajectories, runCase } from "./fixtures/prepare-batch-cases.js";
+import {
+  FIXTURE_CASES,
+  canonical,
+  digest,
+  fixtureModels,
+  fixtureTrajectories,
+  runCase,
+} from "./fixtures/prepare-batch-cases.js";
 import { prepareBatch } from "../src/train/prepare-batch.js";
 import { parseConfig } from "../src/train/load-config.js";
 
 const BEFORE: Record<string, string> = {
-  "grpo": "e542782d0f0f5706",
+  grpo: "e542782d0f0f5706",
   "grpo, process 0.5, overlong masked, KL k3 in the loss": "ab25a07bb453a381",
   "dr-grpo, no group filter": "783184de93dfde81",
   "rloo, KL k1 in the reward": "e7cdbfe810e8b96d",
-  "reinforce": "e8b08da74e5044e9",
+  reinforce: "e8b08da74e5044e9",
   "reinforce++, γ 0.9, process 0.3, KL k2 in the reward": "16b8f33065ee5de9",
   "reinforce++-baseline, overlong masked": "87d5fead6946e4f4",
   "gae, γ 0.9, λ 0.8, process 0.5": "be299741d61e485e",
@@ -33,14 +40,30 @@ for (const c of FIXTURE_CASES) {
 }
 
 test("a trajectory split by a context rewrite is one sequence: its datums share the id", async () => {
-  const b = await prepareBatch(fixtureTrajectories(), parseConfig({ algorithm: { estimator: "grpo", filterConstantGroups: false } }), {}, 0);
-  assert.deepEqual(b.kept.map((t) => t.id), ["a0", "a1", "a2", "b0", "b1", "c0", "c1", "d0"]);
+  const b = await prepareBatch(
+    fixtureTrajectories(),
+    parseConfig({ algorithm: { estimator: "grpo", filterConstantGroups: false } }),
+    {},
+    0,
+  );
+  assert.deepEqual(
+    b.kept.map((t) => t.id),
+    ["a0", "a1", "a2", "b0", "b1", "c0", "c1", "d0"],
+  );
   // b0 and b1 (kept[3], kept[4]) each rewrote their context once: two datums each.
-  assert.deepEqual(b.datums.map((d) => d.sequence), [0, 1, 2, 3, 3, 4, 4, 5, 6, 7]);
+  assert.deepEqual(
+    b.datums.map((d) => d.sequence),
+    [0, 1, 2, 3, 3, 4, 4, 5, 6, 7],
+  );
 });
 
 test("by hand: grpo advantages on the action tokens of a split trajectory, 0 on prompt and observation targets", async () => {
-  const b = await prepareBatch(fixtureTrajectories(), parseConfig({ algorithm: { estimator: "dr-grpo" } }), fixtureModels, 0);
+  const b = await prepareBatch(
+    fixtureTrajectories(),
+    parseConfig({ algorithm: { estimator: "dr-grpo" } }),
+    fixtureModels,
+    0,
+  );
   // Group 1, process weight 0 (the default): the scores are the outcomes, the last steps' rewards:
   // b0 0.75, b1 0.2. Dr. GRPO: s − μ.
   const [d0, d1] = b.datums.filter((d) => d.sequence === 3);

@@ -4,8 +4,13 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import {
-  type HostTensor, loadModelWeights, parseSafetensors, readSafetensorsFile, saveModelWeights,
-  serializeSafetensors, writeSafetensorsFile,
+  type HostTensor,
+  loadModelWeights,
+  parseSafetensors,
+  readSafetensorsFile,
+  saveModelWeights,
+  serializeSafetensors,
+  writeSafetensorsFile,
 } from "../src/model/safetensors.js";
 import { ModelFormatError } from "../src/util/errors.js";
 
@@ -125,22 +130,29 @@ test("BF16 encoding: exact bits with round-to-nearest-even, NaN stays NaN", () =
 });
 
 test("BF16 decoding of a hand-built file (unaligned data) and every 16-bit pattern", () => {
-  const file = rawFile({ t: { dtype: "BF16", shape: [2, 2], data_offsets: [0, 8] } },
-    [0x80, 0x3f, 0x20, 0xc0, 0x80, 0x7f, 0x00, 0x80]);
+  const file = rawFile(
+    { t: { dtype: "BF16", shape: [2, 2], data_offsets: [0, 8] } },
+    [0x80, 0x3f, 0x20, 0xc0, 0x80, 0x7f, 0x00, 0x80],
+  );
   const t = parseSafetensors(file, "hand").tensors.get("t")!;
   assert.deepEqual(t.shape, [2, 2]);
   assert.deepEqual([...t.data], [1, -2.5, Infinity, -0]);
   // All 65536 patterns decode to the widened float and re-encode to themselves (NaNs stay NaN).
   const all = new Uint8Array(65536 * 2);
-  for (let h = 0; h < 65536; h++) { all[2 * h] = h & 0xff; all[2 * h + 1] = h >> 8; }
-  const dec = parseSafetensors(rawFile({ a: { dtype: "BF16", shape: [65536], data_offsets: [0, all.length] } },
-    [...all]), "all").tensors.get("a")!;
+  for (let h = 0; h < 65536; h++) {
+    all[2 * h] = h & 0xff;
+    all[2 * h + 1] = h >> 8;
+  }
+  const dec = parseSafetensors(
+    rawFile({ a: { dtype: "BF16", shape: [65536], data_offsets: [0, all.length] } }, [...all]),
+    "all",
+  ).tensors.get("a")!;
   const enc = u16s(serializeSafetensors({ a: dec }, { dtype: "BF16" }));
   for (let h = 0; h < 65536; h++) {
     const nan = (h & 0x7f80) === 0x7f80 && (h & 0x7f) !== 0;
     if (nan) assert.ok(Number.isNaN(dec.data[h]) && Number.isNaN(fromBits([enc[h] << 16])[0]));
     else {
-      assert.equal(bitsOf(dec.data.subarray(h, h + 1))[0], h << 16 >>> 0);
+      assert.equal(bitsOf(dec.data.subarray(h, h + 1))[0], (h << 16) >>> 0);
       assert.equal(enc[h], h);
     }
   }
@@ -148,7 +160,10 @@ test("BF16 decoding of a hand-built file (unaligned data) and every 16-bit patte
 
 test("F32 data at an unaligned offset inside a larger buffer decodes exactly", () => {
   const vals = f32([1.5, -3, 1e-30]);
-  const file = rawFile({ w: { dtype: "F32", shape: [3], data_offsets: [1, 13] } }, [0xaa, ...new Uint8Array(vals.buffer)]);
+  const file = rawFile({ w: { dtype: "F32", shape: [3], data_offsets: [1, 13] } }, [
+    0xaa,
+    ...new Uint8Array(vals.buffer),
+  ]);
   const outer = new Uint8Array(file.length + 3);
   outer.set(file, 3);
   const t = parseSafetensors(outer.subarray(3), "odd").tensors.get("w")!;
@@ -157,16 +172,34 @@ test("F32 data at an unaligned offset inside a larger buffer decodes exactly", (
 
 test("F16 encoding: normals, max, subnormals, rounding, inf, nan", () => {
   const cases: [number, number][] = [
-    [1, 0x3c00], [-2, 0xc000], [65504, 0x7bff], [65519, 0x7bff], [65520, 0x7c00], [1e6, 0x7c00],
-    [2 ** -14, 0x0400], [2 ** -24, 0x0001], [2 ** -25, 0x0000], [1.5 * 2 ** -25, 0x0001], [3 * 2 ** -25, 0x0002],
-    [1023 * 2 ** -24, 0x03ff], [1023.5 * 2 ** -24, 0x0400], [1e-10, 0], [-(2 ** -24), 0x8001],
-    [1 / 3, 0x3555], [1 + 2 ** -11, 0x3c00], [1 + 3 * 2 ** -11, 0x3c02], [-0, 0x8000],
-    [Infinity, 0x7c00], [-Infinity, 0xfc00],
+    [1, 0x3c00],
+    [-2, 0xc000],
+    [65504, 0x7bff],
+    [65519, 0x7bff],
+    [65520, 0x7c00],
+    [1e6, 0x7c00],
+    [2 ** -14, 0x0400],
+    [2 ** -24, 0x0001],
+    [2 ** -25, 0x0000],
+    [1.5 * 2 ** -25, 0x0001],
+    [3 * 2 ** -25, 0x0002],
+    [1023 * 2 ** -24, 0x03ff],
+    [1023.5 * 2 ** -24, 0x0400],
+    [1e-10, 0],
+    [-(2 ** -24), 0x8001],
+    [1 / 3, 0x3555],
+    [1 + 2 ** -11, 0x3c00],
+    [1 + 3 * 2 ** -11, 0x3c02],
+    [-0, 0x8000],
+    [Infinity, 0x7c00],
+    [-Infinity, 0xfc00],
   ];
   const data = f32([...cases.map((c) => c[0]), NaN]);
   const bytes = serializeSafetensors({ x: { shape: [data.length], data } }, { dtype: "F16" });
   const h = u16s(bytes);
-  cases.forEach(([v, want], i) => assert.equal(h[i], want, `${v} -> 0x${h[i].toString(16)}, want 0x${want.toString(16)}`));
+  cases.forEach(([v, want], i) =>
+    assert.equal(h[i], want, `${v} -> 0x${h[i].toString(16)}, want 0x${want.toString(16)}`),
+  );
   const nan = h[cases.length];
   assert.ok((nan & 0x7c00) === 0x7c00 && (nan & 0x3ff) !== 0);
   const back = parseSafetensors(bytes, "mem").tensors.get("x")!;
@@ -176,15 +209,20 @@ test("F16 encoding: normals, max, subnormals, rounding, inf, nan", () => {
   assert.ok(Number.isNaN(back.data[cases.length]));
   // Random floats: the chosen half is never farther than its neighbours.
   let seed = 12345;
-  const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const rnd = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
   const vals = f32(Array.from({ length: 5000 }, () => (rnd() - 0.5) * 2 ** (Math.floor(rnd() * 43) - 26)));
   const enc = u16s(serializeSafetensors({ v: { shape: [vals.length], data: vals } }, { dtype: "F16" }));
   const nb = new Uint8Array(enc.length * 6);
-  enc.forEach((e, i) => [e, (e & 0x8000) | Math.max((e & 0x7fff) - 1, 0), e + 1].forEach((x, j) => {
-    nb[6 * i + 2 * j] = x & 0xff; nb[6 * i + 2 * j + 1] = (x >> 8) & 0xff;
-  }));
-  const d = parseSafetensors(rawFile({ d: { dtype: "F16", shape: [nb.length / 2], data_offsets: [0, nb.length] } },
-    [...nb]), "nb").tensors.get("d")!.data;
+  enc.forEach((e, i) =>
+    [e, (e & 0x8000) | Math.max((e & 0x7fff) - 1, 0), e + 1].forEach((x, j) => {
+      nb[6 * i + 2 * j] = x & 0xff;
+      nb[6 * i + 2 * j + 1] = (x >> 8) & 0xff;
+    }),
+  );
+  const d = parseSafetensors(
+    rawFile({ d: { dtype: "F16", shape: [nb.length / 2], data_offsets: [0, nb.length] } }, [...nb]),
+    "nb",
+  ).tensors.get("d")!.data;
   vals.forEach((v, i) => {
     const err = Math.abs(v - d[3 * i]);
     assert.ok(err <= Math.abs(v - d[3 * i + 1]) && err <= Math.abs(v - d[3 * i + 2]), `${v}`);
@@ -192,15 +230,22 @@ test("F16 encoding: normals, max, subnormals, rounding, inf, nan", () => {
 });
 
 test("F16 decoding of a hand-built file and every 16-bit pattern round trip", () => {
-  const file = rawFile({ t: { dtype: "F16", shape: [5], data_offsets: [0, 10] } },
-    [0x00, 0x3c, 0xff, 0x7b, 0x01, 0x00, 0x00, 0x7c, 0x00, 0x7e]);
+  const file = rawFile(
+    { t: { dtype: "F16", shape: [5], data_offsets: [0, 10] } },
+    [0x00, 0x3c, 0xff, 0x7b, 0x01, 0x00, 0x00, 0x7c, 0x00, 0x7e],
+  );
   const t = parseSafetensors(file, "hand").tensors.get("t")!;
   assert.deepEqual([...t.data.slice(0, 4)], [1, 65504, 2 ** -24, Infinity]);
   assert.ok(Number.isNaN(t.data[4]));
   const all = new Uint8Array(65536 * 2);
-  for (let h = 0; h < 65536; h++) { all[2 * h] = h & 0xff; all[2 * h + 1] = h >> 8; }
-  const dec = parseSafetensors(rawFile({ a: { dtype: "F16", shape: [65536], data_offsets: [0, all.length] } },
-    [...all]), "all").tensors.get("a")!;
+  for (let h = 0; h < 65536; h++) {
+    all[2 * h] = h & 0xff;
+    all[2 * h + 1] = h >> 8;
+  }
+  const dec = parseSafetensors(
+    rawFile({ a: { dtype: "F16", shape: [65536], data_offsets: [0, all.length] } }, [...all]),
+    "all",
+  ).tensors.get("a")!;
   const enc = u16s(serializeSafetensors({ a: dec }, { dtype: "F16" }));
   for (let h = 0; h < 65536; h++) {
     if ((h & 0x7c00) === 0x7c00 && (h & 0x3ff) !== 0) assert.ok(Number.isNaN(dec.data[h]) && (enc[h] & 0x3ff) !== 0);
@@ -217,14 +262,18 @@ test("sharded save forces 3 shards and loads back identically", () => {
   saveModelWeights(dir, tensors, { maxShardBytes: 500, metadata: { step: "7" } });
   const files = fs.readdirSync(dir).sort();
   assert.deepEqual(files, [
-    "model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors",
+    "model-00001-of-00003.safetensors",
+    "model-00002-of-00003.safetensors",
+    "model-00003-of-00003.safetensors",
     "model.safetensors.index.json",
   ]);
   const index = JSON.parse(fs.readFileSync(path.join(dir, "model.safetensors.index.json"), "utf8"));
   assert.equal(index.metadata.total_size, 310 * 4);
   assert.deepEqual(index.weight_map, {
-    "a.weight": "model-00001-of-00003.safetensors", "b.weight": "model-00002-of-00003.safetensors",
-    "c.bias": "model-00003-of-00003.safetensors", "c.scale": "model-00003-of-00003.safetensors",
+    "a.weight": "model-00001-of-00003.safetensors",
+    "b.weight": "model-00002-of-00003.safetensors",
+    "c.bias": "model-00003-of-00003.safetensors",
+    "c.scale": "model-00003-of-00003.safetensors",
   });
   assert.deepEqual(readSafetensorsFile(path.join(dir, files[0])).metadata, { format: "pt", step: "7" });
   const loaded = loadModelWeights(dir);
@@ -260,16 +309,28 @@ test("errors are ModelFormatErrors naming the file and the field", () => {
   const notObj = put("arr.safetensors", rawFile([1, 2]));
   assertFormatError(() => readSafetensorsFile(notObj), notObj, "header", /object/);
 
-  const oob = put("oob.safetensors", rawFile({ "layer.0.w": { dtype: "F32", shape: [2], data_offsets: [4, 12] } }, [0, 0, 0, 0, 0, 0, 0, 0]));
+  const oob = put(
+    "oob.safetensors",
+    rawFile({ "layer.0.w": { dtype: "F32", shape: [2], data_offsets: [4, 12] } }, [0, 0, 0, 0, 0, 0, 0, 0]),
+  );
   assertFormatError(() => readSafetensorsFile(oob), oob, "layer.0.w", /outside/);
-  const neg = put("neg.safetensors", rawFile({ w: { dtype: "F32", shape: [2], data_offsets: [8, 0] } }, new Array(8).fill(0)));
+  const neg = put(
+    "neg.safetensors",
+    rawFile({ w: { dtype: "F32", shape: [2], data_offsets: [8, 0] } }, new Array(8).fill(0)),
+  );
   assertFormatError(() => readSafetensorsFile(neg), neg, "w", /outside/);
-  const size = put("size.safetensors", rawFile({ w: { dtype: "F16", shape: [3], data_offsets: [0, 8] } }, new Array(8).fill(0)));
+  const size = put(
+    "size.safetensors",
+    rawFile({ w: { dtype: "F16", shape: [3], data_offsets: [0, 8] } }, new Array(8).fill(0)),
+  );
   assertFormatError(() => readSafetensorsFile(size), size, "w", /8 bytes but F16 x \[3\] needs 6/);
   const shape = put("shape.safetensors", rawFile({ w: { dtype: "F32", shape: [-1], data_offsets: [0, 0] } }));
   assertFormatError(() => readSafetensorsFile(shape), shape, "w", /shape/);
 
-  const i64 = put("i64.safetensors", rawFile({ ids: { dtype: "I64", shape: [1], data_offsets: [0, 8] } }, new Array(8).fill(0)));
+  const i64 = put(
+    "i64.safetensors",
+    rawFile({ ids: { dtype: "I64", shape: [1], data_offsets: [0, 8] } }, new Array(8).fill(0)),
+  );
   assertFormatError(() => readSafetensorsFile(i64), i64, "ids", /unsupported dtype "I64"/);
 
   const proto = put("proto.safetensors", rawFile({ w: { dtype: "toString", shape: [0], data_offsets: [0, 0] } }));
@@ -282,19 +343,45 @@ test("errors are ModelFormatErrors naming the file and the field", () => {
   assertFormatError(() => readSafetensorsFile(missing), missing, undefined, /not found/);
 
   const emptyDir = tmp();
-  assertFormatError(() => loadModelWeights(emptyDir), emptyDir, undefined, /model\.safetensors or model\.safetensors\.index\.json/);
-  assertFormatError(() => loadModelWeights(path.join(emptyDir, "absent")), path.join(emptyDir, "absent"), undefined, /model\.safetensors/);
+  assertFormatError(
+    () => loadModelWeights(emptyDir),
+    emptyDir,
+    undefined,
+    /model\.safetensors or model\.safetensors\.index\.json/,
+  );
+  assertFormatError(
+    () => loadModelWeights(path.join(emptyDir, "absent")),
+    path.join(emptyDir, "absent"),
+    undefined,
+    /model\.safetensors/,
+  );
 
   const sharded = tmp();
-  saveModelWeights(sharded, { a: { shape: [100], data: new Float32Array(100) }, b: { shape: [100], data: new Float32Array(100) } },
-    { maxShardBytes: 400 });
+  saveModelWeights(
+    sharded,
+    { a: { shape: [100], data: new Float32Array(100) }, b: { shape: [100], data: new Float32Array(100) } },
+    { maxShardBytes: 400 },
+  );
   fs.rmSync(path.join(sharded, "model-00002-of-00002.safetensors"));
   const idx = path.join(sharded, "model.safetensors.index.json");
   assertFormatError(() => loadModelWeights(sharded), idx, "b", /shard model-00002-of-00002\.safetensors not found/);
   fs.writeFileSync(idx, "{ not json");
   assertFormatError(() => loadModelWeights(sharded), idx, undefined, /not valid JSON/);
-  fs.writeFileSync(idx, JSON.stringify({ weight_map: { a: "model-00001-of-00002.safetensors", zz: "model-00001-of-00002.safetensors" } }));
-  assertFormatError(() => loadModelWeights(sharded), path.join(sharded, "model-00001-of-00002.safetensors"), "zz", /not in this shard/);
+  fs.writeFileSync(
+    idx,
+    JSON.stringify({ weight_map: { a: "model-00001-of-00002.safetensors", zz: "model-00001-of-00002.safetensors" } }),
+  );
+  assertFormatError(
+    () => loadModelWeights(sharded),
+    path.join(sharded, "model-00001-of-00002.safetensors"),
+    "zz",
+    /not in this shard/,
+  );
 
-  assertFormatError(() => serializeSafetensors({ w: { shape: [3], data: new Float32Array(2) } }), "safetensors", "w", /shape/);
+  assertFormatError(
+    () => serializeSafetensors({ w: { shape: [3], data: new Float32Array(2) } }),
+    "safetensors",
+    "w",
+    /shape/,
+  );
 });

@@ -18,13 +18,20 @@ import { Rng } from "../src/util/rng.js";
 
 const draw = (temperature: number, topK = 0, topP = 1): DrawParams => ({ temperature, topK, topP });
 /** The tokens drawn over 50 random streams, with their logprobs. */
-const drawsOf = (logits: number[], p: DrawParams) => Array.from({ length: 50 }, (_, s) => drawToken(logits, p, new Rng(s)));
+const drawsOf = (logits: number[], p: DrawParams) =>
+  Array.from({ length: 50 }, (_, s) => drawToken(logits, p, new Rng(s)));
 
 test("a tiny temperature picks the argmax with logprob 0 (logits / 1e-300 used to overflow to NaN)", () => {
   const logits = [300, 310, 305]; // 310 / 1e-300 is Infinity in float64
   for (const t of [1e-300, 5e-324, 1e-40]) {
-    for (const [k, p] of [[0, 1], [2, 1], [0, 0.5], [2, 0.9]]) {
-      for (const d of drawsOf(logits, draw(t, k, p))) assert.deepEqual(d, { token: 1, logprob: 0 }, `temperature ${t}, topK ${k}, topP ${p}`);
+    for (const [k, p] of [
+      [0, 1],
+      [2, 1],
+      [0, 0.5],
+      [2, 0.9],
+    ]) {
+      for (const d of drawsOf(logits, draw(t, k, p)))
+        assert.deepEqual(d, { token: 1, logprob: 0 }, `temperature ${t}, topK ${k}, topP ${p}`);
     }
   }
   // Away from the argmax: (305 - 310) / 1e-300, minus log(1 + exp(that) + ...) = log 1 = 0.
@@ -43,8 +50,15 @@ test("tied maxima at a tiny temperature split the mass: each has logprob -log 2 
   const logits = [2, 2, 1];
   const draws = drawsOf(logits, draw(1e-300));
   for (const d of draws) assert.deepEqual(d, { token: d.token, logprob: -Math.log(2) });
-  assert.deepEqual([...new Set(draws.map((d) => d.token))].sort(), [0, 1], "both tied tokens are drawn, never the third");
-  assert.deepEqual(topAlternatives(logits, draw(1e-300), 2), [{ token: 0, logprob: -Math.log(2) }, { token: 1, logprob: -Math.log(2) }]);
+  assert.deepEqual(
+    [...new Set(draws.map((d) => d.token))].sort(),
+    [0, 1],
+    "both tied tokens are drawn, never the third",
+  );
+  assert.deepEqual(topAlternatives(logits, draw(1e-300), 2), [
+    { token: 0, logprob: -Math.log(2) },
+    { token: 1, logprob: -Math.log(2) },
+  ]);
   // Huge tied logits: the old lse = max / T + log 2 rounded back to max / T, giving logprob 0 to each.
   assert.deepEqual(drawToken([3e38, -3e38, 3e38], draw(0.5), new Rng(0)).logprob, -Math.log(2));
   // Greedy breaks ties by the lower id and reports the untempered logprob: log(e^2 / (2e^2 + e^1)).
@@ -67,7 +81,12 @@ test("top-p near 0 keeps only the most likely token, with logprob exactly 0 (use
   // top-k 1 likewise, at any temperature.
   for (const d of drawsOf(logits, draw(0.7, 1))) assert.deepEqual(d, { token: 1, logprob: 0 });
   // Renormalized over the kept tokens, no logprob is positive.
-  for (const [k, p] of [[2, 1], [0, 0.6], [3, 0.95]]) for (const d of drawsOf(logits, draw(1.3, k, p))) assert.ok(d.logprob <= 0 && d.logprob > -Infinity);
+  for (const [k, p] of [
+    [2, 1],
+    [0, 0.6],
+    [3, 0.95],
+  ])
+    for (const d of drawsOf(logits, draw(1.3, k, p))) assert.ok(d.logprob <= 0 && d.logprob > -Infinity);
 });
 
 test("a top-k beyond the vocabulary (1e300, 2^53 + 1) is the same as no top-k", () => {
@@ -102,7 +121,14 @@ test("engine: temperature 5e-324 samples the greedy tokens with logprob 0 (used 
   const prompt = engine.tokenizer.encode("Hello world, what is 2+2?");
   const greedy = await engine.sample(prompt, { maxTokens: 6, temperature: 0, stop: [] });
   for (const t of [5e-324, 1e-300]) {
-    const { sequences } = await engine.sample(prompt, { n: 2, maxTokens: 6, temperature: t, seed: 1, stop: [], topLogprobs: 3 });
+    const { sequences } = await engine.sample(prompt, {
+      n: 2,
+      maxTokens: 6,
+      temperature: t,
+      seed: 1,
+      stop: [],
+      topLogprobs: 3,
+    });
     for (const s of sequences) {
       assert.deepEqual(s.tokens, greedy.sequences[0].tokens);
       assert.deepEqual(s.logprobs, [0, 0, 0, 0, 0, 0]);
@@ -116,17 +142,28 @@ test("engine: temperature 5e-324 samples the greedy tokens with logprob 0 (used 
 
 test("engine: meaningless values are refused by name", async () => {
   const prompt = engine.tokenizer.encode("Hi");
-  const refused = async (p: Promise<unknown>, re: RegExp) => assert.rejects(p, (e) => e instanceof InputError && re.test(e.message));
-  await refused(engine.sample(prompt, { temperature: Infinity }), /temperature must be a finite number >= 0, got Infinity/);
-  for (const seed of [NaN, Infinity, 1.5]) await refused(engine.sample(prompt, { seed }), new RegExp(`seed must be an integer, got ${seed}`));
+  const refused = async (p: Promise<unknown>, re: RegExp) =>
+    assert.rejects(p, (e) => e instanceof InputError && re.test(e.message));
+  await refused(
+    engine.sample(prompt, { temperature: Infinity }),
+    /temperature must be a finite number >= 0, got Infinity/,
+  );
+  for (const seed of [NaN, Infinity, 1.5])
+    await refused(engine.sample(prompt, { seed }), new RegExp(`seed must be an integer, got ${seed}`));
   // Scoring divides float32 logits by the temperature: 0, 1e-300 and Infinity gave NaN or a RangeError.
   for (const temperature of [0, -1, 1e-300, Infinity, NaN]) {
-    await refused(engine.computeLogprobs([prompt], { temperature }), /computeLogprobs: temperature must be a finite number >= 1e-30/);
+    await refused(
+      engine.computeLogprobs([prompt], { temperature }),
+      /computeLogprobs: temperature must be a finite number >= 1e-30/,
+    );
   }
   const [lp] = await engine.computeLogprobs([prompt], { temperature: 1e-30 });
   assert.ok(lp.slice(1).every((x) => Number.isFinite(x)));
   await refused(
-    engine.forwardBackward([{ tokens: prompt, targetTokens: prompt, weights: prompt.map(() => 1) }], { type: "cross_entropy", temperature: 0 }),
+    engine.forwardBackward([{ tokens: prompt, targetTokens: prompt, weights: prompt.map(() => 1) }], {
+      type: "cross_entropy",
+      temperature: 0,
+    }),
     /loss.temperature must be a finite number >= 1e-30/,
   );
 });

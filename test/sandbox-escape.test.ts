@@ -15,13 +15,24 @@ import { createJavaScriptTool, formatSandboxResult, type SandboxErrorKind } from
 
 const TIME_LIMIT_MS = 500;
 const MAX_OUTPUT = 1_000;
-const tool = createJavaScriptTool({ timeLimitMs: TIME_LIMIT_MS, maxOutputChars: MAX_OUTPUT, memoryLimitBytes: 32 * 1024 * 1024, maxWorkers: 1 });
+const tool = createJavaScriptTool({
+  timeLimitMs: TIME_LIMIT_MS,
+  maxOutputChars: MAX_OUTPUT,
+  memoryLimitBytes: 32 * 1024 * 1024,
+  maxWorkers: 1,
+});
 const tools = new Map<string, AnyTool>([[tool.name, tool]]);
 after(() => tool.sandbox.dispose());
 
 /** One call the way ToolEnv makes it: what the model reads back is `text`. */
 function call(code: string): Promise<ToolCallRecord> {
-  return runToolCall({ ok: true, name: "javascript", arguments: { code }, raw: "" }, tools, { row: {}, groundTruth: undefined, callIndex: 0, turn: 0, usage: "" });
+  return runToolCall({ ok: true, name: "javascript", arguments: { code }, raw: "" }, tools, {
+    row: {},
+    groundTruth: undefined,
+    callIndex: 0,
+    turn: 0,
+    usage: "",
+  });
 }
 
 async function ok(code: string): Promise<string> {
@@ -45,13 +56,19 @@ async function fails(code: string, kind: SandboxErrorKind, pattern: RegExp): Pro
 
 test("arithmetic, console output and the last expression's value", async () => {
   assert.equal(await ok("1 + 2 * 3"), "=> 7");
-  assert.equal(await ok("console.log('sum', [1, 2, 3].reduce((a, b) => a + b)); console.log({ a: 1, b: [true, null] })"), "sum 6\n{ a: 1, b: [ true, null ] }");
+  assert.equal(
+    await ok("console.log('sum', [1, 2, 3].reduce((a, b) => a + b)); console.log({ a: 1, b: [true, null] })"),
+    "sum 6\n{ a: 1, b: [ true, null ] }",
+  );
   assert.equal(await ok("const xs = [3, 4]; console.log('squares'); xs.map((x) => x * x)"), "squares\n=> [ 9, 16 ]");
   assert.equal(await ok("'text'"), '=> "text"');
   assert.equal(await ok("(async () => { await null; return 6 * 7 })()"), "=> 42");
   assert.equal(await ok("Promise.resolve(5).then((x) => console.log('then', x)); undefined"), "then 5");
   assert.match(await ok("let x = 1"), /^\(no output/);
-  assert.match(await ok("[typeof Date.now(), new Date(0).toISOString(), Math.random() < 1, 2n ** 64n]"), /^=> \[ "number", "1970-01-01T00:00:00.000Z", true, 18446744073709551616n \]$/);
+  assert.match(
+    await ok("[typeof Date.now(), new Date(0).toISOString(), Math.random() < 1, 2n ** 64n]"),
+    /^=> \[ "number", "1970-01-01T00:00:00.000Z", true, 18446744073709551616n \]$/,
+  );
 });
 
 test("code errors come back as text the model can read", async () => {
@@ -60,27 +77,51 @@ test("code errors come back as text the model can read", async () => {
   await fails("null.x", "exception", /TypeError/);
   await fails("throw null", "exception", /^Uncaught null$/);
   await fails("Promise.reject(new Error('async boom'))", "exception", /Error: async boom/);
-  const text = await fails("console.log('before'); undefinedName", "exception", /ReferenceError: 'undefinedName' is not defined/);
+  const text = await fails(
+    "console.log('before'); undefinedName",
+    "exception",
+    /ReferenceError: 'undefinedName' is not defined/,
+  );
   assert.match(text, /Output before the error:\nbefore$/);
 });
 
 test("escape attempts find no host objects", async () => {
   await fails("process.exit(1)", "exception", /ReferenceError: 'process' is not defined/);
-  await fails("require('fs').readFileSync('/etc/passwd', 'utf8')", "exception", /ReferenceError: 'require' is not defined/);
+  await fails(
+    "require('fs').readFileSync('/etc/passwd', 'utf8')",
+    "exception",
+    /ReferenceError: 'require' is not defined/,
+  );
   await fails("import('fs')", "exception", /modules cannot be imported/);
-  await fails("(async () => (await import('node:child_process')).execSync('id'))()", "exception", /modules cannot be imported/);
+  await fails(
+    "(async () => (await import('node:child_process')).execSync('id'))()",
+    "exception",
+    /modules cannot be imported/,
+  );
   await fails("import fs from 'fs'", "syntax", /SyntaxError/);
   await fails("globalThis.fetch('http://example.com')", "exception", /TypeError: not a function/);
-  assert.equal(await ok("[typeof fetch, typeof setTimeout, typeof WebAssembly, typeof Buffer, typeof module, typeof exports, typeof std, typeof os].join()"), '=> "undefined,undefined,undefined,undefined,undefined,undefined,undefined,undefined"');
+  assert.equal(
+    await ok(
+      "[typeof fetch, typeof setTimeout, typeof WebAssembly, typeof Buffer, typeof module, typeof exports, typeof std, typeof os].join()",
+    ),
+    '=> "undefined,undefined,undefined,undefined,undefined,undefined,undefined,undefined"',
+  );
   // The global object, however reached, holds the ECMAScript built-ins and `console`, nothing else.
   const ecmascript = new Set(
-    ("AggregateError Array ArrayBuffer BigInt BigInt64Array BigUint64Array Boolean DataView Date Error EvalError FinalizationRegistry Float16Array " +
+    (
+      "AggregateError Array ArrayBuffer BigInt BigInt64Array BigUint64Array Boolean DataView Date Error EvalError FinalizationRegistry Float16Array " +
       "Float32Array Float64Array Function Infinity Int16Array Int32Array Int8Array InternalError Iterator JSON Map Math NaN Number Object Promise Proxy " +
       "RangeError ReferenceError Reflect RegExp Set SharedArrayBuffer String Symbol SyntaxError TypeError URIError Uint16Array Uint32Array Uint8Array " +
       "Uint8ClampedArray WeakMap WeakRef WeakSet decodeURI decodeURIComponent encodeURI encodeURIComponent escape eval globalThis isFinite isNaN " +
-      "parseFloat parseInt undefined unescape console").split(" "),
+      "parseFloat parseInt undefined unescape console"
+    ).split(" "),
   );
-  for (const reach of ["new Function('return this')()", "(0, eval)('this')", "console.log.constructor('return this')()", "(function () { return this })()"]) {
+  for (const reach of [
+    "new Function('return this')()",
+    "(0, eval)('this')",
+    "console.log.constructor('return this')()",
+    "(function () { return this })()",
+  ]) {
     const r = await tool.sandbox.run(`JSON.stringify(Object.getOwnPropertyNames(${reach}))`);
     const names = JSON.parse(JSON.parse(r.value!)) as string[];
     assert.ok(names.includes("Array") && names.includes("console"), r.value);
@@ -116,7 +157,10 @@ test("runaway code is stopped: loops, memory, recursion, output floods", async (
   t0 = performance.now();
   const flood = await call("for (let i = 0; ; i++) console.log('line', i)");
   assert.equal(flood.ok, false);
-  assert.match(flood.text, /timeout[\s\S]*Output before the error:\nline 0\nline 1\n[\s\S]*\[truncated: \d+ more characters\]$/);
+  assert.match(
+    flood.text,
+    /timeout[\s\S]*Output before the error:\nline 0\nline 1\n[\s\S]*\[truncated: \d+ more characters\]$/,
+  );
   assert.ok(flood.text.length <= MAX_OUTPUT + 200, `flood of ${flood.text.length} characters`);
   assert.ok(performance.now() - t0 < TIME_LIMIT_MS + 2_000);
 });
@@ -128,7 +172,10 @@ test("a microtask flood is a timeout of the code, and the worker is not restarte
   for (const code of ["function f() { Promise.resolve().then(f) } f()", "(async () => { for (;;) await null })()"]) {
     const r = await tool.sandbox.run(code);
     assert.equal(r.error?.kind, "timeout", `${code}: ${JSON.stringify(r.error)}`);
-    assert.match(r.error!.message, /^timeout: the code kept scheduling promise jobs \(then\/await callbacks\) past the 500 ms limit \(\d+ jobs ran/);
+    assert.match(
+      r.error!.message,
+      /^timeout: the code kept scheduling promise jobs \(then\/await callbacks\) past the 500 ms limit \(\d+ jobs ran/,
+    );
   }
   // An interrupt that QuickJS turned into a rejection (an async function's loop) is still a timeout.
   const swallowed = await tool.sandbox.run("(async () => { for (;;) {} })(); 1");
@@ -137,20 +184,49 @@ test("a microtask flood is a timeout of the code, and the worker is not restarte
   const doubling = await tool.sandbox.run("async function f() { await null; f(); f() } f()");
   assert.ok(doubling.error?.kind === "timeout" || doubling.error?.kind === "memory", JSON.stringify(doubling.error));
   // Memory running out inside a job rejects a promise nobody handles; it is still reported.
-  await fails("const a = []; function f() { a.push(new Array(1e4).fill(0)); Promise.resolve().then(f) } f()", "memory", /^out of memory: .*in a promise job/);
+  await fails(
+    "const a = []; function f() { a.push(new Array(1e4).fill(0)); Promise.resolve().then(f) } f()",
+    "memory",
+    /^out of memory: .*in a promise job/,
+  );
   // 60,000 jobs that end, growing the memory on the way, are just a run.
-  assert.equal(await ok("let n = 0; function f() { if (++n < 3e4) { Promise.resolve().then(f); Promise.resolve().then(f) } else if (n === 3e4) console.log('reached', n) } f()"), "reached 30000");
+  assert.equal(
+    await ok(
+      "let n = 0; function f() { if (++n < 3e4) { Promise.resolve().then(f); Promise.resolve().then(f) } else if (n === 3e4) console.log('reached', n) } f()",
+    ),
+    "reached 30000",
+  );
   assert.equal(tool.sandbox.stats().resets, before.resets, "no flood cost a worker");
   assert.equal(tool.sandbox.stats().workers, before.workers);
 });
 
 test("an exception whose message cannot be shown is an exception, not out of memory", async () => {
   const before = tool.sandbox.stats().resets;
-  await fails("throw new Proxy({}, { getPrototypeOf() { throw new TypeError('trap') } })", "exception", /^Uncaught exception \(its message could not be shown: TypeError: trap\)$/);
-  await fails("const r = Proxy.revocable({}, {}); r.revoke(); throw r.proxy", "exception", /^Uncaught exception \(its message could not be shown: TypeError: revoked proxy\)$/);
-  await fails("throw new Proxy({}, { getPrototypeOf() { throw null } })", "exception", /could not be shown: it threw null\)$/);
-  await fails("throw new Proxy({}, { getPrototypeOf() { for (;;); } })", "exception", /could not be shown: showing it took longer than 250 ms\)$/);
-  await fails("const e = new Error('x'); Object.defineProperty(e, 'message', { get() { throw 1 } }); throw e", "exception", /^Error: \[message not shown: it is a getter\]\n\s+at /);
+  await fails(
+    "throw new Proxy({}, { getPrototypeOf() { throw new TypeError('trap') } })",
+    "exception",
+    /^Uncaught exception \(its message could not be shown: TypeError: trap\)$/,
+  );
+  await fails(
+    "const r = Proxy.revocable({}, {}); r.revoke(); throw r.proxy",
+    "exception",
+    /^Uncaught exception \(its message could not be shown: TypeError: revoked proxy\)$/,
+  );
+  await fails(
+    "throw new Proxy({}, { getPrototypeOf() { throw null } })",
+    "exception",
+    /could not be shown: it threw null\)$/,
+  );
+  await fails(
+    "throw new Proxy({}, { getPrototypeOf() { for (;;); } })",
+    "exception",
+    /could not be shown: showing it took longer than 250 ms\)$/,
+  );
+  await fails(
+    "const e = new Error('x'); Object.defineProperty(e, 'message', { get() { throw 1 } }); throw e",
+    "exception",
+    /^Error: \[message not shown: it is a getter\]\n\s+at /,
+  );
   // Showing a thrown value runs none of its code.
   await fails("throw { toString() { throw 1 } }", "exception", /^Uncaught \{ toString: \[Function: toString\] \}$/);
   await fails("throw new Proxy({}, { get() { throw 1 } })", "exception", /^Uncaught \{\}$/);
@@ -162,9 +238,18 @@ test("an exception whose message cannot be shown is an exception, not out of mem
 
 test("showing a value runs none of its code and never fails the run", async () => {
   assert.equal(await ok("({ get x() { throw 1 }, y: 2 })"), "=> { x: [Getter], y: 2 }");
-  assert.equal(await ok("const r = Proxy.revocable({}, {}); r.revoke(); r.proxy"), "=> [the value could not be shown: TypeError: revoked proxy]");
-  assert.equal(await ok("console.log(new Proxy({}, { ownKeys() { throw new Error('trap') } }), 'after'); 1"), "[could not be shown: Error: trap] after\n=> 1");
-  assert.match(await ok("(async () => { await new Promise(() => {}) })()"), /^=> Promise \{ <pending> \} \(it never settled: /);
+  assert.equal(
+    await ok("const r = Proxy.revocable({}, {}); r.revoke(); r.proxy"),
+    "=> [the value could not be shown: TypeError: revoked proxy]",
+  );
+  assert.equal(
+    await ok("console.log(new Proxy({}, { ownKeys() { throw new Error('trap') } }), 'after'); 1"),
+    "[could not be shown: Error: trap] after\n=> 1",
+  );
+  assert.match(
+    await ok("(async () => { await new Promise(() => {}) })()"),
+    /^=> Promise \{ <pending> \} \(it never settled: /,
+  );
 });
 
 test("after all that the host is healthy and the tool still answers", async () => {
@@ -196,7 +281,12 @@ test("200 sequential calls leak nothing", async () => {
   const rss0 = process.memoryUsage().rss;
   for (let i = 0; i < 200; i++) {
     const kind = i % 4;
-    const code = ["[1, 2, 3].map((x) => x * " + i + ")", "console.log('i', " + i + "); ({ i: " + i + " })", "throw new Error('e" + i + "')", "} syntax error " + i][kind];
+    const code = [
+      "[1, 2, 3].map((x) => x * " + i + ")",
+      "console.log('i', " + i + "); ({ i: " + i + " })",
+      "throw new Error('e" + i + "')",
+      "} syntax error " + i,
+    ][kind];
     const r = await tool.sandbox.run(code);
     assert.equal(r.ok, kind < 2, `${code}: ${JSON.stringify(r)}`);
   }
@@ -211,5 +301,11 @@ test("formatSandboxResult keeps the error and the value whole and cuts the print
   const r = { ok: true, output: "z".repeat(500), outputDropped: 20, value: "42", ms: 1 };
   const text = formatSandboxResult(r, 100);
   assert.match(text, /^z+\n\[truncated: 426 more characters\]\n=> 42$/);
-  assert.equal(formatSandboxResult({ ok: false, output: "", outputDropped: 0, error: { kind: "timeout", message: "timeout: x" }, ms: 1 }, 100), "timeout: x");
+  assert.equal(
+    formatSandboxResult(
+      { ok: false, output: "", outputDropped: 0, error: { kind: "timeout", message: "timeout: x" }, ms: 1 },
+      100,
+    ),
+    "timeout: x",
+  );
 });

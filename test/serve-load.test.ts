@@ -16,7 +16,10 @@ function requests(n: number): Req[] {
   const bad: Omit<Req, "good">[] = [
     { path: "/v1/chat/completions", body: "{not json" },
     { path: "/v1/chat/completions", body: JSON.stringify({ messages: "hello" }) },
-    { path: "/v1/chat/completions", body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: "hi" }] }) },
+    {
+      path: "/v1/chat/completions",
+      body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: "hi" }] }),
+    },
     { path: "/v1/completions", body: JSON.stringify({ prompt: "x".repeat(2 * 1024 * 1024) }) },
     { path: "/v1/completions", body: JSON.stringify({ prompt: [1, 2, 99_999_999], max_tokens: 2 }) },
     { path: "/v1/completions", body: JSON.stringify({ prompt: "hi", max_tokens: -3 }) },
@@ -24,8 +27,16 @@ function requests(n: number): Req[] {
   return Array.from({ length: n }, (_, i) => {
     if (i % 3 === 2) return { ...bad[Math.floor(i / 3) % bad.length], good: false };
     return i % 2 === 0
-      ? { path: "/v1/chat/completions", body: JSON.stringify({ messages: [{ role: "user", content: `Question ${i}?` }], max_tokens: 8, seed: i }), good: true }
-      : { path: "/v1/completions", body: JSON.stringify({ prompt: [5, 6, 7, 8 + i], max_tokens: 8, logprobs: 1, seed: i }), good: true };
+      ? {
+          path: "/v1/chat/completions",
+          body: JSON.stringify({ messages: [{ role: "user", content: `Question ${i}?` }], max_tokens: 8, seed: i }),
+          good: true,
+        }
+      : {
+          path: "/v1/completions",
+          body: JSON.stringify({ prompt: [5, 6, 7, 8 + i], max_tokens: 8, logprobs: 1, seed: i }),
+          good: true,
+        };
   });
 }
 
@@ -41,7 +52,11 @@ test("serve under concurrent load with malformed requests mixed in: no crash, ev
     const worker = async () => {
       while (next < all.length) {
         const req = all[next++];
-        const res = await fetch(url + req.path, { method: "POST", headers: { "content-type": "application/json" }, body: req.body });
+        const res = await fetch(url + req.path, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: req.body,
+        });
         results.push({ req, status: res.status, body: await res.json() });
       }
     };

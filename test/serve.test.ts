@@ -23,7 +23,11 @@ const user = [{ role: "user" as const, content: "What is 2+3?" }];
 const json = { "Content-Type": "application/json" };
 const calculator = {
   type: "function" as const,
-  function: { name: "calculator", description: "Evaluate arithmetic", parameters: { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] } },
+  function: {
+    name: "calculator",
+    description: "Evaluate arithmetic",
+    parameters: { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] },
+  },
 };
 
 before(async () => {
@@ -39,9 +43,16 @@ after(async () => {
   await engine?.dispose();
 });
 
-async function post(path: string, body: string, headers: Record<string, string> = { "Content-Type": "application/json" }) {
+async function post(
+  path: string,
+  body: string,
+  headers: Record<string, string> = { "Content-Type": "application/json" },
+) {
   const res = await fetch(`${server.url}${path}`, { method: "POST", body, headers });
-  return { status: res.status, body: (await res.json()) as { error: { message: string; type: string; param: string | null; code: string | null } } };
+  return {
+    status: res.status,
+    body: (await res.json()) as { error: { message: string; type: string; param: string | null; code: string | null } },
+  };
 }
 
 function assertErrorObject(body: { error: Record<string, unknown> }, status: number) {
@@ -54,7 +65,10 @@ function assertErrorObject(body: { error: Record<string, unknown> }, status: num
 test("models and health", async () => {
   assert.equal(server.modelId, "tiny");
   const models = await client.models.list();
-  assert.deepEqual(models.data.map((m) => m.id), ["tiny"]);
+  assert.deepEqual(
+    models.data.map((m) => m.id),
+    ["tiny"],
+  );
   assert.equal((await client.models.retrieve("tiny")).id, "tiny");
   const health = await fetch(`${server.url}/health`);
   assert.equal(health.status, 200);
@@ -79,14 +93,31 @@ test("chat completion without tools: shape, usage, greedy determinism", async ()
   const b = await client.chat.completions.create(req);
   assert.equal(b.choices[0].message.content, c.message.content);
   // model omitted is fine (the server serves one model); the OpenAI types require it, so go raw.
-  const raw = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify({ messages: user, max_tokens: 2 }) });
+  const raw = await fetch(`${server.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: json,
+    body: JSON.stringify({ messages: user, max_tokens: 2 }),
+  });
   assert.equal(raw.status, 200);
 });
 
 test("chat completion with tools: tools go into the prompt, tool_choice none leaves them out", async () => {
   const plain = await client.chat.completions.create({ model: "tiny", messages: user, max_tokens: 2, temperature: 0 });
-  const withTools = await client.chat.completions.create({ model: "tiny", messages: user, tools: [calculator], max_tokens: 2, temperature: 0 });
-  const none = await client.chat.completions.create({ model: "tiny", messages: user, tools: [calculator], tool_choice: "none", max_tokens: 2, temperature: 0 });
+  const withTools = await client.chat.completions.create({
+    model: "tiny",
+    messages: user,
+    tools: [calculator],
+    max_tokens: 2,
+    temperature: 0,
+  });
+  const none = await client.chat.completions.create({
+    model: "tiny",
+    messages: user,
+    tools: [calculator],
+    tool_choice: "none",
+    max_tokens: 2,
+    temperature: 0,
+  });
   assert.ok(withTools.usage!.prompt_tokens > plain.usage!.prompt_tokens + 20);
   assert.equal(none.usage!.prompt_tokens, plain.usage!.prompt_tokens);
   // A random model writes no tool call: plain content, no tool_calls.
@@ -99,7 +130,13 @@ test("chat completion with tools: tools go into the prompt, tool_choice none lea
     max_tokens: 2,
     messages: [
       ...user,
-      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "calculator", arguments: '{"expression":"2+3"}' } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "call_1", type: "function", function: { name: "calculator", arguments: '{"expression":"2+3"}' } },
+        ],
+      },
       { role: "tool", tool_call_id: "call_1", content: "5" },
     ],
   });
@@ -109,7 +146,8 @@ test("chat completion with tools: tools go into the prompt, tool_choice none lea
 test("tool-call extraction from a fixed text (Hermes format)", () => {
   let k = 0;
   const id = () => `call_${k++}`;
-  const text = 'Let me compute.\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+3"}}\n</tool_call>\n<tool_call>\n{"name": "search", "arguments": {"query": "x"}}\n</tool_call>';
+  const text =
+    'Let me compute.\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+3"}}\n</tool_call>\n<tool_call>\n{"name": "search", "arguments": {"query": "x"}}\n</tool_call>';
   const got = extractToolCalls(text, id)!;
   assert.equal(got.content, "Let me compute.");
   assert.deepEqual(got.toolCalls, [
@@ -119,8 +157,11 @@ test("tool-call extraction from a fixed text (Hermes format)", () => {
   assert.equal(extractToolCalls('<tool_call>{"name": "f", "arguments": {}}</tool_call>', id)!.content, null);
   assert.equal(extractToolCalls("no calls here"), undefined);
   // One unreadable call: the text stays content, as written.
-  assert.equal(extractToolCalls('<tool_call>{"name": "f", "arguments": {}}</tool_call><tool_call>{oops</tool_call>'), undefined);
-  assert.equal(extractToolCalls("<tool_call>{\"name\": \"f\""), undefined);
+  assert.equal(
+    extractToolCalls('<tool_call>{"name": "f", "arguments": {}}</tool_call><tool_call>{oops</tool_call>'),
+    undefined,
+  );
+  assert.equal(extractToolCalls('<tool_call>{"name": "f"'), undefined);
 });
 
 /** The real engine's tokenizer and config, with `sample` answering a fixed text then the end-of-turn token. */
@@ -133,7 +174,11 @@ function scriptedEngine(text: string): ServedEngine {
     config: e.config,
     computeLogprobs: (s, o) => e.computeLogprobs(s, o),
     sample: async (_prompt, params = {}) => ({
-      sequences: Array.from({ length: params.n ?? 1 }, () => ({ tokens, logprobs: tokens.map(() => -0.5), stopReason: "stop" as const })),
+      sequences: Array.from({ length: params.n ?? 1 }, () => ({
+        tokens,
+        logprobs: tokens.map(() => -0.5),
+        stopReason: "stop" as const,
+      })),
     }),
   };
 }
@@ -155,11 +200,21 @@ test("a tool call in the model's text comes back as message.tool_calls, streamed
     assert.ok(call.type === "function" && JSON.parse(call.function.arguments).expression === "2+3");
 
     // With tool_choice none the same text is plain content.
-    const none = await c.chat.completions.create({ model: "scripted", messages: user, tools: [calculator], tool_choice: "none" });
+    const none = await c.chat.completions.create({
+      model: "scripted",
+      messages: user,
+      tools: [calculator],
+      tool_choice: "none",
+    });
     assert.equal(none.choices[0].finish_reason, "stop");
     assert.equal(none.choices[0].message.content, said);
 
-    const stream = await c.chat.completions.create({ model: "scripted", messages: user, tools: [calculator], stream: true });
+    const stream = await c.chat.completions.create({
+      model: "scripted",
+      messages: user,
+      tools: [calculator],
+      stream: true,
+    });
     let content = "";
     const calls: { id?: string; name?: string; args: string }[] = [];
     let finish: string | null = null;
@@ -187,7 +242,11 @@ test("a tool call in the model's text comes back as message.tool_calls, streamed
 test("streamed chat chunks concatenate to the non-streamed greedy answer", async () => {
   const req = { model: "tiny", messages: user, max_tokens: 8, temperature: 0, seed: 11 };
   const whole = await client.chat.completions.create(req);
-  const stream = await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } });
+  const stream = await client.chat.completions.create({
+    ...req,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   let text = "";
   let role: string | undefined;
   let finish: string | null = null;
@@ -207,7 +266,11 @@ test("streamed chat chunks concatenate to the non-streamed greedy answer", async
   assert.deepEqual(usage, whole.usage);
 
   // The wire format: data lines, ending with [DONE].
-  const raw = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify({ ...req, stream: true }) });
+  const raw = await fetch(`${server.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: json,
+    body: JSON.stringify({ ...req, stream: true }),
+  });
   assert.match(raw.headers.get("content-type")!, /^text\/event-stream/);
   const events = (await raw.text()).split("\n\n").filter((e) => e.length > 0);
   assert.ok(events.every((e) => e.startsWith("data: ")));
@@ -250,10 +313,16 @@ test("streaming sends chunks while the answer is still being sampled", async () 
     const req = { model: "tiny", messages: user, max_tokens: 24, temperature: 1, seed: 4 };
     const whole = await client.chat.completions.create(req);
     resolvedAt = Infinity;
-    const raw = await fetch(`${timedServer.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify({ ...req, stream: true }) });
+    const raw = await fetch(`${timedServer.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ ...req, stream: true }),
+    });
     const { events, endedAt } = await readEvents(raw);
     assert.equal(events.at(-1)!.data, "[DONE]");
-    const chunks = events.slice(0, -1).map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as OpenAI.ChatCompletionChunk }));
+    const chunks = events
+      .slice(0, -1)
+      .map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as OpenAI.ChatCompletionChunk }));
     const content = chunks.filter((c) => (c.chunk.choices[0]?.delta.content ?? "") !== "");
     assert.ok(content.length >= 2, `${content.length} content chunks`);
     // The first text arrived before sampling was over, and well before the stream ended.
@@ -264,13 +333,24 @@ test("streaming sends chunks while the answer is still being sampled", async () 
 
     // Completions too: ids one per chunk, the first before sampling ends.
     const creq = { model: "tiny", prompt: "Once upon a time", max_tokens: 24, temperature: 1, seed: 9 };
-    const cwhole = (await client.completions.create(creq)) as OpenAI.Completion & { choices: { token_ids: number[] }[] };
+    const cwhole = (await client.completions.create(creq)) as OpenAI.Completion & {
+      choices: { token_ids: number[] }[];
+    };
     resolvedAt = Infinity;
-    const craw = await fetch(`${timedServer.url}/v1/completions`, { method: "POST", headers: json, body: JSON.stringify({ ...creq, stream: true }) });
+    const craw = await fetch(`${timedServer.url}/v1/completions`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ ...creq, stream: true }),
+    });
     const c = await readEvents(craw);
-    const cchunks = c.events.slice(0, -1).map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as { choices: { text: string; token_ids: number[] }[] } }));
+    const cchunks = c.events
+      .slice(0, -1)
+      .map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as { choices: { text: string; token_ids: number[] }[] } }));
     assert.ok(cchunks[0].at < resolvedAt);
-    assert.deepEqual(cchunks.flatMap((x) => x.chunk.choices[0].token_ids), cwhole.choices[0].token_ids);
+    assert.deepEqual(
+      cchunks.flatMap((x) => x.chunk.choices[0].token_ids),
+      cwhole.choices[0].token_ids,
+    );
     assert.equal(cchunks.map((x) => x.chunk.choices[0].text).join(""), cwhole.choices[0].text);
   } finally {
     await timedServer.close();
@@ -302,7 +382,13 @@ function streamingScriptedEngine(text: string): ServedEngine {
         for (let i = 0; i < n; i++) params.onToken?.({ index: i, token: t, logprob: -0.5 });
         await new Promise((r) => setImmediate(r));
       }
-      return { sequences: Array.from({ length: n }, () => ({ tokens, logprobs: tokens.map(() => -0.5), stopReason: "stop" as const })) };
+      return {
+        sequences: Array.from({ length: n }, () => ({
+          tokens,
+          logprobs: tokens.map(() => -0.5),
+          stopReason: "stop" as const,
+        })),
+      };
     },
   };
 }
@@ -311,27 +397,51 @@ test("live streaming keeps characters whole, holds back stop strings and sends t
   const cases: { said: string; extra: Record<string, unknown> }[] = [
     { said: "Ünïcödé 🙂 ok, then STOP and more", extra: { stop: ["zzz", ", th"] } },
     { said: "A stop string split: ST", extra: { stop: "STOP" } },
-    { said: `Sure.\n${hermesFormat.write({ name: "calculator", arguments: { expression: "2+3" } })}`, extra: { tools: [calculator] } },
-    { said: `  leading space then ${hermesFormat.write({ name: "calculator", arguments: { expression: "1" } })} after`, extra: { tools: [calculator] } },
+    {
+      said: `Sure.\n${hermesFormat.write({ name: "calculator", arguments: { expression: "2+3" } })}`,
+      extra: { tools: [calculator] },
+    },
+    {
+      said: `  leading space then ${hermesFormat.write({ name: "calculator", arguments: { expression: "1" } })} after`,
+      extra: { tools: [calculator] },
+    },
     { said: "no calls here <tool_ and 🙂🙂", extra: { tools: [calculator], n: 2 } },
   ];
   for (const { said, extra } of cases) {
     const scripted = await startServer({ engine: streamingScriptedEngine(said), name: "scripted", port: 0 });
     try {
       const body = { model: "scripted", messages: user, ...extra };
-      const whole = (await (await fetch(`${scripted.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify(body) })).json()) as OpenAI.ChatCompletion;
+      const whole = (await (
+        await fetch(`${scripted.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: json,
+          body: JSON.stringify(body),
+        })
+      ).json()) as OpenAI.ChatCompletion;
       assert.ok(Array.isArray(whole.choices), JSON.stringify(whole));
-      const raw = await fetch(`${scripted.url}/v1/chat/completions`, { method: "POST", headers: json, body: JSON.stringify({ ...body, stream: true }) });
+      const raw = await fetch(`${scripted.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify({ ...body, stream: true }),
+      });
       const { events } = await readEvents(raw);
       const chunks = events.slice(0, -1).map((e) => JSON.parse(e.data) as OpenAI.ChatCompletionChunk);
       for (const w of whole.choices) {
         const mine = chunks.map((c) => c.choices[0]).filter((c) => c.index === w.index);
         const pieces = mine.map((c) => c.delta.content ?? "");
-        assert.ok(pieces.every((p) => !p.includes("\uFFFD")), `${said}: ${JSON.stringify(pieces)}`);
+        assert.ok(
+          pieces.every((p) => !p.includes("\uFFFD")),
+          `${said}: ${JSON.stringify(pieces)}`,
+        );
         assert.equal(pieces.join(""), w.message.content ?? "", said);
-        if (!said.startsWith(" ")) assert.ok(pieces.filter((p) => p !== "").length >= 2, `${said}: sent while sampling`);
+        if (!said.startsWith(" "))
+          assert.ok(pieces.filter((p) => p !== "").length >= 2, `${said}: sent while sampling`);
         const calls = mine.flatMap((c) => c.delta.tool_calls ?? []);
-        assert.deepEqual(calls.map((t) => t.function!.arguments), (w.message.tool_calls ?? []).map((t) => (t as { function: { arguments: string } }).function.arguments), said);
+        assert.deepEqual(
+          calls.map((t) => t.function!.arguments),
+          (w.message.tool_calls ?? []).map((t) => (t as { function: { arguments: string } }).function.arguments),
+          said,
+        );
         assert.equal(mine.at(-1)!.finish_reason, w.finish_reason);
       }
     } finally {
@@ -343,20 +453,37 @@ test("live streaming keeps characters whole, holds back stop strings and sends t
 test("n=2 gives two seeded choices", async () => {
   const req = { model: "tiny", messages: user, max_tokens: 5, temperature: 1, seed: 5, n: 2 };
   const a = await client.chat.completions.create(req);
-  assert.deepEqual(a.choices.map((c) => c.index), [0, 1]);
+  assert.deepEqual(
+    a.choices.map((c) => c.index),
+    [0, 1],
+  );
   const b = await client.chat.completions.create(req);
-  assert.deepEqual(b.choices.map((c) => c.message.content), a.choices.map((c) => c.message.content));
+  assert.deepEqual(
+    b.choices.map((c) => c.message.content),
+    a.choices.map((c) => c.message.content),
+  );
 });
 
 test("chat logprobs with top_logprobs", async () => {
-  const res = await client.chat.completions.create({ model: "tiny", messages: user, max_tokens: 5, temperature: 1, seed: 2, logprobs: true, top_logprobs: 3 });
+  const res = await client.chat.completions.create({
+    model: "tiny",
+    messages: user,
+    max_tokens: 5,
+    temperature: 1,
+    seed: 2,
+    logprobs: true,
+    top_logprobs: 3,
+  });
   const entries = res.choices[0].logprobs!.content!;
   assert.ok(entries.length >= 1);
   for (const e of entries) {
     assert.ok(e.logprob < 0 && Number.isFinite(e.logprob));
     assert.equal(e.top_logprobs.length, 3);
     const lps = e.top_logprobs.map((t) => t.logprob);
-    assert.deepEqual(lps, [...lps].sort((x, y) => y - x));
+    assert.deepEqual(
+      lps,
+      [...lps].sort((x, y) => y - x),
+    );
     assert.ok(e.logprob <= lps[0] + 1e-12);
     const same = e.top_logprobs.find((t) => t.token === e.token);
     if (same) assert.ok(Math.abs(same.logprob - e.logprob) < 1e-9);
@@ -368,9 +495,16 @@ test("chat logprobs with top_logprobs", async () => {
 
 test("completions with a token-id prompt: token ids out, logprobs equal computeLogprobs", async () => {
   const prompt = engine.tokenizer.encode("The capital of France is");
-  const res = await client.completions.create({ model: "tiny", prompt, max_tokens: 6, temperature: 1, seed: 3, logprobs: 2 });
+  const res = await client.completions.create({
+    model: "tiny",
+    prompt,
+    max_tokens: 6,
+    temperature: 1,
+    seed: 3,
+    logprobs: 2,
+  });
   assert.equal(res.object, "text_completion");
-  const c = res.choices[0] as typeof res.choices[0] & { token_ids: number[]; prompt_token_ids: number[] };
+  const c = res.choices[0] as (typeof res.choices)[0] & { token_ids: number[]; prompt_token_ids: number[] };
   assert.deepEqual(c.prompt_token_ids, prompt);
   assert.ok(c.token_ids.length >= 1 && c.token_ids.length <= 6);
   assert.equal(res.usage!.completion_tokens, c.token_ids.length);
@@ -379,7 +513,9 @@ test("completions with a token-id prompt: token ids out, logprobs equal computeL
   assert.equal(lp.top_logprobs!.length, c.token_ids.length);
   assert.ok(lp.top_logprobs!.every((t) => Object.keys(t).length >= 1 && Object.keys(t).length <= 2));
   const [expected] = await engine.computeLogprobs([[...prompt, ...c.token_ids]]);
-  c.token_ids.forEach((_, i) => assert.ok(Math.abs(lp.token_logprobs![i] - expected[prompt.length + i]!) < 1e-4, `token ${i}`));
+  c.token_ids.forEach((_, i) =>
+    assert.ok(Math.abs(lp.token_logprobs![i] - expected[prompt.length + i]!) < 1e-4, `token ${i}`),
+  );
 
   // Scoring: echo with max_tokens 0 returns the prompt's own logprobs.
   const scored = await client.completions.create({ model: "tiny", prompt, max_tokens: 0, echo: true, logprobs: 0 });
@@ -390,7 +526,14 @@ test("completions with a token-id prompt: token ids out, logprobs equal computeL
   own.slice(1).forEach((x, i) => assert.ok(Math.abs(s.logprobs!.token_logprobs![i + 1] - x!) < 1e-4));
 
   // Streaming gives the same ids, one per chunk.
-  const stream = await client.completions.create({ model: "tiny", prompt, max_tokens: 6, temperature: 1, seed: 3, stream: true });
+  const stream = await client.completions.create({
+    model: "tiny",
+    prompt,
+    max_tokens: 6,
+    temperature: 1,
+    seed: 3,
+    stream: true,
+  });
   const ids: number[] = [];
   let text = "";
   for await (const chunk of stream) {
@@ -402,28 +545,52 @@ test("completions with a token-id prompt: token ids out, logprobs equal computeL
 });
 
 test("completions with a text prompt, a batch and a stop string", async () => {
-  const res = await client.completions.create({ model: "tiny", prompt: ["Hello", "World"], max_tokens: 3, n: 2, temperature: 0 });
-  assert.deepEqual(res.choices.map((c) => c.index), [0, 1, 2, 3]);
+  const res = await client.completions.create({
+    model: "tiny",
+    prompt: ["Hello", "World"],
+    max_tokens: 3,
+    n: 2,
+    temperature: 0,
+  });
+  assert.deepEqual(
+    res.choices.map((c) => c.index),
+    [0, 1, 2, 3],
+  );
   assert.equal(res.choices[0].text, res.choices[1].text);
   const tok = engine.tokenizer;
   // The text ends before the stop string; the ids stay as sampled.
   const tokens = tok.encode("abc STOP def");
-  const out = decodeSequence(tok, { tokens, logprobs: tokens.map(() => -1), stopReason: "stop" }, { ids: new Set(), strings: ["STOP"] });
+  const out = decodeSequence(
+    tok,
+    { tokens, logprobs: tokens.map(() => -1), stopReason: "stop" },
+    { ids: new Set(), strings: ["STOP"] },
+  );
   assert.equal(out.text, "abc ");
   assert.equal(out.pieces.join(""), "abc ");
   assert.equal(out.pieces.length, tokens.length);
   const end = tok.tokenToId("<|im_end|>")!;
-  const ended = decodeSequence(tok, { tokens: [...tok.encode("hi"), end], logprobs: [-1, -1], stopReason: "stop" }, { ids: new Set([end]), strings: [] });
+  const ended = decodeSequence(
+    tok,
+    { tokens: [...tok.encode("hi"), end], logprobs: [-1, -1], stopReason: "stop" },
+    { ids: new Set([end]), strings: [] },
+  );
   assert.equal(ended.text, "hi");
 });
 
 test("top alternatives match the distribution draws are made from", () => {
   const logits = Float32Array.from({ length: 50 }, (_, i) => Math.sin(i * 1.7) * 3);
-  for (const p of [{ temperature: 1, topK: 0, topP: 1 }, { temperature: 0.7, topK: 10, topP: 0.8 }, { temperature: 0, topK: 0, topP: 1 }]) {
+  for (const p of [
+    { temperature: 1, topK: 0, topP: 1 },
+    { temperature: 0.7, topK: 10, topP: 0.8 },
+    { temperature: 0, topK: 0, topP: 1 },
+  ]) {
     const alts = topAlternatives(logits, p, 5);
     const lp = logSoftmax(logits, p.temperature || 1);
     const kept = p.temperature > 0 ? keptTokens(lp, p.topK, p.topP) : keptTokens(lp, 0, 1);
-    assert.deepEqual(alts.map((a) => a.token), kept.slice(0, 5));
+    assert.deepEqual(
+      alts.map((a) => a.token),
+      kept.slice(0, 5),
+    );
     for (let s = 0; s < 20; s++) {
       const d = drawToken(logits, p, new Rng(s));
       const hit = alts.find((a) => a.token === d.token);
@@ -438,7 +605,13 @@ test("concurrent requests are all answered, sharing decode steps", async () => {
   const answers = await Promise.all(
     prompts.map((p, i) =>
       i % 2 === 0
-        ? client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: p }], max_tokens: 12, stop: null, seed: i })
+        ? client.chat.completions.create({
+            model: "tiny",
+            messages: [{ role: "user", content: p }],
+            max_tokens: 12,
+            stop: null,
+            seed: i,
+          })
         : client.completions.create({ model: "tiny", prompt: p, max_tokens: 12, seed: i }),
     ),
   );
@@ -468,7 +641,10 @@ test("bad requests get the OpenAI error object with a 4xx status, and the server
   assert.equal(unknownModel.status, 404);
   assertErrorObject(unknownModel.body, 404);
   assert.equal(unknownModel.body.error.code, "model_not_found");
-  await assert.rejects(client.chat.completions.create({ model: "gpt-4o", messages: user }), (e: unknown) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(
+    client.chat.completions.create({ model: "gpt-4o", messages: user }),
+    (e: unknown) => e instanceof OpenAI.NotFoundError,
+  );
 
   const huge = await post("/v1/completions", JSON.stringify({ prompt: "x".repeat(2 << 20) }));
   assert.equal(huge.status, 413);
@@ -490,7 +666,10 @@ test("bad requests get the OpenAI error object with a 4xx status, and the server
   const penalty = await post("/v1/chat/completions", JSON.stringify({ messages: user, presence_penalty: 1 }));
   assert.equal(penalty.status, 400);
   assert.equal(penalty.body.error.param, "presence_penalty");
-  const image = await post("/v1/chat/completions", JSON.stringify({ messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }));
+  const image = await post(
+    "/v1/chat/completions",
+    JSON.stringify({ messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }),
+  );
   assert.equal(image.status, 400);
 
   const health = await fetch(`${server.url}/health`);

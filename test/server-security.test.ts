@@ -75,23 +75,30 @@ after(async () => {
 type Reply = { status: number; headers: Record<string, string | string[] | undefined>; text: string; body: any };
 
 /** A request with exactly these headers (node:http adds Host only when none is given). */
-function send(url: string, path: string, opts: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Reply> {
+function send(
+  url: string,
+  path: string,
+  opts: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<Reply> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
-    const req = request({ host: u.hostname, port: u.port, path, method: opts.method ?? "GET", headers: opts.headers ?? {} }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (d) => (text += d));
-      res.on("end", () => {
-        let body: unknown;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          body = undefined;
-        }
-        resolve({ status: res.statusCode!, headers: res.headers, text, body });
-      });
-    });
+    const req = request(
+      { host: u.hostname, port: u.port, path, method: opts.method ?? "GET", headers: opts.headers ?? {} },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => (text += d));
+        res.on("end", () => {
+          let body: unknown;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            body = undefined;
+          }
+          resolve({ status: res.statusCode!, headers: res.headers, text, body });
+        });
+      },
+    );
     req.on("error", reject);
     req.end(opts.body);
   });
@@ -108,7 +115,12 @@ function rawGet(port: number, target: string): Promise<{ status: number; body: s
     socket.setEncoding("utf8");
     socket.on("data", (d) => (out += d));
     socket.on("error", reject);
-    socket.on("end", () => resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(out)?.[1] ?? 0), body: out.slice(out.indexOf("\r\n\r\n") + 4) }));
+    socket.on("end", () =>
+      resolve({
+        status: Number(/^HTTP\/1\.1 (\d+)/.exec(out)?.[1] ?? 0),
+        body: out.slice(out.indexOf("\r\n\r\n") + 4),
+      }),
+    );
     socket.write(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
   });
 }
@@ -137,11 +149,21 @@ test("400 prompts × n 64 is refused with 400 naming the limit, before any sampl
   assert.ok(JSON.stringify(body).length < 2000);
   const before = sampleCalls;
   const r = await postJson(server.url, "/v1/completions", body);
-  assertOpenAiError(r, 400, "too_many_sequences", [/25600 sequences/, /400 prompts × n 64/, /at most 64/, /--max-sequences/]);
+  assertOpenAiError(r, 400, "too_many_sequences", [
+    /25600 sequences/,
+    /400 prompts × n 64/,
+    /at most 64/,
+    /--max-sequences/,
+  ]);
   assert.equal(sampleCalls, before, "nothing was sampled");
   // The same bound on chat: n past the limit of a server that allows 4.
   await withServer({ maxSequences: 4 }, async (s) => {
-    assertOpenAiError(await postJson(s.url, "/v1/chat/completions", { messages: user, n: 5, max_tokens: 1 }), 400, "too_many_sequences", [/at most 4/]);
+    assertOpenAiError(
+      await postJson(s.url, "/v1/chat/completions", { messages: user, n: 5, max_tokens: 1 }),
+      400,
+      "too_many_sequences",
+      [/at most 4/],
+    );
     assert.equal((await postJson(s.url, "/v1/completions", { prompt: ["a", "b"], n: 2, max_tokens: 1 })).status, 200);
   });
 });
@@ -151,11 +173,21 @@ test("the token budget counts prompts, sequences × max_tokens and echo scoring,
     const before = sampleCalls;
     const prompt = [5, 6, 7, 8];
     const over = await postJson(s.url, "/v1/completions", { prompt, n: 8, max_tokens: 200 });
-    assertOpenAiError(over, 400, "too_many_tokens", [/1604 tokens/, /4 prompt \+ 1600 new/, /at most 1000/, /--max-request-tokens/]);
+    assertOpenAiError(over, 400, "too_many_tokens", [
+      /1604 tokens/,
+      /4 prompt \+ 1600 new/,
+      /at most 1000/,
+      /--max-request-tokens/,
+    ]);
     assert.equal(over.body.error.param, "max_tokens");
     // Scoring an echoed prompt counts too: 600 prompt + 600 scored.
     const long = Array.from({ length: 600 }, (_, i) => 5 + (i % 50));
-    assertOpenAiError(await postJson(s.url, "/v1/completions", { prompt: long, max_tokens: 0, echo: true, logprobs: 0 }), 400, "too_many_tokens", [/600 echoed and scored/]);
+    assertOpenAiError(
+      await postJson(s.url, "/v1/completions", { prompt: long, max_tokens: 0, echo: true, logprobs: 0 }),
+      400,
+      "too_many_tokens",
+      [/600 echoed and scored/],
+    );
     const chat = await postJson(s.url, "/v1/chat/completions", { messages: user, n: 8, max_tokens: 200 });
     assertOpenAiError(chat, 400, "too_many_tokens", [/--max-request-tokens/]);
     assert.equal(sampleCalls, before, "nothing was sampled");
@@ -171,11 +203,31 @@ test("the token budget counts prompts, sequences × max_tokens and echo scoring,
 
 test("logprobs+echo response-size bound: 413 naming the limit, or an error event that ends a stream", async () => {
   await withServer({ maxResponseBytes: 8192 }, async (s) => {
-    const body = { prompt: "Once upon a time there was a little model that", n: 8, max_tokens: 16, logprobs: 5, echo: true, temperature: 1, seed: 3 };
+    const body = {
+      prompt: "Once upon a time there was a little model that",
+      n: 8,
+      max_tokens: 16,
+      logprobs: 5,
+      echo: true,
+      temperature: 1,
+      seed: 3,
+    };
     const r = await postJson(s.url, "/v1/completions", body);
     assertOpenAiError(r, 413, "response_too_large", [/8192 bytes/, /--max-response-bytes/]);
     // Chat logprobs are bounded the same way.
-    assertOpenAiError(await postJson(s.url, "/v1/chat/completions", { messages: user, n: 8, max_tokens: 16, logprobs: true, top_logprobs: 5, temperature: 1, seed: 3 }), 413, "response_too_large");
+    assertOpenAiError(
+      await postJson(s.url, "/v1/chat/completions", {
+        messages: user,
+        n: 8,
+        max_tokens: 16,
+        logprobs: true,
+        top_logprobs: 5,
+        temperature: 1,
+        seed: 3,
+      }),
+      413,
+      "response_too_large",
+    );
     // A stream that grows past the bound ends with the error as its last event (no [DONE]).
     const streamed = await postJson(s.url, "/v1/completions", { ...body, stream: true });
     assert.equal(streamed.status, 200);
@@ -183,7 +235,10 @@ test("logprobs+echo response-size bound: 413 naming the limit, or an error event
     const events = streamed.text.split("\n\n").filter((e) => e !== "");
     assert.equal(JSON.parse(events.at(-1)!.replace(/^data: /, "")).error.code, "response_too_large");
     // A small answer is unaffected.
-    assert.equal((await postJson(s.url, "/v1/completions", { prompt: "Hi", max_tokens: 2, logprobs: 1, echo: true })).status, 200);
+    assert.equal(
+      (await postJson(s.url, "/v1/completions", { prompt: "Hi", max_tokens: 2, logprobs: 1, echo: true })).status,
+      200,
+    );
   });
 });
 
@@ -191,7 +246,14 @@ test("a stream cut at the response-size bound also stops its sampling", async ()
   await withServer({ maxResponseBytes: 4096 }, async (s) => {
     const steps = async () => (await engine.stats()).scheduler.decodeSteps;
     // Uncut, this samples 8 × 1500 tokens (~1500 decode steps, seconds); the bound is passed within a few dozen.
-    const streamed = await postJson(s.url, "/v1/completions", { prompt: "Once upon a time", n: 8, max_tokens: 1500, temperature: 1, seed: 5, stream: true });
+    const streamed = await postJson(s.url, "/v1/completions", {
+      prompt: "Once upon a time",
+      n: 8,
+      max_tokens: 1500,
+      temperature: 1,
+      seed: 5,
+      stream: true,
+    });
     const events = streamed.text.split("\n\n").filter((e) => e !== "");
     assert.equal(JSON.parse(events.at(-1)!.replace(/^data: /, "")).error.code, "response_too_large");
     await new Promise((r) => setTimeout(r, 50));
@@ -207,11 +269,33 @@ test("a stream cut at the response-size bound also stops its sampling", async ()
 test("text/plain POST → 415 (and no Content-Type → 415; JSON with a charset is fine)", async () => {
   const body = JSON.stringify({ prompt: "Hi", max_tokens: 1 });
   const before = sampleCalls;
-  assertOpenAiError(await send(server.url, "/v1/completions", { method: "POST", headers: { "Content-Type": "text/plain" }, body }), 415, "unsupported_media_type", [/application\/json/]);
-  assertOpenAiError(await send(server.url, "/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" }, body }), 415, "unsupported_media_type");
+  assertOpenAiError(
+    await send(server.url, "/v1/completions", { method: "POST", headers: { "Content-Type": "text/plain" }, body }),
+    415,
+    "unsupported_media_type",
+    [/application\/json/],
+  );
+  assertOpenAiError(
+    await send(server.url, "/v1/chat/completions", {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body,
+    }),
+    415,
+    "unsupported_media_type",
+  );
   assertOpenAiError(await send(server.url, "/v1/completions", { method: "POST", body }), 415, "unsupported_media_type");
   assert.equal(sampleCalls, before);
-  assert.equal((await send(server.url, "/v1/completions", { method: "POST", headers: { "Content-Type": "application/json; charset=UTF-8" }, body })).status, 200);
+  assert.equal(
+    (
+      await send(server.url, "/v1/completions", {
+        method: "POST",
+        headers: { "Content-Type": "application/json; charset=UTF-8" },
+        body,
+      })
+    ).status,
+    200,
+  );
 });
 
 test("Host evil.example → 403 (serve and dashboard); the loopback names and allow-listed hosts pass", async () => {
@@ -241,41 +325,79 @@ test("Host evil.example → 403 (serve and dashboard); the loopback names and al
 test("Host rules: loopback names on loopback, IP literals and this machine's name on 0.0.0.0, names only when allowed", () => {
   const ok = (g: HostGuard, host: string) => g.check({ host }).ok;
   const loop = new HostGuard({ bound: "127.0.0.1" });
-  assert.deepEqual(["localhost:1", "127.0.0.1:1", "[::1]:1", "10.0.0.5:1", "rebind.evil.example", "a b", "x/y"].map((h) => ok(loop, h)), [true, true, true, false, false, false, false]);
+  assert.deepEqual(
+    ["localhost:1", "127.0.0.1:1", "[::1]:1", "10.0.0.5:1", "rebind.evil.example", "a b", "x/y"].map((h) =>
+      ok(loop, h),
+    ),
+    [true, true, true, false, false, false, false],
+  );
   assert.equal(loop.check({}).ok, false);
   const all = new HostGuard({ bound: "0.0.0.0" });
-  assert.deepEqual(["10.0.0.5:8000", "[fe80::1]:8000", "localhost", "rebind.evil.example:8000"].map((h) => ok(all, h)), [true, true, true, false]);
+  assert.deepEqual(
+    ["10.0.0.5:8000", "[fe80::1]:8000", "localhost", "rebind.evil.example:8000"].map((h) => ok(all, h)),
+    [true, true, true, false],
+  );
   assert.equal(ok(new HostGuard({ bound: "::", allowHosts: ["gpu-box.lan"] }), "GPU-BOX.lan:8000"), true);
   assert.equal(ok(new HostGuard({ bound: "0.0.0.0", allowHosts: ["*"] }), "rebind.evil.example"), true);
   const lan = new HostGuard({ bound: "192.168.1.5" });
-  assert.deepEqual(["192.168.1.5:8000", "localhost:8000"].map((h) => ok(lan, h)), [true, false]);
-  assert.throws(() => new HostGuard({ bound: "127.0.0.1", allowHosts: ["http://x"] }), /--allow-host 'http:\/\/x' is not a host name/);
-  assert.throws(() => new HostGuard({ bound: "127.0.0.1", allowOrigins: ["app.example"] }), /--allow-origin 'app.example' is not an origin/);
+  assert.deepEqual(
+    ["192.168.1.5:8000", "localhost:8000"].map((h) => ok(lan, h)),
+    [true, false],
+  );
+  assert.throws(
+    () => new HostGuard({ bound: "127.0.0.1", allowHosts: ["http://x"] }),
+    /--allow-host 'http:\/\/x' is not a host name/,
+  );
+  assert.throws(
+    () => new HostGuard({ bound: "127.0.0.1", allowOrigins: ["app.example"] }),
+    /--allow-origin 'app.example' is not an origin/,
+  );
 });
 
 test("Origin https://evil.example → 403 (serve and dashboard); same origin and allow-listed origins pass, with CORS", async () => {
   const before = sampleCalls;
-  const cross = await postJson(server.url, "/v1/completions", { prompt: "Hi", max_tokens: 1 }, { Origin: "https://evil.example" });
+  const cross = await postJson(
+    server.url,
+    "/v1/completions",
+    { prompt: "Hi", max_tokens: 1 },
+    { Origin: "https://evil.example" },
+  );
   assertOpenAiError(cross, 403, "forbidden", [/https:\/\/evil\.example/, /--allow-origin/]);
   assert.equal(sampleCalls, before);
   assert.equal((await send(server.url, "/v1/models", { headers: { Origin: "null" } })).status, 403);
   assert.equal((await send(dash.url, "/api/info", { headers: { Origin: "https://evil.example" } })).status, 403);
   // The dashboard's own page, and a page served by serve's own address, are same-origin.
   assert.equal((await send(dash.url, "/api/metrics", { headers: { Origin: dash.url } })).status, 200);
-  assert.equal((await postJson(server.url, "/v1/completions", { prompt: "Hi", max_tokens: 1 }, { Origin: server.url })).status, 200);
+  assert.equal(
+    (await postJson(server.url, "/v1/completions", { prompt: "Hi", max_tokens: 1 }, { Origin: server.url })).status,
+    200,
+  );
 
   await withServer({ allowOrigins: ["https://app.example"] }, async (s) => {
     const pre = await send(s.url, "/v1/chat/completions", {
       method: "OPTIONS",
-      headers: { Origin: "https://app.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type" },
+      headers: {
+        Origin: "https://app.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+      },
     });
     assert.equal(pre.status, 204);
     assert.equal(pre.headers["access-control-allow-origin"], "https://app.example");
     assert.match(String(pre.headers["access-control-allow-methods"]), /POST/);
-    const r = await postJson(s.url, "/v1/completions", { prompt: "Hi", max_tokens: 1 }, { Origin: "https://app.example" });
+    const r = await postJson(
+      s.url,
+      "/v1/completions",
+      { prompt: "Hi", max_tokens: 1 },
+      { Origin: "https://app.example" },
+    );
     assert.equal(r.status, 200);
     assert.equal(r.headers["access-control-allow-origin"], "https://app.example");
-    assert.equal((await postJson(s.url, "/v1/completions", { prompt: "Hi", max_tokens: 1 }, { Origin: "https://other.example" })).status, 403);
+    assert.equal(
+      (await postJson(s.url, "/v1/completions", { prompt: "Hi", max_tokens: 1 }, { Origin: "https://other.example" }))
+        .status,
+      403,
+    );
   });
 });
 
@@ -284,8 +406,16 @@ test("API key: missing/wrong → 401, right → 200, openai client with the key 
     const missing = await send(s.url, "/v1/models");
     assertOpenAiError(missing, 401, "invalid_api_key", [/Authorization: Bearer/]);
     assert.equal(missing.headers["www-authenticate"], "Bearer");
-    assertOpenAiError(await postJson(s.url, "/v1/completions", { prompt: "Hi", max_tokens: 1 }, { Authorization: "Bearer sk-wrong" }), 401, "invalid_api_key");
-    assertOpenAiError(await send(s.url, "/v1/models/tiny", { headers: { Authorization: "sk-test-123" } }), 401, "invalid_api_key");
+    assertOpenAiError(
+      await postJson(s.url, "/v1/completions", { prompt: "Hi", max_tokens: 1 }, { Authorization: "Bearer sk-wrong" }),
+      401,
+      "invalid_api_key",
+    );
+    assertOpenAiError(
+      await send(s.url, "/v1/models/tiny", { headers: { Authorization: "sk-test-123" } }),
+      401,
+      "invalid_api_key",
+    );
     assert.equal((await send(s.url, "/v1/models", { headers: { Authorization: "Bearer sk-test-123" } })).status, 200);
     assert.equal((await send(s.url, "/health")).status, 200);
 
@@ -297,15 +427,22 @@ test("API key: missing/wrong → 401, right → 200, openai client with the key 
   });
   // Without a server key the client's placeholder key is ignored, as before.
   const anyKey = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
-  assert.deepEqual((await anyKey.models.list()).data.map((m) => m.id), ["tiny"]);
+  assert.deepEqual(
+    (await anyKey.models.list()).data.map((m) => m.id),
+    ["tiny"],
+  );
   await assert.rejects(startServer({ engine: counted, port: 0, apiKey: "" }), /API key must be non-empty/);
 });
 
 test("serve command: the API key comes from AGENT_R1_API_KEY", async () => {
-  const child = spawn(process.execPath, [...process.execArgv, cliEntry(), "serve", "--model", modelDir, "--port", "0"], {
-    env: { ...process.env, AGENT_R1_WORKERS: "0", AGENT_R1_API_KEY: "sk-from-env" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [...process.execArgv, cliEntry(), "serve", "--model", modelDir, "--port", "0"],
+    {
+      env: { ...process.env, AGENT_R1_WORKERS: "0", AGENT_R1_API_KEY: "sk-from-env" },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let err = "";
   child.stderr.on("data", (d) => (err += d));
   const exited = new Promise<number | null>((ok) => child.on("exit", (code) => ok(code)));
@@ -362,14 +499,20 @@ test("100k-deep JSON line → skipped, /api/metrics still 200 (and samples too)"
   mkdirSync(join(dir, "samples"), { recursive: true });
   const deepArray = "[".repeat(100_000) + "]".repeat(100_000);
   const deepObject = '{"a":'.repeat(50_000) + "1" + "}".repeat(50_000);
-  writeFileSync(join(dir, "metrics.jsonl"), `{"iteration":1,"reward":0.5}\n{"iteration":2,"x":${deepArray}}\n${deepObject}\n{"iteration":3,"reward":1}\n`);
+  writeFileSync(
+    join(dir, "metrics.jsonl"),
+    `{"iteration":1,"reward":0.5}\n{"iteration":2,"x":${deepArray}}\n${deepObject}\n{"iteration":3,"reward":1}\n`,
+  );
   writeFileSync(join(dir, "samples", "iter-1.jsonl"), `{"id":"ok"}\n{"id":"deep","steps":${deepArray}}\n`);
   const d = await startDashboard({ runDir: dir, port: 0 });
   try {
     for (let i = 0; i < 2; i++) {
       const m = await send(d.url, "/api/metrics");
       assert.equal(m.status, 200, m.text.slice(0, 200));
-      assert.deepEqual(m.body.records.map((r: { iteration: number }) => r.iteration), [1, 3]);
+      assert.deepEqual(
+        m.body.records.map((r: { iteration: number }) => r.iteration),
+        [1, 3],
+      );
       assert.equal(m.body.skipped, 2);
     }
     const s = await send(d.url, "/api/samples/1");
@@ -385,7 +528,9 @@ test("JSON lines nest at most MAX_JSON_DEPTH deep; brackets inside strings do no
   const nested = (depth: number) => '{"a":'.repeat(depth) + "1" + "}".repeat(depth);
   assert.ok(parseJsonObject(nested(MAX_JSON_DEPTH)));
   assert.equal(parseJsonObject(nested(MAX_JSON_DEPTH + 1)), undefined);
-  assert.deepEqual(parseJsonObject(JSON.stringify({ text: "[".repeat(500) + '\\"{' })), { text: "[".repeat(500) + '\\"{' });
+  assert.deepEqual(parseJsonObject(JSON.stringify({ text: "[".repeat(500) + '\\"{' })), {
+    text: "[".repeat(500) + '\\"{',
+  });
   assert.equal(parseJsonObject("[1]"), undefined);
   assert.equal(parseJsonObject("{oops"), undefined);
 });

@@ -33,7 +33,10 @@ test("SFT datums are the datums of a scripted rollout of the same demonstrations
     assert.deepEqual(sft[i].targetTokens, played.targetTokens, `demo ${i}: targets`);
     assert.deepEqual(sft[i].weights, played.weights, `demo ${i}: weights`);
     // Weight 1 exactly on the assistant's tokens: their count, each turn closed by the end-of-turn token.
-    assert.equal(sft[i].weights.reduce((a, b) => a + b, 0), actions);
+    assert.equal(
+      sft[i].weights.reduce((a, b) => a + b, 0),
+      actions,
+    );
     const turns = demos[i].filter((m) => m.role === "assistant").length;
     assert.equal(sft[i].targetTokens.filter((tok, k) => tok === eos && sft[i].weights[k] === 1).length, turns);
     // System, user, and one tool-response turn after each assistant turn but the last: weight 0.
@@ -49,7 +52,13 @@ test("a few SFT steps lower the cross-entropy on the demonstrations", async () =
     const datums = sftDatums(task, task.rows("train").slice(0, 2), engine.tokenizer, { seed: 0, quality: 1 });
     const before = await meanCrossEntropy(engine, datums);
     const steps: number[] = [];
-    await trainSft(engine, datums, { steps: 4, batchSize: 2, lr: 1e-2, warmupSteps: 0, onStep: (s) => steps.push(s.step) });
+    await trainSft(engine, datums, {
+      steps: 4,
+      batchSize: 2,
+      lr: 1e-2,
+      warmupSteps: 0,
+      onStep: (s) => steps.push(s.step),
+    });
     const after = await meanCrossEntropy(engine, datums);
     assert.deepEqual(steps, [1, 2, 3, 4]);
     assert.ok(after < before - 0.5, `cross-entropy ${before} → ${after}`);
@@ -61,24 +70,39 @@ test("a few SFT steps lower the cross-entropy on the demonstrations", async () =
 test("sft rejects an empty demonstration list and bad step counts", async () => {
   const fake = {} as LocalEngine;
   await assert.rejects(trainSft(fake, [], { steps: 1, batchSize: 1, lr: 1 }), /no demonstrations/);
-  await assert.rejects(trainSft(fake, [{ tokens: [1], targetTokens: [2], weights: [1] }], { steps: 0, batchSize: 1, lr: 1 }), /steps must be a positive integer/);
+  await assert.rejects(
+    trainSft(fake, [{ tokens: [1], targetTokens: [2], weights: [1] }], { steps: 0, batchSize: 1, lr: 1 }),
+    /steps must be a positive integer/,
+  );
 });
 
 test("task tokenizer: standard files, the shipped special tokens and chat template, shorter episodes", async () => {
   const out = join(tempDir(), "tok");
   const res = await buildTaskTokenizer(task, { vocabSize: 600, out, minFrequency: 2 });
   for (const f of ["tokenizer.json", "tokenizer_config.json"]) assert.ok(existsSync(join(out, f)), f);
-  const tok = Tokenizer.fromDir(out), shipped = Tokenizer.fromDir(defaultTokenizerDir());
+  const tok = Tokenizer.fromDir(out),
+    shipped = Tokenizer.fromDir(defaultTokenizerDir());
   assert.equal(res.vocabSize, tok.vocabSize);
   assert.ok(tok.vocabSize <= 600);
-  const specials = (dir: string) => (JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")).added_tokens as { content: string; special: boolean }[]).map((t) => [t.content, t.special]);
+  const specials = (dir: string) =>
+    (
+      JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8")).added_tokens as {
+        content: string;
+        special: boolean;
+      }[]
+    ).map((t) => [t.content, t.special]);
   assert.deepEqual(specials(out), specials(defaultTokenizerDir()));
   assert.equal(tok.chatTemplate, COMPACT_CHAT_TEMPLATE, "task models list their tools compactly");
   assert.equal(tok.eosToken, "<|im_end|>");
   // "words" split: a name gets the same tokens after a space, after a quote and at a line start
   const name = task.questions.test[0].searches[0];
   const alone = tok.encode(name);
-  for (const [before, after] of [["Where is ", "?"], ['{"query": "', '"}'], ["", " is a"], ["x\n", "."]]) {
+  for (const [before, after] of [
+    ["Where is ", "?"],
+    ['{"query": "', '"}'],
+    ["", " is a"],
+    ["x\n", "."],
+  ]) {
     const ids = tok.encode(before + name + after);
     const at = ids.findIndex((_, i) => alone.every((t, j) => ids[i + j] === t));
     assert.ok(at >= 0, `'${name}' keeps its tokens in '${before}${name}${after}'`);

@@ -22,8 +22,12 @@ export async function playDemo(task: Task, row: TaskRow, demo: ChatMessage[]): P
   const env = task.makeEnv(row);
   const first = await env.reset(row);
   assert.deepEqual(first, { messages: demo.slice(0, 2) }, "the demonstration starts with the row's prompt");
-  let turn = 0, reward = 0, done = false, toolCalls = 0, toolText = "";
-  for (let i = 2; i < demo.length; ) {
+  let turn = 0,
+    reward = 0,
+    done = false,
+    toolCalls = 0,
+    toolText = "";
+  for (let i = 2; i < demo.length;) {
     assert.equal(demo[i].role, "assistant", `message ${i}`);
     const r = await env.step(actionOf(demo[i].content, turn++));
     let j = i + 1;
@@ -42,7 +46,12 @@ export async function playDemo(task: Task, row: TaskRow, demo: ChatMessage[]): P
 }
 
 /** A rollout whose "model" replays each row's demonstration turn by turn (ChatML tokenizer). */
-export async function replayRollout(task: Task, rows: TaskRow[], demos: ChatMessage[][], maxTurns = 8): Promise<RolloutResult> {
+export async function replayRollout(
+  task: Task,
+  rows: TaskRow[],
+  demos: ChatMessage[][],
+  maxTurns = 8,
+): Promise<RolloutResult> {
   const tok = chatmlTokenizer();
   const engine = new ScriptedEngine(tok, (c) => {
     const k = rows.findIndex((r) => c.text.includes(r.prompt[1].content));

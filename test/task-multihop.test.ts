@@ -5,7 +5,15 @@ import { hermesFormat } from "../src/agent/formats/hermes.js";
 import { chatSetup, renderMessages } from "../src/agent/chat-setup.js";
 import { finalTokens } from "../src/agent/trajectory.js";
 import { DEFAULT_TYPE_MIX, typeSchedule } from "../src/tasks/multihop/type-mix.js";
-import { buildSearchIndex, createMultihopTask, QUESTION_TYPES, searchText, searchTool, type Entity, type SplitWorld } from "../src/tasks/multihop/index.js";
+import {
+  buildSearchIndex,
+  createMultihopTask,
+  QUESTION_TYPES,
+  searchText,
+  searchTool,
+  type Entity,
+  type SplitWorld,
+} from "../src/tasks/multihop/index.js";
 import { calculatorTool } from "../src/tasks/calc/index.js";
 import type { Split } from "../src/tasks/types.js";
 import { envConformance, toolConformance, chatmlTokenizer } from "../src/testing/index.js";
@@ -29,14 +37,30 @@ test("generator: deterministic for a seed; held-out splits do not depend on the 
 
 test("world: unique names, relations stay inside their split, splits share no entity", () => {
   const names = SPLITS.map((s) => new Set(entities(task.world.splits[s]).map((e) => e.name)));
-  const words = SPLITS.flatMap((s) => entities(task.world.splits[s]).flatMap((e) => (e.kind === "company" ? e.name.split(" ").slice(0, 1) : e.name.split(" "))));
+  const words = SPLITS.flatMap((s) =>
+    entities(task.world.splits[s]).flatMap((e) =>
+      e.kind === "company" ? e.name.split(" ").slice(0, 1) : e.name.split(" "),
+    ),
+  );
   assert.equal(new Set(words).size, words.length, "every name word is unique");
-  for (let a = 0; a < 3; a++) for (let b = a + 1; b < 3; b++) assert.deepEqual([...names[a]].filter((n) => names[b].has(n)), []);
+  for (let a = 0; a < 3; a++)
+    for (let b = a + 1; b < 3; b++)
+      assert.deepEqual(
+        [...names[a]].filter((n) => names[b].has(n)),
+        [],
+      );
   for (const [k, split] of SPLITS.entries()) {
     const own = names[k];
     for (const e of entities(task.world.splits[split])) {
       assert.equal(e.split, split);
-      const related = e.kind === "city" ? [e.river] : e.kind === "person" ? [e.birthplace] : e.kind === "company" ? [e.founder, e.hq] : [];
+      const related =
+        e.kind === "city"
+          ? [e.river]
+          : e.kind === "person"
+            ? [e.birthplace]
+            : e.kind === "company"
+              ? [e.founder, e.hq]
+              : [];
       for (const r of related) assert.ok(own.has(r), `${e.name} (${split}) points to ${r} outside its split`);
     }
   }
@@ -48,7 +72,11 @@ test("questions: sizes as asked, the default mix's type counts, each only about 
     assert.equal(qs.length, [180, 45, 45][k]);
     assert.equal(task.rows(split).length, qs.length);
     const counts = QUESTION_TYPES.map((t) => qs.filter((q) => q.type === t).length);
-    assert.deepEqual(counts, QUESTION_TYPES.map((t) => typeSchedule(qs.length, DEFAULT_TYPE_MIX).filter((s) => s === t).length), `${split}: ${counts}`);
+    assert.deepEqual(
+      counts,
+      QUESTION_TYPES.map((t) => typeSchedule(qs.length, DEFAULT_TYPE_MIX).filter((s) => s === t).length),
+      `${split}: ${counts}`,
+    );
     const own = new Set(entities(task.world.splits[split]).map((e) => e.name));
     for (const q of qs) {
       assert.equal(q.searches.length, 2, q.question);
@@ -64,7 +92,10 @@ test("documents: one per entity, each stating its facts; searching a name return
   assert.equal(task.documents.length, task.world.byName.size);
   const city = task.world.splits.test.cities[0];
   const doc = task.documents.find((d) => d.id === city.name)!;
-  assert.equal(doc.text, `${city.name} is a city in ${city.country}, on the ${city.river} river. It was founded in ${city.founded} and has ${city.population} people.`);
+  assert.equal(
+    doc.text,
+    `${city.name} is a city in ${city.country}, on the ${city.river} river. It was founded in ${city.founded} and has ${city.population} people.`,
+  );
   for (const d of task.documents) assert.equal(task.index.search(d.title, 2)[0]?.id, d.id, `query '${d.title}'`);
   const company = task.world.splits.val.companies[0];
   const text = searchText(task.index, company.name, 2);
@@ -82,7 +113,14 @@ test("search over any document list: titles are shown when the text does not sta
   assert.equal(searchText(index, "Kalomi", 1), "Kalomi: A river town founded by Ada Brenn in 1871.");
   assert.equal(searchText(index, "Ada Brenn", 1), "Ada Brenn (1840-1902) was born in Lusk.");
   assert.equal(searchText(index, "Lusk village", 1, 20), "Lusk is a village...");
-  assert.throws(() => buildSearchIndex([{ id: "1", title: "a", text: "" }, { id: "1", title: "b", text: "" }]), /two documents have id '1'/);
+  assert.throws(
+    () =>
+      buildSearchIndex([
+        { id: "1", title: "a", text: "" },
+        { id: "1", title: "b", text: "" },
+      ]),
+    /two documents have id '1'/,
+  );
   assert.throws(() => searchTool(index, 0), /k must be a positive integer/);
 });
 
@@ -93,9 +131,15 @@ test("the expert (quality 1) answers every question through the real tools with 
     for (const [i, row] of rows.entries()) {
       const q = task.questions[split][i];
       const played = await playDemo(task, row, demos[i]);
-      assert.deepEqual([played.done, played.reward, played.toolCalls], [true, 1, q.expression ? 3 : 2], `${split} ${i}: ${q.question}`);
+      assert.deepEqual(
+        [played.done, played.reward, played.toolCalls],
+        [true, 1, q.expression ? 3 : 2],
+        `${split} ${i}: ${q.question}`,
+      );
       // The facts it answers from are in what the search tool returned.
-      if (q.expression) for (const n of q.expression.split(" - ")) assert.ok(played.toolText.includes(n), `${q.question}: ${n} not found`);
+      if (q.expression)
+        for (const n of q.expression.split(" - "))
+          assert.ok(played.toolText.includes(n), `${q.question}: ${n} not found`);
       else assert.ok(played.toolText.includes(q.answer), `${q.question}: ${q.answer} not found`);
     }
   }
@@ -103,18 +147,29 @@ test("the expert (quality 1) answers every question through the real tools with 
 
 test("demonstrations: deterministic for a seed; quality mixes in blind guesses and one-search guesses", async () => {
   const rows = task.rows("train");
-  assert.deepEqual(task.demonstrations(rows, { seed: 5, quality: 0.5 }), task.demonstrations(rows, { seed: 5, quality: 0.5 }));
-  assert.notDeepEqual(task.demonstrations(rows, { seed: 5, quality: 0.5 }), task.demonstrations(rows, { seed: 6, quality: 0.5 }));
+  assert.deepEqual(
+    task.demonstrations(rows, { seed: 5, quality: 0.5 }),
+    task.demonstrations(rows, { seed: 5, quality: 0.5 }),
+  );
+  assert.notDeepEqual(
+    task.demonstrations(rows, { seed: 5, quality: 0.5 }),
+    task.demonstrations(rows, { seed: 6, quality: 0.5 }),
+  );
   const bad = task.demonstrations(rows, { seed: 0, quality: 0 });
   const searches = bad.map((d) => d.filter((m) => m.role === "tool").length);
-  assert.ok(searches.every((n) => n <= 1), "a careless demonstration searches at most once");
+  assert.ok(
+    searches.every((n) => n <= 1),
+    "a careless demonstration searches at most once",
+  );
   const blind = searches.filter((n) => n === 0).length;
   assert.ok(blind > 60 && blind < 120, `${blind} of 180 answer without searching`);
   const rewards = await Promise.all(rows.map(async (r, i) => (await playDemo(task, r, bad[i])).reward));
   const solved = rewards.filter((r) => r === 1).length;
   assert.ok(solved < 40, `quality 0 still solves ${solved} of 180 (only lucky comparison guesses should)`);
   const mixed = task.demonstrations(rows, { seed: 0, quality: 0.7 });
-  const full = mixed.filter((d, i) => d.filter((m) => m.role === "tool").length === (task.questions.train[i].expression ? 3 : 2)).length;
+  const full = mixed.filter(
+    (d, i) => d.filter((m) => m.role === "tool").length === (task.questions.train[i].expression ? 3 : 2),
+  ).length;
   assert.ok(full > 0.6 * 180 && full < 0.8 * 180, `quality 0.7: ${full} of 180 full solutions`);
 });
 
@@ -126,13 +181,18 @@ test("score: a replayed expert scores 1; F1 gives partial credit; formatOk follo
   assert.equal(res.metrics.driftMismatches, 0);
   for (const [i, t] of res.trajectories.entries()) {
     assert.deepEqual(task.score(t, rows[i], tok), { reward: 1, em: 1, f1: 1, formatOk: 1 });
-    const rendered = renderMessages(chatSetup(tok), demos[i], { tools: task.makeEnv(rows[i]).tools, addGenerationPrompt: false });
+    const rendered = renderMessages(chatSetup(tok), demos[i], {
+      tools: task.makeEnv(rows[i]).tools,
+      addGenerationPrompt: false,
+    });
     assert.equal(`${tok.decode(finalTokens(t))}\n`, rendered, "the demonstration renders to the rollout's tokens");
   }
   const k = task.questions.test.slice(0, 4).findIndex((q) => q.expression === undefined);
   const gold = rows[k].reward_model.ground_truth;
   const last = demos[k].length - 1;
-  const extra = demos[k].map((m, j) => (j === last ? { ...m, content: `<think>x</think>\n<answer>the ${gold} area</answer>` } : m));
+  const extra = demos[k].map((m, j) =>
+    j === last ? { ...m, content: `<think>x</think>\n<answer>the ${gold} area</answer>` } : m,
+  );
   const [t] = (await replayRollout(task, [rows[k]], [extra])).trajectories;
   // normalized: [<gold>, area] vs [<gold>]: P = 1/2, R = 1
   assert.deepEqual(task.score(t, rows[k], tok), { reward: 0.1, em: 0, f1: (2 * (1 / 2)) / (1 / 2 + 1), formatOk: 1 });
@@ -152,7 +212,10 @@ envConformance("multihop task env", (row) => task.makeEnv(row), {
   rows: task.rows("val").slice(0, 2),
   actions: [
     `<think>x</think>\n${hermesFormat.write({ name: "search", arguments: { query: task.world.splits.val.companies[0].name } })}`,
-    [hermesFormat.write({ name: "search", arguments: { query: "" } }), hermesFormat.write({ name: "calculator", arguments: { expression: "3 - 1" } })].join("\n"),
+    [
+      hermesFormat.write({ name: "search", arguments: { query: "" } }),
+      hermesFormat.write({ name: "calculator", arguments: { expression: "3 - 1" } }),
+    ].join("\n"),
     "<think>done</think>\n<answer>x</answer>",
   ],
 });

@@ -20,8 +20,14 @@ test("TASKS lists multihop and calc; getTask builds them with defaults", () => {
 test("getTask: unknown task, unknown option, bad value", () => {
   assert.throws(() => getTask("hotpot"), inputError(/^unknown task 'hotpot'; tasks: multihop, calc$/));
   assert.throws(() => getTask("toString"), inputError(/unknown task 'toString'/));
-  assert.throws(() => getTask("calc", { trian: 10 }), inputError(/^task 'calc': unknown option 'trian'; allowed options: seed, train, val, test$/));
-  assert.throws(() => getTask("multihop", { k: 3 }), inputError(/unknown option 'k'; allowed options: seed, train, val, test, topK/));
+  assert.throws(
+    () => getTask("calc", { trian: 10 }),
+    inputError(/^task 'calc': unknown option 'trian'; allowed options: seed, train, val, test$/),
+  );
+  assert.throws(
+    () => getTask("multihop", { k: 3 }),
+    inputError(/unknown option 'k'; allowed options: seed, train, val, test, topK/),
+  );
   assert.throws(() => getTask("multihop", { topK: 0 }), inputError(/^task 'multihop': option 'topK': /));
   assert.throws(() => getTask("calc", { train: "10" }), inputError(/option 'train': .*expected number/));
   assert.throws(() => getTask("calc", { seed: 1.5 }), inputError(/option 'seed'/));

@@ -18,8 +18,17 @@ const CORPUS = [
   "line one\n\n    indented line\ttab\r\nwindows line",
 ];
 const VOCAB = 360; // the small corpus supports ~380 ids
-const json = trainByteLevelBpe(Array(30).fill(CORPUS).flat(), { vocabSize: VOCAB, specialTokens: SPECIAL, addedTokens: ADDED });
-const config = { eos_token: { content: "<|im_end|>", special: true }, pad_token: "<|endoftext|>", bos_token: null, chat_template: "{{ x }}" };
+const json = trainByteLevelBpe(Array(30).fill(CORPUS).flat(), {
+  vocabSize: VOCAB,
+  specialTokens: SPECIAL,
+  addedTokens: ADDED,
+});
+const config = {
+  eos_token: { content: "<|im_end|>", special: true },
+  pad_token: "<|endoftext|>",
+  bos_token: null,
+  chat_template: "{{ x }}",
+};
 const tok = Tokenizer.fromObjects(json, config);
 
 test("encode/decode round-trips text exactly, incl. unicode, emoji, digits, JSON, whitespace", () => {
@@ -62,7 +71,12 @@ test("config lookups: eos (object form), pad, bos, vocabSize, chat template", ()
   assert.equal(tok.chatTemplate, "{{ x }}");
   assert.deepEqual(tok.encode("hi", { addSpecialTokens: false }), tok.encode("hi"));
 
-  const list = Tokenizer.fromObjects(json, { chat_template: [{ name: "tool_use", template: "T" }, { name: "default", template: "D" }] });
+  const list = Tokenizer.fromObjects(json, {
+    chat_template: [
+      { name: "tool_use", template: "T" },
+      { name: "default", template: "D" },
+    ],
+  });
   assert.equal(list.chatTemplate, "D");
   // no eos_token in the config: fall back to <|im_end|>
   assert.equal(list.eosToken, "<|im_end|>");
@@ -78,14 +92,24 @@ test("unsupported model type names the file and model.type", () => {
   const wordLevel = { model: { type: "WordLevel", vocab: { a: 0, "[UNK]": 1 }, unk_token: "[UNK]" }, added_tokens: [] };
   assert.throws(
     () => Tokenizer.fromObjects(wordLevel, {}),
-    (e: unknown) => e instanceof ModelFormatError && e.file === "tokenizer.json" && e.field === "model.type" &&
+    (e: unknown) =>
+      e instanceof ModelFormatError &&
+      e.file === "tokenizer.json" &&
+      e.field === "model.type" &&
       e.message === "tokenizer.json (model.type): unsupported tokenizer model 'WordLevel'; supported: BPE",
   );
   const dir = mkdtempSync(join(tmpdir(), "agent-r1-tok-"));
   try {
-    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify({ ...wordLevel, model: { ...wordLevel.model, type: "Unigram" } }));
-    assert.throws(() => Tokenizer.fromDir(dir), (e: unknown) =>
-      e instanceof ModelFormatError && e.message.startsWith(join(dir, "tokenizer.json") + " (model.type): unsupported tokenizer model 'Unigram'"));
+    writeFileSync(
+      join(dir, "tokenizer.json"),
+      JSON.stringify({ ...wordLevel, model: { ...wordLevel.model, type: "Unigram" } }),
+    );
+    assert.throws(
+      () => Tokenizer.fromDir(dir),
+      (e: unknown) =>
+        e instanceof ModelFormatError &&
+        e.message.startsWith(join(dir, "tokenizer.json") + " (model.type): unsupported tokenizer model 'Unigram'"),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -94,10 +118,20 @@ test("unsupported model type names the file and model.type", () => {
 test("missing file and invalid JSON errors name the file", () => {
   const dir = mkdtempSync(join(tmpdir(), "agent-r1-tok-"));
   try {
-    assert.throws(() => Tokenizer.fromDir(dir), (e: unknown) => e instanceof ModelFormatError && e.file === join(dir, "tokenizer.json") && /not found/.test(e.message));
+    assert.throws(
+      () => Tokenizer.fromDir(dir),
+      (e: unknown) =>
+        e instanceof ModelFormatError && e.file === join(dir, "tokenizer.json") && /not found/.test(e.message),
+    );
     writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(json));
     writeFileSync(join(dir, "tokenizer_config.json"), "{ not json");
-    assert.throws(() => Tokenizer.fromDir(dir), (e: unknown) => e instanceof ModelFormatError && e.file === join(dir, "tokenizer_config.json") && /invalid JSON/.test(e.message));
+    assert.throws(
+      () => Tokenizer.fromDir(dir),
+      (e: unknown) =>
+        e instanceof ModelFormatError &&
+        e.file === join(dir, "tokenizer_config.json") &&
+        /invalid JSON/.test(e.message),
+    );
     writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify({ eos_token: "<|im_end|>" }));
     writeFileSync(join(dir, "chat_template.jinja"), "J");
     const t = Tokenizer.fromDir(dir);
@@ -139,11 +173,21 @@ test("the shipped default tokenizer loads", () => {
   assert.equal(def.padTokenId, def.tokenToId("<|endoftext|>"));
   assert.equal(def.bosToken, undefined);
   assert.equal(def.chatTemplate, DEFAULT_CHAT_TEMPLATE);
-  for (const t of ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>", "<answer>", "</answer>"]) {
+  for (const t of [
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+    "<answer>",
+    "</answer>",
+  ]) {
     assert.equal(def.encode(t).length, 1, t);
     assert.ok(!def.specialTokenIds.has(def.tokenToId(t) as number));
   }
   assert.equal(def.specialTokenIds.size, 3);
-  const s = '<|im_start|>user\nWhat is 12 * (3 + 4)?<|im_end|>\n{"name": "calculator", "arguments": {"expression": "12 * (3 + 4)"}} ✓';
+  const s =
+    '<|im_start|>user\nWhat is 12 * (3 + 4)?<|im_end|>\n{"name": "calculator", "arguments": {"expression": "12 * (3 + 4)"}} ✓';
   assert.equal(def.decode(def.encode(s)), s);
 });

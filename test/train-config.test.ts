@@ -42,9 +42,15 @@ function throwsLike(fn: () => unknown, re: RegExp) {
 test("unknown keys, wrong types and out-of-range values name the key and what is allowed", () => {
   throwsLike(() => parseConfig({ optim: { lrr: 1 } }), /unknown key 'optim\.lrr'; allowed here: lr, schedule/);
   throwsLike(() => parseConfig({ bogus: 1 }), /unknown key 'bogus'; allowed here: model, engine, task/);
-  throwsLike(() => parseConfig({ train: { iterations: "ten" } }), /train\.iterations: expected number, received string/);
+  throwsLike(
+    () => parseConfig({ train: { iterations: "ten" } }),
+    /train\.iterations: expected number, received string/,
+  );
   throwsLike(() => parseConfig({ train: { iterations: -2 } }), /train\.iterations: Too small/);
-  throwsLike(() => parseConfig({ algorithm: { estimator: "ppo2" } }), /algorithm\.estimator: must be one of "grpo", "dr-grpo"/);
+  throwsLike(
+    () => parseConfig({ algorithm: { estimator: "ppo2" } }),
+    /algorithm\.estimator: must be one of "grpo", "dr-grpo"/,
+  );
   throwsLike(() => parseConfig({ model: { path: "x", preset: "tiny" } }), /either path or preset/);
   throwsLike(() => applyOverride({}, "novalue"), /key\.path=value/);
   throwsLike(() => loadConfig("/nonexistent.yaml"), /recipe not found/);

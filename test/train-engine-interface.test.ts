@@ -8,7 +8,14 @@ import assert from "node:assert/strict";
 import { readFileSync, writeFileSync, mkdirSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import type { EngineFactory, OwnedCritic, PolicyEngine } from "../src/engine/factory.js";
-import type { AdamParams, Datum, ForwardBackwardResult, LossSpec, SampleResult, SamplingParams } from "../src/engine/types.js";
+import type {
+  AdamParams,
+  Datum,
+  ForwardBackwardResult,
+  LossSpec,
+  SampleResult,
+  SamplingParams,
+} from "../src/engine/types.js";
 import { Tokenizer } from "../src/model/tokenizer.js";
 import { defaultTokenizerDir } from "../src/model/default-tokenizer.js";
 import { parseConfig } from "../src/train/load-config.js";
@@ -40,7 +47,10 @@ class CountingEngine implements PolicyEngine {
   async forwardBackward(datums: Datum[], _loss: LossSpec): Promise<ForwardBackwardResult> {
     this.batches.push(datums);
     const tokens = datums.reduce((s, d) => s + d.weights.filter((w) => w > 0).length, 0);
-    return { logprobs: datums.map((d) => d.logprobs ?? d.tokens.map(() => -0.5)), metrics: { loss: 0.25, tokens, entropy: 1 } };
+    return {
+      logprobs: datums.map((d) => d.logprobs ?? d.tokens.map(() => -0.5)),
+      metrics: { loss: 0.25, tokens, entropy: 1 },
+    };
   }
   async optimStep(_p: AdamParams) {
     this.steps++;
@@ -80,11 +90,20 @@ function countingEngines(made: CountingEngine[]): EngineFactory {
 const config = (iterations: number) =>
   parseConfig({
     rollout: { n: 4, maxTurns: 1, maxTokensPerTurn: 8, maxTotalTokens: 512 },
-    train: { iterations, batchSize: 2, miniBatches: 2, valEvery: 0, checkpointEvery: 1, keepCheckpoints: 2, samplesPerIteration: 1 },
+    train: {
+      iterations,
+      batchSize: 2,
+      miniBatches: 2,
+      valEvery: 0,
+      checkpointEvery: 1,
+      keepCheckpoints: 2,
+      samplesPerIteration: 1,
+    },
   });
 
 test("two iterations, a checkpoint and a resume through an engine written in the test (no LocalEngine)", async () => {
-  const out = tempDir(), made: CountingEngine[] = [];
+  const out = tempDir(),
+    made: CountingEngine[] = [];
   const t = await Trainer.open(config(2), { out, task: toyTask(), engines: countingEngines(made) });
   await t.run();
   await t.close();
@@ -94,11 +113,24 @@ test("two iterations, a checkpoint and a resume through an engine written in the
   assert.equal(engine.steps, 2 * 2);
   // Every datum trains exactly the sampled action tokens: "7" + end of turn, or "seven" + end of turn.
   const actionLengths = new Set([tokenizer.encode("7").length + 1, tokenizer.encode("seven").length + 1]);
-  for (const batch of engine.batches) for (const d of batch) assert.ok(actionLengths.has(d.weights.filter((w) => w > 0).length), `${d.weights.filter((w) => w > 0).length} weighted tokens`);
-  const metrics = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
-  assert.deepEqual(metrics.map((m) => m.iteration), [1, 2]);
+  for (const batch of engine.batches)
+    for (const d of batch)
+      assert.ok(
+        actionLengths.has(d.weights.filter((w) => w > 0).length),
+        `${d.weights.filter((w) => w > 0).length} weighted tokens`,
+      );
+  const metrics = readFileSync(join(out, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Record<string, number>);
+  assert.deepEqual(
+    metrics.map((m) => m.iteration),
+    [1, 2],
+  );
   assert.equal(metrics[0].prefix_hit_rate, 0, "an engine without a prefix cache reports 0");
-  assert.deepEqual(JSON.parse(readFileSync(join(out, "checkpoints", "step-2", "policy", "weights.json"), "utf8")), { steps: 4 });
+  assert.deepEqual(JSON.parse(readFileSync(join(out, "checkpoints", "step-2", "policy", "weights.json"), "utf8")), {
+    steps: 4,
+  });
 
   // Resume from step-2: the policy is loaded from the checkpoint and goes on counting.
   const more: CountingEngine[] = [];

@@ -9,7 +9,11 @@ import { toyTask } from "./fixtures/toy-task.js";
 import { toyConfig, toyEngines } from "./fixtures/train-toy.js";
 import { tempDir } from "./helpers.js";
 
-const metrics = (out: string) => readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>);
+const metrics = (out: string) =>
+  readFileSync(join(out, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Record<string, number>);
 
 test("two iterations end to end: metrics, samples, checkpoints", async () => {
   const out = tempDir();
@@ -17,8 +21,24 @@ test("two iterations end to end: metrics, samples, checkpoints", async () => {
   await t.run();
   await t.close();
   const m = metrics(out);
-  assert.deepEqual(m.map((x) => x.iteration), [1, 2]);
-  for (const key of ["reward", "em", "turns", "tool_calls", "response_tokens", "loss", "entropy", "grad_norm", "lr", "rollout_s", "train_s", "prefix_hit_rate"]) {
+  assert.deepEqual(
+    m.map((x) => x.iteration),
+    [1, 2],
+  );
+  for (const key of [
+    "reward",
+    "em",
+    "turns",
+    "tool_calls",
+    "response_tokens",
+    "loss",
+    "entropy",
+    "grad_norm",
+    "lr",
+    "rollout_s",
+    "train_s",
+    "prefix_hit_rate",
+  ]) {
     assert.equal(typeof m[1][key], "number", key);
   }
   assert.ok(existsSync(join(out, "samples", "iter-2.jsonl")));
@@ -30,7 +50,11 @@ test("two iterations end to end: metrics, samples, checkpoints", async () => {
 function runChild(out: string, iterations: number, resume: boolean, killAfterLines?: number): Promise<number | null> {
   const entry = fileURLToPath(new URL("./fixtures/train-toy.js", import.meta.url));
   const file = existsSync(entry) ? entry : entry.replace(/\.js$/, ".ts");
-  const child = spawn(process.execPath, [...process.execArgv, file, out, String(iterations), ...(resume ? ["--resume"] : [])], { stdio: "inherit" });
+  const child = spawn(
+    process.execPath,
+    [...process.execArgv, file, out, String(iterations), ...(resume ? ["--resume"] : [])],
+    { stdio: "inherit" },
+  );
   return new Promise((resolve) => {
     let timer: NodeJS.Timeout | undefined;
     if (killAfterLines) {
@@ -50,18 +74,29 @@ function runChild(out: string, iterations: number, resume: boolean, killAfterLin
 }
 
 test("a run killed with SIGKILL resumes with the same data and no lost or repeated iteration", async () => {
-  const whole = tempDir(), broken = tempDir();
+  const whole = tempDir(),
+    broken = tempDir();
   assert.equal(await runChild(whole, 4, false), 0);
   await runChild(broken, 4, false, 2);
   assert.equal(await runChild(broken, 4, true), 0);
-  const a = metrics(whole), b = metrics(broken);
-  assert.deepEqual(b.map((x) => x.iteration), [1, 2, 3, 4]);
+  const a = metrics(whole),
+    b = metrics(broken);
+  assert.deepEqual(
+    b.map((x) => x.iteration),
+    [1, 2, 3, 4],
+  );
   // Same seeds, same data order, same weights at the checkpoint: the resumed run repeats the uninterrupted one.
   for (const key of ["reward", "response_tokens", "data_position"]) {
-    assert.deepEqual(b.map((x) => x[key]), a.map((x) => x[key]), key);
+    assert.deepEqual(
+      b.map((x) => x[key]),
+      a.map((x) => x[key]),
+      key,
+    );
   }
   // Sampling logprobs can differ in the last float bits (which prompts shared a cached prefix depends on timing).
-  b.forEach((x, i) => assert.ok(Math.abs(x.loss - a[i].loss) < 1e-5, `loss at iteration ${i + 1}: ${x.loss} vs ${a[i].loss}`));
+  b.forEach((x, i) =>
+    assert.ok(Math.abs(x.loss - a[i].loss) < 1e-5, `loss at iteration ${i + 1}: ${x.loss} vs ${a[i].loss}`),
+  );
 });
 
 test("export turns a checkpoint into a model directory the engine loads with the same weights", async () => {
@@ -74,9 +109,14 @@ test("export turns a checkpoint into a model directory the engine loads with the
   await t.close();
   const dir = join(tempDir(), "exported");
   const io = captureIO();
-  assert.equal(await runCli(["export", "--checkpoint", join(out, "checkpoints", "step-1"), "--out", dir], io), 0, io.stderr.join("\n"));
+  assert.equal(
+    await runCli(["export", "--checkpoint", join(out, "checkpoints", "step-1"), "--out", dir], io),
+    0,
+    io.stderr.join("\n"),
+  );
   assert.ok(!existsSync(join(dir, "optimizer.safetensors")));
-  const a = await LocalEngine.load(dir, { workers: 0 }), b = await LocalEngine.load(join(out, "checkpoints", "step-1", "policy"), { workers: 0 });
+  const a = await LocalEngine.load(dir, { workers: 0 }),
+    b = await LocalEngine.load(join(out, "checkpoints", "step-1", "policy"), { workers: 0 });
   const seq = [[1, 5, 9, 14, 20]];
   assert.deepEqual(await a.computeLogprobs(seq), await b.computeLogprobs(seq));
   await a.dispose();

@@ -18,7 +18,10 @@ test("learning-rate schedules by hand", () => {
 
 test("data order: a permutation per epoch, fixed by the seed; cursors resume exactly", () => {
   const o = epochOrder(10, 7, 0);
-  assert.deepEqual([...o].sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  assert.deepEqual(
+    [...o].sort((a, b) => a - b),
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+  );
   assert.deepEqual(epochOrder(10, 7, 0), o);
   assert.notDeepEqual(epochOrder(10, 7, 1), o);
   assert.notDeepEqual(epochOrder(10, 8, 0), o);

@@ -9,7 +9,10 @@ import { updatePolicy } from "../src/train/update.js";
 function recordingEngine(calls: Datum[][]): Engine {
   const never = () => Promise.reject(new Error("not used"));
   return {
-    sample: never, computeLogprobs: never, save: never, load: never,
+    sample: never,
+    computeLogprobs: never,
+    save: never,
+    load: never,
     forwardBackward: async (datums): Promise<ForwardBackwardResult> => {
       calls.push(datums);
       return { logprobs: datums.map((d) => d.tokens.map(() => 0)), metrics: { loss: 0, tokens: 0, entropy: 0 } };
@@ -18,11 +21,27 @@ function recordingEngine(calls: Datum[][]): Engine {
   };
 }
 
-const datum = (id: number, sequence?: number): Datum => ({ tokens: [id], targetTokens: [id], weights: [1], advantages: [1], logprobs: [0], sequence });
+const datum = (id: number, sequence?: number): Datum => ({
+  tokens: [id],
+  targetTokens: [id],
+  weights: [1],
+  advantages: [1],
+  logprobs: [0],
+  sequence,
+});
 
 test("mini-batches take whole sequences; each datum is trained once per epoch", async () => {
   // Sequences 1 and 3 are split trajectories (two and three datums); 0, 2 and 4 are single datums.
-  const datums = [datum(0, 0), datum(1, 1), datum(2, 1), datum(3, 2), datum(4, 3), datum(5, 3), datum(6, 3), datum(7, 4)];
+  const datums = [
+    datum(0, 0),
+    datum(1, 1),
+    datum(2, 1),
+    datum(3, 2),
+    datum(4, 3),
+    datum(5, 3),
+    datum(6, 3),
+    datum(7, 4),
+  ];
   for (const miniBatches of [2, 3, 5]) {
     for (const seed of [0, 1, 2]) {
       const calls: Datum[][] = [];
@@ -30,10 +49,21 @@ test("mini-batches take whole sequences; each datum is trained once per epoch", 
       await updatePolicy(recordingEngine(calls), datums, cfg, 0, 0, 10, seed);
       assert.equal(calls.length, 2 * miniBatches);
       for (const call of calls) {
-        for (const d of call) assert.equal(call.filter((x) => x.sequence === d.sequence).length, datums.filter((x) => x.sequence === d.sequence).length, `sequence ${d.sequence} cut`);
+        for (const d of call)
+          assert.equal(
+            call.filter((x) => x.sequence === d.sequence).length,
+            datums.filter((x) => x.sequence === d.sequence).length,
+            `sequence ${d.sequence} cut`,
+          );
       }
       for (const epoch of [calls.slice(0, miniBatches), calls.slice(miniBatches)]) {
-        assert.deepEqual(epoch.flat().map((d) => d.tokens[0]).sort(), [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert.deepEqual(
+          epoch
+            .flat()
+            .map((d) => d.tokens[0])
+            .sort(),
+          [0, 1, 2, 3, 4, 5, 6, 7],
+        );
       }
     }
   }

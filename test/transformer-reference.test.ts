@@ -72,8 +72,10 @@ function rope(v: Float64Array, pos: number, invFreq: number[]): Float64Array {
   const out = new Float64Array(v.length);
   for (let i = 0; i < half; i++) {
     const a = pos * invFreq[i];
-    const c = Math.cos(a), s = Math.sin(a);
-    const x1 = v[i], x2 = v[i + half];
+    const c = Math.cos(a),
+      s = Math.sin(a);
+    const x1 = v[i],
+      x2 = v[i + half];
     out[i] = x1 * c - x2 * s;
     out[i + half] = x2 * c + x1 * s;
   }
@@ -82,7 +84,11 @@ function rope(v: Float64Array, pos: number, invFreq: number[]): Float64Array {
 
 /** Logits (T, V) of one sequence. */
 function referenceLogits(c: ModelConfig, w: Weights, tokens: number[], o: RefOptions = {}): Mat {
-  const H = c.hiddenSize, nh = c.numHeads, kv = c.numKvHeads, hd = c.headDim, T = tokens.length;
+  const H = c.hiddenSize,
+    nh = c.numHeads,
+    kv = c.numKvHeads,
+    hd = c.headDim,
+    T = tokens.length;
   const invFreq = o.invFreq ?? plainInvFreq(c.ropeTheta, hd);
   const kvHeadOf = o.kvHeadOf ?? ((h, nh_, kv_) => Math.floor(h / (nh_ / kv_)));
   const emb = get(w, "model.embed_tokens.weight");
@@ -167,14 +173,18 @@ function randomTokens(seed: number, B: number, T: number, V: number): number[][]
 
 /** Logits (B, T, V) of the tfjs model for the batch, as nested arrays. */
 function modelLogits(m: Transformer, tokens: number[][]): number[][][] {
-  const B = tokens.length, T = tokens[0].length, V = m.config.vocabSize;
+  const B = tokens.length,
+    T = tokens[0].length,
+    V = m.config.vocabSize;
   const data = tf.tidy(() => {
     const { hidden } = m.forward(tf.tensor2d(tokens, [B, T], "int32"));
     return m.logits(hidden.reshape([B * T, -1]) as tf.Tensor2D);
   });
   const flat = data.dataSync();
   data.dispose();
-  return Array.from({ length: B }, (_, b) => Array.from({ length: T }, (_, t) => Array.from(flat.subarray((b * T + t) * V, (b * T + t + 1) * V))));
+  return Array.from({ length: B }, (_, b) =>
+    Array.from({ length: T }, (_, t) => Array.from(flat.subarray((b * T + t) * V, (b * T + t + 1) * V))),
+  );
 }
 
 function maxAbsDiff(a: ArrayLike<number>[], b: ArrayLike<number>[]): number {
@@ -212,15 +222,33 @@ function checkAgainstReference(c: ModelConfig, m: Transformer, seed: number, T =
 
 function qwen2Config(extra: Record<string, unknown> = {}): ModelConfig {
   return parseModelConfig({
-    model_type: "qwen2", vocab_size: 48, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4,
-    num_key_value_heads: 2, intermediate_size: 48, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: true, ...extra,
+    model_type: "qwen2",
+    vocab_size: 48,
+    hidden_size: 32,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    intermediate_size: 48,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000,
+    tie_word_embeddings: true,
+    ...extra,
   });
 }
 
 function llamaConfig(extra: Record<string, unknown> = {}): ModelConfig {
   return parseModelConfig({
-    model_type: "llama", vocab_size: 56, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4,
-    num_key_value_heads: 2, intermediate_size: 40, rms_norm_eps: 1e-5, rope_theta: 500000, tie_word_embeddings: false, ...extra,
+    model_type: "llama",
+    vocab_size: 56,
+    hidden_size: 32,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    intermediate_size: 40,
+    rms_norm_eps: 1e-5,
+    rope_theta: 500000,
+    tie_word_embeddings: false,
+    ...extra,
   });
 }
 
@@ -329,10 +357,18 @@ test("grouped-query attention: query head h reads kv head floor(h / G), not h mo
 });
 
 /** Llama 3 frequency rescaling written out per the published formula (float64). */
-function llama3InvFreqByHand(theta: number, hd: number, factor: number, low: number, high: number, orig: number): number[] {
+function llama3InvFreqByHand(
+  theta: number,
+  hd: number,
+  factor: number,
+  low: number,
+  high: number,
+  orig: number,
+): number[] {
   return plainInvFreq(theta, hd).map((f) => {
     const wavelen = (2 * Math.PI) / f;
-    const lowWavelen = orig / low, highWavelen = orig / high;
+    const lowWavelen = orig / low,
+      highWavelen = orig / high;
     if (wavelen < highWavelen) return f; // high frequency: kept
     if (wavelen > lowWavelen) return f / factor; // low frequency: slowed down
     const smooth = (orig / wavelen - low) / (high - low);
@@ -346,7 +382,13 @@ test("Llama 3 rope_scaling: inverse frequencies by hand, and logits match the re
   //   i=0 (6.28 < 16) kept, i=1 (62.8 in [16, 64]) interpolated with smooth = (64/62.83 - 1)/(4 - 1), i=2, 3 (> 64) divided by 8.
   const json = {
     rope_theta: 10000,
-    rope_scaling: { rope_type: "llama3", factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 64 },
+    rope_scaling: {
+      rope_type: "llama3",
+      factor: 8,
+      low_freq_factor: 1,
+      high_freq_factor: 4,
+      original_max_position_embeddings: 64,
+    },
   };
   const c = llamaConfig(json);
   assert.deepEqual(c.ropeScaling, { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPosition: 64 });
@@ -355,14 +397,24 @@ test("Llama 3 rope_scaling: inverse frequencies by hand, and logits match the re
   assert.ok(Math.abs(smooth - 0.0061972) < 1e-7);
   const got = Array.from(ropeInverseFrequencies(c));
   assert.equal(got.length, 4);
-  got.forEach((f, i) => assert.ok(Math.abs(f - byHand[i]) <= 1e-12 * Math.max(1, byHand[i]), `inv_freq[${i}] = ${f}, expected ${byHand[i]}`));
+  got.forEach((f, i) =>
+    assert.ok(
+      Math.abs(f - byHand[i]) <= 1e-12 * Math.max(1, byHand[i]),
+      `inv_freq[${i}] = ${f}, expected ${byHand[i]}`,
+    ),
+  );
   const formula = llama3InvFreqByHand(10000, 8, 8, 1, 4, 64);
   formula.forEach((f, i) => assert.ok(Math.abs(f - got[i]) < 1e-15, `formula inv_freq[${i}]`));
 
   // A wider spread: hd 16 with theta 500000 and the usual 8192 context.
-  const c2 = llamaConfig({ hidden_size: 64, rope_scaling: { rope_type: "llama3", factor: 32, original_max_position_embeddings: 8192 } });
+  const c2 = llamaConfig({
+    hidden_size: 64,
+    rope_scaling: { rope_type: "llama3", factor: 32, original_max_position_embeddings: 8192 },
+  });
   const f2 = llama3InvFreqByHand(500000, 16, 32, 1, 4, 8192);
-  Array.from(ropeInverseFrequencies(c2)).forEach((f, i) => assert.ok(Math.abs(f - f2[i]) <= 1e-15 * Math.max(1, f2[i]), `c2 inv_freq[${i}]`));
+  Array.from(ropeInverseFrequencies(c2)).forEach((f, i) =>
+    assert.ok(Math.abs(f - f2[i]) <= 1e-15 * Math.max(1, f2[i]), `c2 inv_freq[${i}]`),
+  );
   // No scaling: the plain formula.
   const plain = plainInvFreq(500000, 8);
   Array.from(ropeInverseFrequencies(llamaConfig())).forEach((f, i) => assert.ok(Math.abs(f - plain[i]) <= 1e-15));
@@ -381,7 +433,8 @@ test("Llama 3 rope_scaling: inverse frequencies by hand, and logits match the re
 
 /** Runs the model over `tokens` in chunks of the given sizes with the KV cache; logits (B, T, V). */
 function chunkedLogits(m: Transformer, tokens: number[][], chunks: number[]): number[][][] {
-  const B = tokens.length, V = m.config.vocabSize;
+  const B = tokens.length,
+    V = m.config.vocabSize;
   const out: number[][][] = tokens.map(() => []);
   let cache: KVCache | undefined;
   let pos = 0;
@@ -396,7 +449,8 @@ function chunkedLogits(m: Transformer, tokens: number[][], chunks: number[]): nu
     cache = { k: res.k as tf.Tensor4D[], v: res.v as tf.Tensor4D[], length: len };
     const flat = res.logits.dataSync();
     res.logits.dispose();
-    for (let b = 0; b < B; b++) for (let t = 0; t < n; t++) out[b].push(Array.from(flat.subarray((b * n + t) * V, (b * n + t + 1) * V)));
+    for (let b = 0; b < B; b++)
+      for (let t = 0; t < n; t++) out[b].push(Array.from(flat.subarray((b * n + t) * V, (b * n + t + 1) * V)));
     pos += n;
   }
   assert.equal(cache!.length, pos);
@@ -405,7 +459,13 @@ function chunkedLogits(m: Transformer, tokens: number[][], chunks: number[]): nu
 }
 
 test("KV cache: token-by-token decoding and chunked prefill give the full-forward logits", () => {
-  for (const c of [qwen2Config(), llamaConfig({ rope_scaling: { rope_type: "llama3", factor: 8, original_max_position_embeddings: 64 }, rope_theta: 10000 })]) {
+  for (const c of [
+    qwen2Config(),
+    llamaConfig({
+      rope_scaling: { rope_type: "llama3", factor: 8, original_max_position_embeddings: 64 },
+      rope_theta: 10000,
+    }),
+  ]) {
     const m = Transformer.fromHostWeights(c, randomHostWeights(c, 7), "(test)");
     try {
       const before = tf.memory().numTensors;
@@ -424,7 +484,19 @@ test("KV cache: token-by-token decoding and chunked prefill give the full-forwar
         assert.ok(d < TOL, `chunked, seq ${b}: max |diff| ${d}`);
       }
       // And the full forward is itself right.
-      toks.forEach((seq, b) => assert.ok(maxAbsDiff(full[b], referenceLogits(c, m.toHostWeights(), seq, c.ropeScaling ? { invFreq: llama3InvFreqByHand(10000, 8, 8, 1, 4, 64) } : {})) < TOL));
+      toks.forEach((seq, b) =>
+        assert.ok(
+          maxAbsDiff(
+            full[b],
+            referenceLogits(
+              c,
+              m.toHostWeights(),
+              seq,
+              c.ropeScaling ? { invFreq: llama3InvFreqByHand(10000, 8, 8, 1, 4, 64) } : {},
+            ),
+          ) < TOL,
+        ),
+      );
       assert.equal(tf.memory().numTensors, before, "tensors leaked by cached decoding");
     } finally {
       m.dispose();

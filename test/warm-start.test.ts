@@ -8,7 +8,10 @@ import { taskTokenizerCorpus } from "../src/train/task-tokenizer.js";
 
 test("demonstration worlds: one task per seed from seed + offset, the questions shared out, no held-out questions", () => {
   const tasks = demonstrationWorlds("multihop", { seed: 5, topK: 3 }, 4, 30) as MultihopTask[];
-  assert.deepEqual(tasks.map((t) => t.options.seed), [0, 1, 2, 3].map((k) => 5 + WORLD_SEED_OFFSET + k));
+  assert.deepEqual(
+    tasks.map((t) => t.options.seed),
+    [0, 1, 2, 3].map((k) => 5 + WORLD_SEED_OFFSET + k),
+  );
   for (const t of tasks) {
     assert.equal(t.rows("train").length, 8); // ceil(30 / 4)
     assert.equal(t.rows("val").length + t.rows("test").length, 0);
@@ -19,13 +22,17 @@ test("demonstration worlds: one task per seed from seed + offset, the questions 
   assert.equal(questions.size, 32);
   // Deterministic for the same arguments.
   const again = demonstrationWorlds("multihop", { seed: 5, topK: 3 }, 4, 30);
-  assert.deepEqual(again.map((t) => t.rows("train")), tasks.map((t) => t.rows("train")));
+  assert.deepEqual(
+    again.map((t) => t.rows("train")),
+    tasks.map((t) => t.rows("train")),
+  );
 });
 
 test("demonstration worlds: a name of one world stands for other facts in another (names are drawn afresh)", () => {
   const tasks = demonstrationWorlds("multihop", {}, 16, 16 * 64) as MultihopTask[];
   const seen = new Map<string, string>();
-  let shared = 0, sameText = 0;
+  let shared = 0,
+    sameText = 0;
   for (const t of tasks) {
     for (const d of t.documents) {
       const other = seen.get(d.id);

@@ -10,7 +10,8 @@ import { copyDatums, corpusWords } from "../../src/train/copy-curriculum.js";
 import { trainSft } from "../../src/train/sft.js";
 import { required } from "./usage.js";
 
-const USAGE = "node --import tsx dev/experiments/copy.ts --tok TOKENIZER_DIR --out DIR [--preset tiny] [--steps 3000] [--lr 1e-2] [--bs 32] [--max 12] [--warm 50]";
+const USAGE =
+  "node --import tsx dev/experiments/copy.ts --tok TOKENIZER_DIR --out DIR [--preset tiny] [--steps 3000] [--lr 1e-2] [--bs 32] [--max 12] [--warm 50]";
 const { values: a } = parseArgs({
   options: {
     preset: { type: "string", default: "tiny" },
@@ -28,7 +29,8 @@ const out = required(a.out, "--out", USAGE);
 
 const task = getTask("multihop", { train: 4096, val: 0, test: 0 });
 const texts: string[] = [];
-for (const demo of task.demonstrations(task.rows("train"), { seed: 0, quality: 1 })) for (const m of demo) texts.push(m.content);
+for (const demo of task.demonstrations(task.rows("train"), { seed: 0, quality: 1 }))
+  for (const m of demo) texts.push(m.content);
 const words = corpusWords(texts);
 console.log("words", words.length);
 const init = await initModel({ preset: a.preset as "tiny", out: out + "-init", tokenizer: tok, seed: 0 });

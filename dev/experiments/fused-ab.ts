@@ -8,7 +8,8 @@ import { LocalEngine } from "../../src/engine/local/local-engine.js";
 import { modelDir, trainDatums, prompts, SHAPES } from "./fused-common.js";
 import { required } from "./usage.js";
 
-const USAGE = "[SHAPE=S|M] [WHAT=train|sample] [ROUNDS=3] [REPS=2] node --import tsx dev/experiments/fused-ab.ts WORK_DIR  (WORK_DIR holds the S/M models, made on the first run)";
+const USAGE =
+  "[SHAPE=S|M] [WHAT=train|sample] [ROUNDS=3] [REPS=2] node --import tsx dev/experiments/fused-ab.ts WORK_DIR  (WORK_DIR holds the S/M models, made on the first run)";
 const work = required(process.argv[2], "WORK_DIR", USAGE);
 const shape = (process.env.SHAPE ?? "S") as "S" | "M";
 const what = process.env.WHAT ?? "train";
@@ -39,11 +40,29 @@ for (let r = 0; r < rounds; r++) {
     const s = (performance.now() - t0) / 1000 / reps;
     const tps = (what === "train" ? 16 * 256 : 32 * 192) / s;
     results[arm].push(tps);
-    console.log(JSON.stringify({ round: r, arm, fused: arm === "B", shape, what, tokens_per_s: Math.round(tps), s_per_step: +s.toFixed(3) }));
+    console.log(
+      JSON.stringify({
+        round: r,
+        arm,
+        fused: arm === "B",
+        shape,
+        what,
+        tokens_per_s: Math.round(tps),
+        s_per_step: +s.toFixed(3),
+      }),
+    );
     await e.dispose();
   }
 }
 const med = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 console.log(
-  JSON.stringify({ shape, what, A_off: results.A.map(Math.round), B_on: results.B.map(Math.round), median_A: Math.round(med(results.A)), median_B: Math.round(med(results.B)), speedup: +(med(results.B) / med(results.A)).toFixed(2) }),
+  JSON.stringify({
+    shape,
+    what,
+    A_off: results.A.map(Math.round),
+    B_on: results.B.map(Math.round),
+    median_A: Math.round(med(results.A)),
+    median_B: Math.round(med(results.B)),
+    speedup: +(med(results.B) / med(results.A)).toFixed(2),
+  }),
 );

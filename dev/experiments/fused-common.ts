@@ -16,12 +16,23 @@ export async function modelDir(work: string, name: "S" | "M"): Promise<string> {
   if (existsSync(join(dir, "model.safetensors"))) return dir;
   const tokDir = join(work, `tok-${name}`);
   const rng = new Rng(1);
-  const words = Array.from({ length: 3000 }, () => Array.from({ length: 2 + rng.int(6) }, () => "abcdefghijklmnopqrstuvwxyz"[rng.int(26)]).join(""));
-  const corpus = Array.from({ length: 2000 }, () => Array.from({ length: 12 }, () => words[rng.int(words.length)]).join(" ") + ` ${rng.int(1000)}.`);
-  const tok = trainByteLevelBpe(corpus, { vocabSize: Math.min(shape.vocab, 512), specialTokens: ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] });
+  const words = Array.from({ length: 3000 }, () =>
+    Array.from({ length: 2 + rng.int(6) }, () => "abcdefghijklmnopqrstuvwxyz"[rng.int(26)]).join(""),
+  );
+  const corpus = Array.from(
+    { length: 2000 },
+    () => Array.from({ length: 12 }, () => words[rng.int(words.length)]).join(" ") + ` ${rng.int(1000)}.`,
+  );
+  const tok = trainByteLevelBpe(corpus, {
+    vocabSize: Math.min(shape.vocab, 512),
+    specialTokens: ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+  });
   mkdirSync(tokDir, { recursive: true });
   writeFileSync(join(tokDir, "tokenizer.json"), JSON.stringify(tok));
-  writeFileSync(join(tokDir, "tokenizer_config.json"), JSON.stringify({ eos_token: "<|im_end|>", pad_token: "<|endoftext|>", chat_template: DEFAULT_CHAT_TEMPLATE }));
+  writeFileSync(
+    join(tokDir, "tokenizer_config.json"),
+    JSON.stringify({ eos_token: "<|im_end|>", pad_token: "<|endoftext|>", chat_template: DEFAULT_CHAT_TEMPLATE }),
+  );
   await initModel({ preset: shape.preset, out: dir, tokenizer: tokDir, overrides: { vocab_size: shape.vocab } });
   return dir;
 }
@@ -34,7 +45,13 @@ export function trainDatums(vocab: number, n = 16): Datum[] {
   return Array.from({ length: n }, () => {
     const seq = randomTokens(rng, 257, vocab);
     const targets = seq.slice(1);
-    return { tokens: seq.slice(0, -1), targetTokens: targets, weights: targets.map(() => 1), advantages: targets.map(() => rng.normal()), logprobs: targets.map(() => -Math.log(vocab)) };
+    return {
+      tokens: seq.slice(0, -1),
+      targetTokens: targets,
+      weights: targets.map(() => 1),
+      advantages: targets.map(() => rng.normal()),
+      logprobs: targets.map(() => -Math.log(vocab)),
+    };
   });
 }
 

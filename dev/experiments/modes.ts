@@ -28,7 +28,10 @@ const show = (t: Tally) =>
     .map(([k, v]) => `${k} ${((100 * v.em) / v.n).toFixed(0)}% (${v.n})`)
     .join(" | ");
 
-for (const mode of [{ greedy: true, n: 1 }, { temperature: 1, n: Number(nArg) }]) {
+for (const mode of [
+  { greedy: true, n: 1 },
+  { temperature: 1, n: Number(nArg) },
+]) {
   const t0 = Date.now();
   const res = await playRows(engine, engine.tokenizer, task, rows, { ...limits, ...mode });
   const byType: Tally = new Map(),
@@ -39,7 +42,9 @@ for (const mode of [{ greedy: true, n: 1 }, { temperature: 1, n: Number(nArg) }]
   });
   const s = res.summary;
   const label = "greedy" in mode ? "greedy" : `sampled x${mode.n}`;
-  console.log(`${label}: EM ${(100 * s.em).toFixed(1)}% format ${s.format.toFixed(2)} tool calls ${s.toolCalls.toFixed(2)} tokens ${s.responseTokens.toFixed(0)} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+  console.log(
+    `${label}: EM ${(100 * s.em).toFixed(1)}% format ${s.format.toFixed(2)} tool calls ${s.toolCalls.toFixed(2)} tokens ${s.responseTokens.toFixed(0)} (${((Date.now() - t0) / 1000).toFixed(0)} s)`,
+  );
   console.log("  by type:", show(byType));
   console.log("  by calls:", show(byCalls));
 }

@@ -10,14 +10,19 @@ import { tf } from "../../src/engine/local/tf-backend.js";
 import { modelDir, trainDatums, SHAPES } from "./fused-common.js";
 import { required } from "./usage.js";
 
-const USAGE = "[SHAPE=S|M] [REPS=2] [THREADS=1] node --import tsx dev/experiments/profile-step.ts WORK_DIR  (WORK_DIR holds the S/M models, made on the first run)";
+const USAGE =
+  "[SHAPE=S|M] [REPS=2] [THREADS=1] node --import tsx dev/experiments/profile-step.ts WORK_DIR  (WORK_DIR holds the S/M models, made on the first run)";
 const work = required(process.argv[2], "WORK_DIR", USAGE);
 const shape = (process.env.SHAPE ?? "S") as "S" | "M";
 const reps = Number(process.env.REPS ?? 2);
 const threads = Number(process.env.THREADS ?? 1);
 const dir = await modelDir(work, shape);
 const datums = trainDatums(SHAPES[shape].vocab, Number(process.env.ROWS ?? 8));
-const e = await LocalEngine.load(dir, { backend: (process.env.BACKEND ?? "native") as "native" | "tfjs", workers: 0, blasThreads: threads });
+const e = await LocalEngine.load(dir, {
+  backend: (process.env.BACKEND ?? "native") as "native" | "tfjs",
+  workers: 0,
+  blasThreads: threads,
+});
 const step = async () => {
   await e.forwardBackward(datums, { type: "importance_sampling" });
   await e.optimStep({ lr: 1e-5, gradClipNorm: 1 });
@@ -40,8 +45,12 @@ for (let r = 0; r < reps; r++) {
   }
 }
 const rows = [...byKernel.entries()].sort((a, b) => b[1].ms - a[1].ms);
-console.log(`${shape} train step, ${datums.length} x 256 tokens, ${threads} BLAS thread(s): wall ${(wall / reps).toFixed(0)} ms, kernels ${(kernelMs / reps).toFixed(0)} ms`);
+console.log(
+  `${shape} train step, ${datums.length} x 256 tokens, ${threads} BLAS thread(s): wall ${(wall / reps).toFixed(0)} ms, kernels ${(kernelMs / reps).toFixed(0)} ms`,
+);
 for (const [name, v] of rows.slice(0, Number(process.env.TOP ?? 30))) {
-  console.log(`${name.padEnd(34)} ${(v.ms / reps).toFixed(1).padStart(8)} ms ${String(v.calls / reps).padStart(6)} calls ${((100 * v.ms) / kernelMs).toFixed(1).padStart(5)} %`);
+  console.log(
+    `${name.padEnd(34)} ${(v.ms / reps).toFixed(1).padStart(8)} ms ${String(v.calls / reps).padStart(6)} calls ${((100 * v.ms) / kernelMs).toFixed(1).padStart(5)} %`,
+  );
 }
 await e.dispose();

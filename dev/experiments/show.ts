@@ -11,12 +11,23 @@ const split = (process.argv[3] ?? "test") as "test";
 const task = getTask("multihop");
 const engine = await LocalEngine.load(dir);
 const rows = task.rows(split).slice(0, 6);
-const res = await playRows(engine, engine.tokenizer, task, rows, { greedy: true, maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024, seed: 1 });
+const res = await playRows(engine, engine.tokenizer, task, rows, {
+  greedy: true,
+  maxTurns: 5,
+  maxTokensPerTurn: 96,
+  maxTotalTokens: 1024,
+  seed: 1,
+});
 for (const t of res.result.trajectories) {
   const row = rows[t.rowIndex];
   console.log("Q:", row.prompt[1].content, "| gold:", row.reward_model.ground_truth);
   for (const s of decodeTrajectory(t, engine.tokenizer).steps) {
-    console.log("  A:", JSON.stringify(s.action).slice(0, 200), "\n  O:", JSON.stringify(s.observation ?? "").slice(0, 160));
+    console.log(
+      "  A:",
+      JSON.stringify(s.action).slice(0, 200),
+      "\n  O:",
+      JSON.stringify(s.observation ?? "").slice(0, 160),
+    );
   }
 }
 await engine.dispose();

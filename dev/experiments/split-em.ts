@@ -13,7 +13,14 @@ const dir = required(dirArg, "MODEL_DIR", USAGE);
 const task = getTask("multihop", { train: Number(trainArg) });
 const engine = await LocalEngine.load(dir);
 const rows = task.rows(split as "test").slice(0, Number(nArg));
-const res = await playRows(engine, engine.tokenizer, task, rows, { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024, seed: 1, greedy: true, n: 1 });
+const res = await playRows(engine, engine.tokenizer, task, rows, {
+  maxTurns: 5,
+  maxTokensPerTurn: 96,
+  maxTotalTokens: 1024,
+  seed: 1,
+  greedy: true,
+  n: 1,
+});
 const byType = new Map<string, [number, number]>();
 res.result.trajectories.forEach((t, i) => {
   const k = String(rows[t.rowIndex].extra_info.type),
@@ -21,7 +28,9 @@ res.result.trajectories.forEach((t, i) => {
   byType.set(k, [e[0] + 1, e[1] + res.scores[i].em]);
 });
 const s = res.summary;
-console.log(`${split} x${rows.length} greedy: EM ${(100 * s.em).toFixed(1)}% tool calls ${s.toolCalls.toFixed(2)} tokens ${s.responseTokens.toFixed(0)}`);
+console.log(
+  `${split} x${rows.length} greedy: EM ${(100 * s.em).toFixed(1)}% tool calls ${s.toolCalls.toFixed(2)} tokens ${s.responseTokens.toFixed(0)}`,
+);
 console.log(
   "  by type:",
   [...byType]

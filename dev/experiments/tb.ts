@@ -11,7 +11,8 @@ import { LocalEngine } from "../../src/engine/local/local-engine.js";
 import { Rng } from "../../src/util/rng.js";
 import { required } from "./usage.js";
 
-const USAGE = "node --import tsx dev/experiments/tb.ts TOKENIZER_DIR [preset: tiny] [workers: 2] [tokens per datum: 540] [datums: 16]";
+const USAGE =
+  "node --import tsx dev/experiments/tb.ts TOKENIZER_DIR [preset: tiny] [workers: 2] [tokens per datum: 540] [datums: 16]";
 const [tokArg, preset = "tiny", workers = "2", lenArg = "540", nArg = "16"] = process.argv.slice(2);
 const tok = required(tokArg, "TOKENIZER_DIR", USAGE);
 const len = Number(lenArg),
@@ -33,7 +34,9 @@ try {
     const t1 = performance.now();
     await e.optimStep({ lr: 1e-5 });
     const t2 = performance.now();
-    console.log(`fb ${(t1 - t0).toFixed(0)} opt ${(t2 - t1).toFixed(0)} tok/s ${((len * n) / ((t2 - t0) / 1000)).toFixed(0)}`);
+    console.log(
+      `fb ${(t1 - t0).toFixed(0)} opt ${(t2 - t1).toFixed(0)} tok/s ${((len * n) / ((t2 - t0) / 1000)).toFixed(0)}`,
+    );
   }
   await e.dispose();
 } finally {

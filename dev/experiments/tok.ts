@@ -23,7 +23,11 @@ const minFrequency = Number(process.env.MIN_FREQ ?? 40);
 const tools = task.makeEnv(rows[0]).tools;
 for (const v of [0, ...sizes.map(Number)]) {
   const t0 = Date.now();
-  const dir = v === 0 ? defaultTokenizerDir() : (await buildTaskTokenizer(task, { vocabSize: v, out: join(out, `tok-${split}-${v}`), split, minFrequency })).dir;
+  const dir =
+    v === 0
+      ? defaultTokenizerDir()
+      : (await buildTaskTokenizer(task, { vocabSize: v, out: join(out, `tok-${split}-${v}`), split, minFrequency }))
+          .dir;
   const tok = Tokenizer.fromDir(dir);
   const chat = chatSetup(tok);
   let prompt = 0,
@@ -34,6 +38,10 @@ for (const v of [0, ...sizes.map(Number)]) {
     total += tok.encode(renderMessages(chat, d, { tools, addGenerationPrompt: false })).length;
     for (const m of d.filter((m) => m.role === "assistant")) assist += tok.encode(m.content).length + 1;
   }
-  console.log(`${split} minFreq ${minFrequency} vocab ${v} (${tok.vocabSize}) in ${Date.now() - t0} ms: prompt ${prompt / 50} total ${total / 50} assistant ${assist / 50}`);
+  console.log(
+    `${split} minFreq ${minFrequency} vocab ${v} (${tok.vocabSize}) in ${Date.now() - t0} ms: prompt ${prompt / 50} total ${total / 50} assistant ${assist / 50}`,
+  );
 }
-console.log(renderMessages(chatSetup(Tokenizer.fromDir(defaultTokenizerDir())), demos[0], { tools, addGenerationPrompt: false }));
+console.log(
+  renderMessages(chatSetup(Tokenizer.fromDir(defaultTokenizerDir())), demos[0], { tools, addGenerationPrompt: false }),
+);

@@ -47,7 +47,8 @@ const r = await warmStart({
     if (s.step % 25 === 0) console.log(`copy ${s.step} loss ${s.loss.toFixed(3)} ${secs()}`);
   },
   onStep: (s) => {
-    if (s.step % 25 === 0) console.log(`step ${s.step} loss ${s.loss.toFixed(3)} lr ${s.lr.toExponential(2)} ${secs()}`);
+    if (s.step % 25 === 0)
+      console.log(`step ${s.step} loss ${s.loss.toFixed(3)} lr ${s.lr.toExponential(2)} ${secs()}`);
   },
 });
 console.log(JSON.stringify(r), secs());
@@ -56,6 +57,10 @@ const engine = await LocalEngine.load(out);
 const limits = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024, seed: 1 };
 const test = await playRows(engine, engine.tokenizer, task, task.rows("test"), { greedy: true, ...limits });
 console.log("test greedy", JSON.stringify(test.summary), secs());
-const train = await playRows(engine, engine.tokenizer, task, task.rows("train").slice(0, 16), { n: 8, temperature: 1, ...limits });
+const train = await playRows(engine, engine.tokenizer, task, task.rows("train").slice(0, 16), {
+  n: 8,
+  temperature: 1,
+  ...limits,
+});
 console.log("train sampled 16x8", JSON.stringify(train.summary), secs());
 await engine.dispose();

@@ -13,7 +13,7 @@ export function evaluate(expression: string): number {
     throw new Error(`${what} at position ${at} of '${expression}'`);
   };
   const factor = (): number => {
-    if (src[at] === "-") return at++, -factor();
+    if (src[at] === "-") return (at++, -factor());
     if (src[at] === "(") {
       at++;
       const v = expr();

@@ -27,10 +27,17 @@ export class GuessNumberEnv implements Env<GuessRow> {
   step(action: Action): StepResult {
     const m = /<guess>\s*(-?\d+)\s*<\/guess>/.exec(action.text);
     const say = (content: string): { messages: AgentMessage[] } => ({ messages: [{ role: "user", content }] });
-    if (!m) return { observation: say("Reply with <guess>n</guess>."), reward: -0.1, done: false, info: { valid: false } };
+    if (!m)
+      return { observation: say("Reply with <guess>n</guess>."), reward: -0.1, done: false, info: { valid: false } };
     const guess = Number(m[1]);
     this.guesses++;
-    if (guess === this.secret) return { observation: { messages: [] }, reward: 1, done: true, info: { valid: true, guesses: this.guesses } };
-    return { observation: say(guess < this.secret ? "Higher." : "Lower."), reward: 0, done: false, info: { valid: true, guesses: this.guesses } };
+    if (guess === this.secret)
+      return { observation: { messages: [] }, reward: 1, done: true, info: { valid: true, guesses: this.guesses } };
+    return {
+      observation: say(guess < this.secret ? "Higher." : "Lower."),
+      reward: 0,
+      done: false,
+      info: { valid: true, guesses: this.guesses },
+    };
   }
 }

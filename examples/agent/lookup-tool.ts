@@ -7,9 +7,9 @@ import { z } from "zod";
 import { defineTool } from "agent-r1/agent";
 
 export const CORPUS: Record<string, string> = {
-  "Kalomi": "Kalomi is a river town founded by Ada Brenn in 1871.",
+  Kalomi: "Kalomi is a river town founded by Ada Brenn in 1871.",
   "Ada Brenn": "Ada Brenn (1840-1902) was born in Lusk and founded Kalomi.",
-  "Lusk": "Lusk is a village on the Orra river.",
+  Lusk: "Lusk is a village on the Orra river.",
 };
 
 async function fetchPassage(title: string, signal: AbortSignal): Promise<string | undefined> {

@@ -18,8 +18,14 @@ await initModel({ preset: "tiny", out: dir });
 const engine = await LocalEngine.load(dir, { workers: 0 });
 
 const rows = [
-  { prompt: [{ role: "user", content: "Where was the founder of Kalomi born? Answer in <answer></answer>." }], reward_model: { ground_truth: "Lusk" } },
-  { prompt: [{ role: "user", content: "What is 12 * (3 + 4)? Answer in <answer></answer>." }], reward_model: { ground_truth: "84" } },
+  {
+    prompt: [{ role: "user", content: "Where was the founder of Kalomi born? Answer in <answer></answer>." }],
+    reward_model: { ground_truth: "Lusk" },
+  },
+  {
+    prompt: [{ role: "user", content: "What is 12 * (3 + 4)? Answer in <answer></answer>." }],
+    reward_model: { ground_truth: "84" },
+  },
 ];
 const makeEnv = () =>
   new ToolEnv({
@@ -27,7 +33,13 @@ const makeEnv = () =>
     outcomeReward: ({ answer, groundTruth }) => (answer?.trim() === groundTruth ? 1 : 0),
   });
 
-const res = await rollout(engine, makeEnv, rows, { n: 2, chat: chatSetup(engine.tokenizer), maxTurns: 3, maxTokensPerTurn: 32, seed: 1 });
+const res = await rollout(engine, makeEnv, rows, {
+  n: 2,
+  chat: chatSetup(engine.tokenizer),
+  maxTurns: 3,
+  maxTokensPerTurn: 32,
+  seed: 1,
+});
 console.log(JSON.stringify(res.metrics));
 console.log(formatTrajectory(res.trajectories[0], engine.tokenizer));
 console.log("prefix cache hit rate", (await engine.stats()).prefixHitRate.toFixed(2));

@@ -15,7 +15,9 @@ export class ShortenToolResponses<Row = unknown> extends AgentFlow<Row> {
     const toolAt = s.messages.flatMap((m, i) => (m.role === "tool" ? [i] : []));
     const old = new Set(toolAt.slice(0, Math.max(0, toolAt.length - this.keep)));
     const shorten = (m: AgentMessage, i: number): AgentMessage =>
-      old.has(i) && m.content.length > this.maxChars ? { ...m, content: `${m.content.slice(0, this.maxChars)} [shortened]` } : m;
+      old.has(i) && m.content.length > this.maxChars
+        ? { ...m, content: `${m.content.slice(0, this.maxChars)} [shortened]` }
+        : m;
     const messages = s.messages.map(shorten);
     return messages.some((m, i) => m !== s.messages![i]) ? { messages } : undefined;
   }

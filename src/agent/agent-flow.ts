@@ -53,7 +53,11 @@ function failure(err: EnvError): TrajectoryError {
 export abstract class AgentFlow<Row = unknown> {
   readonly options: ResolvedLoopOptions;
 
-  constructor(readonly engine: Engine, readonly chat: ChatSetup, options: AgentLoopOptions = {}) {
+  constructor(
+    readonly engine: Engine,
+    readonly chat: ChatSetup,
+    options: AgentLoopOptions = {},
+  ) {
     this.options = resolveLoopOptions(options);
   }
 
@@ -72,7 +76,8 @@ export abstract class AgentFlow<Row = unknown> {
     try {
       await env.close?.();
     } catch (err) {
-      if (t.endReason !== "failed") t = { ...t, endReason: "failed", error: failure(new EnvError("close", messageOf(err), err)) };
+      if (t.endReason !== "failed")
+        t = { ...t, endReason: "failed", error: failure(new EnvError("close", messageOf(err), err)) };
     }
     return t;
   }
@@ -83,11 +88,20 @@ export abstract class AgentFlow<Row = unknown> {
     const tools = env.tools;
     let messages = obsField(first).messages ? [...obsField(first).messages!] : null;
     let context = this.firstContext(first, tools);
-    if (context.length >= o.maxTotalTokens) throw new EnvError("reset", `the first observation is ${context.length} tokens, at or over maxTotalTokens ${o.maxTotalTokens}`);
+    if (context.length >= o.maxTotalTokens)
+      throw new EnvError(
+        "reset",
+        `the first observation is ${context.length} tokens, at or over maxTotalTokens ${o.maxTotalTokens}`,
+      );
     let end: EndReason | undefined;
     let tail = { tokens: context, closed: false, endsWithObservation: true };
     for (let turn = 0; end === undefined; turn++) {
-      const { action, sampleMs } = await this.sampleAction(context, Math.min(o.maxTokensPerTurn, o.maxTotalTokens - context.length), turn, meta.seed);
+      const { action, sampleMs } = await this.sampleAction(
+        context,
+        Math.min(o.maxTokensPerTurn, o.maxTotalTokens - context.length),
+        turn,
+        meta.seed,
+      );
       const t0 = performance.now();
       const result = await this.stepEnv(env, action);
       const envMs = performance.now() - t0;
@@ -97,10 +111,21 @@ export abstract class AgentFlow<Row = unknown> {
       if (end === undefined) {
         observation = this.observationTokens(result.observation, messages, tools, closed);
         // No room left for another turn: nobody would sample from this observation.
-        if (context.length + action.tokens.length + observation.length >= o.maxTotalTokens) [observation, end] = [[], "max_total_tokens"];
+        if (context.length + action.tokens.length + observation.length >= o.maxTotalTokens)
+          [observation, end] = [[], "max_total_tokens"];
       }
       const { toolCalls = [], ...info } = result.info;
-      rec.add(context, { action: action.tokens, logprobs: action.logprobs, stopReason: action.stopReason, observation, reward: result.reward, done: result.done, toolCalls, info, timing: { sampleMs, envMs } });
+      rec.add(context, {
+        action: action.tokens,
+        logprobs: action.logprobs,
+        stopReason: action.stopReason,
+        observation,
+        reward: result.reward,
+        done: result.done,
+        toolCalls,
+        info,
+        timing: { sampleMs, envMs },
+      });
       if (messages) {
         messages.push(env.assistantMessage?.(action) ?? { role: "assistant", content: action.text });
         const obsMessages = obsField(result.observation).messages;
@@ -119,7 +144,15 @@ export abstract class AgentFlow<Row = unknown> {
     }
     if (!o.driftCheck || !messages) return rec.finish(end);
     try {
-      return rec.finish(end, { drift: checkDrift(this.chat, { messages, tools, tokens: tail.tokens, endsWithObservation: tail.endsWithObservation, actionClosed: tail.closed }) });
+      return rec.finish(end, {
+        drift: checkDrift(this.chat, {
+          messages,
+          tools,
+          tokens: tail.tokens,
+          endsWithObservation: tail.endsWithObservation,
+          actionClosed: tail.closed,
+        }),
+      });
     } catch (err) {
       // A metric only: a template that refuses the structured conversation (e.g. one call per turn at most) must not fail the rollout.
       if (err instanceof ChatTemplateError) return rec.finish(end, { driftError: err.message });
@@ -136,26 +169,44 @@ export abstract class AgentFlow<Row = unknown> {
   }
 
   /** Tokens appended after an action for an observation (messages go through the chat template's delta). */
-  protected observationTokens(obs: Observation, history: AgentMessage[] | null, tools: ToolSchema[] | undefined, actionClosed: boolean): number[] {
+  protected observationTokens(
+    obs: Observation,
+    history: AgentMessage[] | null,
+    tools: ToolSchema[] | undefined,
+    actionClosed: boolean,
+  ): number[] {
     const f = obsField(obs);
     if (f.tokens) return f.tokens.slice();
     if (f.text !== undefined) return this.chat.tokenizer.encode(f.text);
     return observationDeltaTokens(this.chat, { history: history ?? [], messages: f.messages!, tools, actionClosed });
   }
 
-  protected async sampleAction(context: number[], maxTokens: number, turn: number, seed?: number): Promise<{ action: Action; sampleMs: number }> {
+  protected async sampleAction(
+    context: number[],
+    maxTokens: number,
+    turn: number,
+    seed?: number,
+  ): Promise<{ action: Action; sampleMs: number }> {
     const o = this.options;
     const t0 = performance.now();
     const res = await this.engine.sample(context, {
-      n: 1, maxTokens, temperature: o.temperature, topP: o.topP, topK: o.topK,
+      n: 1,
+      maxTokens,
+      temperature: o.temperature,
+      topP: o.topP,
+      topK: o.topK,
       stop: o.stop ?? [this.chat.endOfTurnId],
       ...(seed !== undefined ? { seed: new Rng(seed, turn).int(0x7fffffff) } : {}),
     });
     const seq = res.sequences[0];
-    if (!seq || seq.logprobs.length !== seq.tokens.length) throw new Error("internal: the engine returned no sequence, or logprobs not matching its tokens");
+    if (!seq || seq.logprobs.length !== seq.tokens.length)
+      throw new Error("internal: the engine returned no sequence, or logprobs not matching its tokens");
     const closed = seq.tokens[seq.tokens.length - 1] === this.chat.endOfTurnId;
     const text = this.chat.tokenizer.decode(closed ? seq.tokens.slice(0, -1) : seq.tokens);
-    return { action: { tokens: seq.tokens, logprobs: seq.logprobs, text, stopReason: seq.stopReason, turn }, sampleMs: performance.now() - t0 };
+    return {
+      action: { tokens: seq.tokens, logprobs: seq.logprobs, text, stopReason: seq.stopReason, turn },
+      sampleMs: performance.now() - t0,
+    };
   }
 
   protected async resetEnv(env: Env<Row>, row: Row): Promise<Observation> {

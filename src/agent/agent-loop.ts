@@ -21,11 +21,17 @@ export class AgentLoop<Row = unknown> extends AgentFlow<Row> {
     return undefined;
   }
 
-  protected override observationTokens(obs: Observation, history: AgentMessage[] | null, tools: ToolSchema[] | undefined, actionClosed: boolean): number[] {
+  protected override observationTokens(
+    obs: Observation,
+    history: AgentMessage[] | null,
+    tools: ToolSchema[] | undefined,
+    actionClosed: boolean,
+  ): number[] {
     try {
       return super.observationTokens(obs, history, tools, actionClosed);
     } catch (err) {
-      if (err instanceof ChatTemplateError) throw new EnvError("step", `the observation cannot be rendered after this conversation: ${err.message}`, err);
+      if (err instanceof ChatTemplateError)
+        throw new EnvError("step", `the observation cannot be rendered after this conversation: ${err.message}`, err);
       throw err;
     }
   }

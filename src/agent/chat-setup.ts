@@ -31,12 +31,23 @@ export interface ChatSetupOptions {
 
 export function chatSetup(tokenizer: Tokenizer, opts: ChatSetupOptions = {}): ChatSetup {
   const template = opts.template ?? tokenizer.chatTemplate;
-  if (!template) throw new InputError("the tokenizer has no chat template", "pass chatSetup(tokenizer, { template }) or add chat_template to tokenizer_config.json");
+  if (!template)
+    throw new InputError(
+      "the tokenizer has no chat template",
+      "pass chatSetup(tokenizer, { template }) or add chat_template to tokenizer_config.json",
+    );
   const endOfTurn = opts.endOfTurn ?? tokenizer.eosToken;
-  if (!endOfTurn) throw new InputError("the tokenizer has no eos token to end assistant turns", "pass chatSetup(tokenizer, { endOfTurn: '<|im_end|>' })");
+  if (!endOfTurn)
+    throw new InputError(
+      "the tokenizer has no eos token to end assistant turns",
+      "pass chatSetup(tokenizer, { endOfTurn: '<|im_end|>' })",
+    );
   const ids = tokenizer.encode(endOfTurn);
   if (ids.length !== 1) {
-    throw new InputError(`end-of-turn '${endOfTurn}' encodes to ${ids.length} tokens, expected 1`, "use a special token of the tokenizer (see added_tokens in tokenizer.json)");
+    throw new InputError(
+      `end-of-turn '${endOfTurn}' encodes to ${ids.length} tokens, expected 1`,
+      "use a special token of the tokenizer (see added_tokens in tokenizer.json)",
+    );
   }
   return { tokenizer, template, endOfTurn, endOfTurnId: ids[0], extra: opts.extra };
 }
@@ -58,6 +69,8 @@ export function renderMessages(chat: ChatSetup, messages: AgentMessage[], opts: 
       extra: chat.extra,
     });
   } catch (err) {
-    throw new ChatTemplateError(`cannot render ${messages.length} messages (roles: ${messages.map((m) => m.role).join(", ")}): ${(err as Error).message}`);
+    throw new ChatTemplateError(
+      `cannot render ${messages.length} messages (roles: ${messages.map((m) => m.role).join(", ")}): ${(err as Error).message}`,
+    );
   }
 }

@@ -22,7 +22,8 @@ export function compareTokens(trajectory: number[], rendered: number[]): DriftRe
   let prefix = 0;
   while (prefix < n && trajectory[prefix] === rendered[prefix]) prefix++;
   let suffix = 0;
-  while (suffix < n - prefix && trajectory[trajectory.length - 1 - suffix] === rendered[rendered.length - 1 - suffix]) suffix++;
+  while (suffix < n - prefix && trajectory[trajectory.length - 1 - suffix] === rendered[rendered.length - 1 - suffix])
+    suffix++;
   const equal = prefix === trajectory.length && prefix === rendered.length;
   return {
     firstDiff: equal ? -1 : prefix,
@@ -46,7 +47,8 @@ export interface DriftInput {
 
 /** The text the template gives for the conversation, cut where the trajectory's tokens end. */
 export function renderForDrift(chat: ChatSetup, input: Omit<DriftInput, "tokens">): string {
-  if (input.endsWithObservation) return renderMessages(chat, input.messages, { tools: input.tools, addGenerationPrompt: true });
+  if (input.endsWithObservation)
+    return renderMessages(chat, input.messages, { tools: input.tools, addGenerationPrompt: true });
   const text = renderMessages(chat, input.messages, { tools: input.tools, addGenerationPrompt: false });
   // The last message is the final action: keep its end-of-turn token only if it was sampled.
   const k = text.lastIndexOf(chat.endOfTurn);

@@ -60,7 +60,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
 export function checkObservation(o: unknown, stage: "reset" | "step"): Observation {
   if (!isObject(o)) throw new EnvError(stage, `observation must be an object, got ${o === null ? "null" : typeof o}`);
   const keys = (["messages", "text", "tokens"] as const).filter((k) => o[k] !== undefined);
-  if (keys.length !== 1) throw new EnvError(stage, `observation must have exactly one of messages, text, tokens; got ${keys.length ? keys.join(", ") : "none"}`);
+  if (keys.length !== 1)
+    throw new EnvError(
+      stage,
+      `observation must have exactly one of messages, text, tokens; got ${keys.length ? keys.join(", ") : "none"}`,
+    );
   if (keys[0] === "messages") {
     const ms = o.messages;
     if (!Array.isArray(ms)) throw new EnvError(stage, "observation.messages must be an array");
@@ -78,9 +82,14 @@ export function checkObservation(o: unknown, stage: "reset" | "step"): Observati
 }
 
 export function checkStepResult(r: unknown): StepResult {
-  if (!isObject(r)) throw new EnvError("step", `step must return { observation, reward, done, info }, got ${r === null ? "null" : typeof r}`);
+  if (!isObject(r))
+    throw new EnvError(
+      "step",
+      `step must return { observation, reward, done, info }, got ${r === null ? "null" : typeof r}`,
+    );
   checkObservation(r.observation, "step");
-  if (typeof r.reward !== "number" || !Number.isFinite(r.reward)) throw new EnvError("step", `reward must be a finite number, got ${String(r.reward)}`);
+  if (typeof r.reward !== "number" || !Number.isFinite(r.reward))
+    throw new EnvError("step", `reward must be a finite number, got ${String(r.reward)}`);
   if (typeof r.done !== "boolean") throw new EnvError("step", `done must be a boolean, got ${typeof r.done}`);
   if (!isObject(r.info)) throw new EnvError("step", "info must be an object");
   return r as unknown as StepResult;

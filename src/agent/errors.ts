@@ -6,7 +6,11 @@ export class ChatTemplateError extends AgentR1Error {}
 
 /** An env broke its contract (bad observation or step result) or threw; the trajectory is marked failed with it. */
 export class EnvError extends AgentR1Error {
-  constructor(readonly stage: "reset" | "step" | "close", message: string, override readonly cause?: unknown) {
+  constructor(
+    readonly stage: "reset" | "step" | "close",
+    message: string,
+    override readonly cause?: unknown,
+  ) {
     super(`env ${stage}: ${message}`);
   }
 }

@@ -1,5 +1,11 @@
 /** The agent runtime: tools, tool-call formats, envs, the agent loop, trajectories and batched rollouts. */
-export { defineTool, toolSchema, truncateResponse, DEFAULT_TOOL_TIMEOUT_MS, DEFAULT_MAX_RESPONSE_CHARS } from "./tool.js";
+export {
+  defineTool,
+  toolSchema,
+  truncateResponse,
+  DEFAULT_TOOL_TIMEOUT_MS,
+  DEFAULT_MAX_RESPONSE_CHARS,
+} from "./tool.js";
 export type { Tool, AnyTool, ToolContext, ToolOutput, ToolDefinition } from "./tool.js";
 export { runToolCall, countToolErrors, TOOL_ERROR_KINDS } from "./tool-runner.js";
 export type { ToolCallRecord, ToolErrorKind, CallContext } from "./tool-runner.js";

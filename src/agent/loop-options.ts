@@ -17,15 +17,21 @@ export interface AgentLoopOptions {
   driftCheck?: boolean;
 }
 
-export type ResolvedLoopOptions = Required<Pick<AgentLoopOptions, "maxTurns" | "maxTotalTokens" | "maxTokensPerTurn" | "driftCheck">> &
+export type ResolvedLoopOptions = Required<
+  Pick<AgentLoopOptions, "maxTurns" | "maxTotalTokens" | "maxTokensPerTurn" | "driftCheck">
+> &
   Pick<AgentLoopOptions, "temperature" | "topP" | "topK" | "stop">;
 
 export const LOOP_DEFAULTS = { maxTurns: 8, maxTotalTokens: 4096, maxTokensPerTurn: 512, driftCheck: true } as const;
 
 export function resolveLoopOptions(o: AgentLoopOptions): ResolvedLoopOptions {
-  const r = { ...o, ...Object.fromEntries(Object.entries(LOOP_DEFAULTS).map(([k, v]) => [k, o[k as keyof typeof LOOP_DEFAULTS] ?? v])) } as ResolvedLoopOptions;
+  const r = {
+    ...o,
+    ...Object.fromEntries(Object.entries(LOOP_DEFAULTS).map(([k, v]) => [k, o[k as keyof typeof LOOP_DEFAULTS] ?? v])),
+  } as ResolvedLoopOptions;
   for (const key of ["maxTurns", "maxTotalTokens", "maxTokensPerTurn"] as const) {
-    if (!(Number.isInteger(r[key]) && r[key] > 0)) throw new InputError(`agent loop: ${key} must be a positive integer, got ${r[key]}`);
+    if (!(Number.isInteger(r[key]) && r[key] > 0))
+      throw new InputError(`agent loop: ${key} must be a positive integer, got ${r[key]}`);
   }
   return r;
 }

@@ -31,16 +31,24 @@ export interface DeltaInput {
 function afterSentinel(text: string, which: string): string {
   const at = text.indexOf(ASSISTANT_SENTINEL);
   if (at < 0 || text.indexOf(ASSISTANT_SENTINEL, at + 1) >= 0) {
-    throw new ChatTemplateError(`the chat template (${which}) must render the assistant turn's content exactly once; it rendered it ${at < 0 ? "not at all" : "more than once"}`);
+    throw new ChatTemplateError(
+      `the chat template (${which}) must render the assistant turn's content exactly once; it rendered it ${at < 0 ? "not at all" : "more than once"}`,
+    );
   }
   return text.slice(at + ASSISTANT_SENTINEL.length);
 }
 
 export function observationDeltaText(chat: ChatSetup, input: DeltaInput): string {
   const turn: AgentMessage = { role: "assistant", content: ASSISTANT_SENTINEL };
-  const alone = afterSentinel(renderMessages(chat, [...input.history, turn], { tools: input.tools, addGenerationPrompt: false }), "assistant turn last");
+  const alone = afterSentinel(
+    renderMessages(chat, [...input.history, turn], { tools: input.tools, addGenerationPrompt: false }),
+    "assistant turn last",
+  );
   const next = afterSentinel(
-    renderMessages(chat, [...input.history, turn, ...input.messages], { tools: input.tools, addGenerationPrompt: true }),
+    renderMessages(chat, [...input.history, turn, ...input.messages], {
+      tools: input.tools,
+      addGenerationPrompt: true,
+    }),
     "assistant turn followed by the observation",
   );
   if (!next.startsWith(alone)) {
@@ -51,7 +59,10 @@ export function observationDeltaText(chat: ChatSetup, input: DeltaInput): string
   }
   const k = alone.indexOf(chat.endOfTurn);
   if (k < 0) {
-    throw new ChatTemplateError(`the chat template does not end an assistant turn with '${chat.endOfTurn}' (it renders ${JSON.stringify(alone)})`, "set chatSetup(..., { endOfTurn }) to the token the template uses");
+    throw new ChatTemplateError(
+      `the chat template does not end an assistant turn with '${chat.endOfTurn}' (it renders ${JSON.stringify(alone)})`,
+      "set chatSetup(..., { endOfTurn }) to the token the template uses",
+    );
   }
   const close = alone.slice(0, k + chat.endOfTurn.length);
   const rest = next.slice(close.length);

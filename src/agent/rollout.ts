@@ -46,7 +46,11 @@ export interface RolloutResult {
 function resolveChat<Row>(engine: Engine, opts: RolloutOptions<Row>): ChatSetup {
   if (opts.chat) return opts.chat;
   const tokenizer = opts.tokenizer ?? (engine as { tokenizer?: Tokenizer }).tokenizer;
-  if (!tokenizer) throw new InputError("rollout: the engine has no tokenizer", "pass rollout(..., { tokenizer }) or { chat: chatSetup(tokenizer) }");
+  if (!tokenizer)
+    throw new InputError(
+      "rollout: the engine has no tokenizer",
+      "pass rollout(..., { tokenizer }) or { chat: chatSetup(tokenizer) }",
+    );
   return chatSetup(tokenizer);
 }
 
@@ -57,24 +61,42 @@ function defaultMaxTotal(engine: Engine): number {
 }
 
 /** Builds the env inside the trajectory's run, so a throwing factory fails only its own trajectory. */
-async function runOne<Row>(flow: AgentFlow<Row>, makeEnv: EnvFactory<Row>, row: Row, i: number, meta: { rowIndex: number; sampleIndex: number; seed?: number }): Promise<Trajectory> {
+async function runOne<Row>(
+  flow: AgentFlow<Row>,
+  makeEnv: EnvFactory<Row>,
+  row: Row,
+  i: number,
+  meta: { rowIndex: number; sampleIndex: number; seed?: number },
+): Promise<Trajectory> {
   const id = `r${meta.rowIndex}-s${meta.sampleIndex}`;
   let env: Env<Row>;
   try {
     env = makeEnv(row, i);
   } catch (err) {
     const e = err instanceof Error ? err : new Error(String(err));
-    return new TrajectoryBuilder(id, meta.rowIndex, meta.sampleIndex).finish("failed", { error: { stage: "reset", name: e.name, message: `env factory: ${e.message}` } });
+    return new TrajectoryBuilder(id, meta.rowIndex, meta.sampleIndex).finish("failed", {
+      error: { stage: "reset", name: e.name, message: `env factory: ${e.message}` },
+    });
   }
   return flow.run(env, row, { id, ...meta });
 }
 
-export async function rollout<Row>(engine: Engine, makeEnv: EnvFactory<Row>, rows: Row[], opts: RolloutOptions<Row> = {}): Promise<RolloutResult> {
+export async function rollout<Row>(
+  engine: Engine,
+  makeEnv: EnvFactory<Row>,
+  rows: Row[],
+  opts: RolloutOptions<Row> = {},
+): Promise<RolloutResult> {
   const n = opts.n ?? 1;
   if (!(Number.isInteger(n) && n > 0)) throw new InputError(`rollout: n must be a positive integer, got ${n}`);
   const limit = opts.concurrency ?? Infinity;
   if (!(limit >= 1)) throw new InputError(`rollout: concurrency must be at least 1, got ${limit}`);
-  const flow = opts.flow ?? new AgentLoop<Row>(engine, resolveChat(engine, opts), { ...opts, maxTotalTokens: opts.maxTotalTokens ?? defaultMaxTotal(engine) });
+  const flow =
+    opts.flow ??
+    new AgentLoop<Row>(engine, resolveChat(engine, opts), {
+      ...opts,
+      maxTotalTokens: opts.maxTotalTokens ?? defaultMaxTotal(engine),
+    });
   const jobs = rows.flatMap((row, r) => Array.from({ length: n }, (_, s) => ({ row, rowIndex: r, sampleIndex: s })));
   const settled: PromiseSettledResult<Trajectory>[] = new Array(jobs.length);
   const t0 = performance.now();
@@ -85,7 +107,11 @@ export async function rollout<Row>(engine: Engine, makeEnv: EnvFactory<Row>, row
       const i = next++;
       const j = jobs[i];
       const seed = opts.seed === undefined ? undefined : new Rng(opts.seed, i).int(0x7fffffff);
-      settled[i] = await runOne(flow, makeEnv, j.row, i, { rowIndex: j.rowIndex, sampleIndex: j.sampleIndex, seed }).then(
+      settled[i] = await runOne(flow, makeEnv, j.row, i, {
+        rowIndex: j.rowIndex,
+        sampleIndex: j.sampleIndex,
+        seed,
+      }).then(
         (value) => ({ status: "fulfilled", value }) as const,
         (reason) => {
           broken = true;

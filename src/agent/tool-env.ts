@@ -48,7 +48,11 @@ function field(row: unknown, key: string): unknown {
 
 function defaultPrompt(row: unknown): AgentMessage[] {
   const p = field(row, "prompt") ?? field(row, "messages");
-  if (!Array.isArray(p)) throw new InputError("ToolEnv: the row has no 'prompt' (or 'messages') list of chat messages", "pass ToolEnvOptions.prompt = (row) => messages");
+  if (!Array.isArray(p))
+    throw new InputError(
+      "ToolEnv: the row has no 'prompt' (or 'messages') list of chat messages",
+      "pass ToolEnvOptions.prompt = (row) => messages",
+    );
   return p as AgentMessage[];
 }
 
@@ -70,7 +74,8 @@ export class ToolEnv<Row = unknown> implements Env<Row> {
   constructor(private readonly opts: ToolEnvOptions<Row>) {
     this.byName = new Map();
     for (const t of opts.tools) {
-      if (this.byName.has(t.name)) throw new InputError(`ToolEnv: two tools are named '${t.name}'`, "give each tool a unique name");
+      if (this.byName.has(t.name))
+        throw new InputError(`ToolEnv: two tools are named '${t.name}'`, "give each tool a unique name");
       this.byName.set(t.name, t);
     }
     this.tools = opts.tools.map(toolSchema);
@@ -98,7 +103,13 @@ export class ToolEnv<Row = unknown> implements Env<Row> {
 
     const records = await Promise.all(
       parsed.calls.map((call, i) =>
-        runToolCall(call, this.byName, { row: this.row, groundTruth: this.groundTruth, callIndex: this.calls + i, turn: action.turn, usage: this.format.usage }),
+        runToolCall(call, this.byName, {
+          row: this.row,
+          groundTruth: this.groundTruth,
+          callIndex: this.calls + i,
+          turn: action.turn,
+          usage: this.format.usage,
+        }),
       ),
     );
     this.calls += records.length;
@@ -117,7 +128,12 @@ export class ToolEnv<Row = unknown> implements Env<Row> {
 
   private async finish(answer: string | undefined, skippedCalls: number): Promise<StepResult> {
     const outcome = this.opts.outcomeReward
-      ? await this.opts.outcomeReward({ answer, row: this.row as Row, groundTruth: this.groundTruth, actions: [...this.actions] })
+      ? await this.opts.outcomeReward({
+          answer,
+          row: this.row as Row,
+          groundTruth: this.groundTruth,
+          actions: [...this.actions],
+        })
       : 0;
     return {
       observation: { messages: [] },

@@ -67,7 +67,8 @@ function checkOutput(out: unknown): ToolOutput | string {
     return `returned ${out === null ? "null" : typeof out}; expected a string or { text, reward?, metadata? }`;
   }
   const o = out as ToolOutput;
-  if (o.reward !== undefined && !(typeof o.reward === "number" && Number.isFinite(o.reward))) return `returned a non-finite reward (${String(o.reward)})`;
+  if (o.reward !== undefined && !(typeof o.reward === "number" && Number.isFinite(o.reward)))
+    return `returned a non-finite reward (${String(o.reward)})`;
   return o;
 }
 
@@ -89,31 +90,68 @@ async function executeWithTimeout(tool: AnyTool, args: unknown, ctx: Omit<ToolCo
   }
 }
 
-export async function runToolCall(call: ParsedToolCall, tools: ReadonlyMap<string, AnyTool>, ctx: CallContext): Promise<ToolCallRecord> {
-  const startedAt = Date.now(), t0 = performance.now();
+export async function runToolCall(
+  call: ParsedToolCall,
+  tools: ReadonlyMap<string, AnyTool>,
+  ctx: CallContext,
+): Promise<ToolCallRecord> {
+  const startedAt = Date.now(),
+    t0 = performance.now();
   const base = { index: ctx.callIndex, turn: ctx.turn, raw: call.raw, startedAt };
-  const fail = (kind: ToolErrorKind, message: string, name: string | null, args: Record<string, unknown> | null): ToolCallRecord => {
+  const fail = (
+    kind: ToolErrorKind,
+    message: string,
+    name: string | null,
+    args: Record<string, unknown> | null,
+  ): ToolCallRecord => {
     const max = (name !== null ? tools.get(name)?.maxResponseChars : undefined) ?? DEFAULT_MAX_RESPONSE_CHARS;
     const clean = truncateResponse(wellFormed(message), max);
-    return { ...base, name, arguments: args, ok: false, error: { kind, message: clean }, text: truncateResponse(`Error: ${clean}`, max), durationMs: performance.now() - t0 };
+    return {
+      ...base,
+      name,
+      arguments: args,
+      ok: false,
+      error: { kind, message: clean },
+      text: truncateResponse(`Error: ${clean}`, max),
+      durationMs: performance.now() - t0,
+    };
   };
-  if (!call.ok) return fail("parse_error", `could not parse tool call: ${call.error}. ${ctx.usage}`, call.name ?? null, null);
+  if (!call.ok)
+    return fail("parse_error", `could not parse tool call: ${call.error}. ${ctx.usage}`, call.name ?? null, null);
   const tool = tools.get(call.name);
   if (!tool) {
     const available = [...tools.keys()].join(", ") || "(none)";
-    return fail("unknown_tool", `unknown tool '${call.name}'. Available tools: ${available}.`, call.name, call.arguments);
+    return fail(
+      "unknown_tool",
+      `unknown tool '${call.name}'. Available tools: ${available}.`,
+      call.name,
+      call.arguments,
+    );
   }
   const parsed = tool.inputSchema.safeParse(call.arguments);
-  if (!parsed.success) return fail("invalid_arguments", `invalid arguments for tool '${tool.name}': ${describeIssues(parsed.error)}.`, tool.name, call.arguments);
+  if (!parsed.success)
+    return fail(
+      "invalid_arguments",
+      `invalid arguments for tool '${tool.name}': ${describeIssues(parsed.error)}.`,
+      tool.name,
+      call.arguments,
+    );
   let out: unknown;
   try {
-    out = await executeWithTimeout(tool, parsed.data, { row: ctx.row, groundTruth: ctx.groundTruth, callIndex: ctx.callIndex, turn: ctx.turn });
+    out = await executeWithTimeout(tool, parsed.data, {
+      row: ctx.row,
+      groundTruth: ctx.groundTruth,
+      callIndex: ctx.callIndex,
+      turn: ctx.turn,
+    });
   } catch (err) {
     return fail("tool_error", `tool '${tool.name}' failed: ${describeThrown(err)}`, tool.name, call.arguments);
   }
-  if (out === TIMEOUT) return fail("timeout", `tool '${tool.name}' timed out after ${tool.timeoutMs} ms.`, tool.name, call.arguments);
+  if (out === TIMEOUT)
+    return fail("timeout", `tool '${tool.name}' timed out after ${tool.timeoutMs} ms.`, tool.name, call.arguments);
   const checked = checkOutput(out);
-  if (typeof checked === "string") return fail("tool_error", `tool '${tool.name}' ${checked}`, tool.name, call.arguments);
+  if (typeof checked === "string")
+    return fail("tool_error", `tool '${tool.name}' ${checked}`, tool.name, call.arguments);
   return {
     ...base,
     name: tool.name,

@@ -58,14 +58,20 @@ const NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
 export function defineTool<S extends z.ZodType>(def: ToolDefinition<S>): Tool<z.output<S>> {
   const where = `tool '${String(def.name)}'`;
   if (typeof def.name !== "string" || !NAME.test(def.name)) {
-    throw new InputError(`${where}: name must match ${NAME.source}`, "use letters, digits, '_', '.' or '-', starting with a letter or '_'");
+    throw new InputError(
+      `${where}: name must match ${NAME.source}`,
+      "use letters, digits, '_', '.' or '-', starting with a letter or '_'",
+    );
   }
-  if (typeof def.description !== "string" || def.description.trim() === "") throw new InputError(`${where}: description must be a non-empty string`);
+  if (typeof def.description !== "string" || def.description.trim() === "")
+    throw new InputError(`${where}: description must be a non-empty string`);
   if (typeof def.execute !== "function") throw new InputError(`${where}: execute must be a function`);
   const timeoutMs = def.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
-  if (!(timeoutMs > 0 && Number.isFinite(timeoutMs))) throw new InputError(`${where}: timeoutMs must be a positive number of milliseconds, got ${timeoutMs}`);
+  if (!(timeoutMs > 0 && Number.isFinite(timeoutMs)))
+    throw new InputError(`${where}: timeoutMs must be a positive number of milliseconds, got ${timeoutMs}`);
   const maxResponseChars = def.maxResponseChars ?? DEFAULT_MAX_RESPONSE_CHARS;
-  if (!(Number.isInteger(maxResponseChars) && maxResponseChars > 0)) throw new InputError(`${where}: maxResponseChars must be a positive integer, got ${maxResponseChars}`);
+  if (!(Number.isInteger(maxResponseChars) && maxResponseChars > 0))
+    throw new InputError(`${where}: maxResponseChars must be a positive integer, got ${maxResponseChars}`);
   const tool: Tool<z.output<S>> = {
     name: def.name,
     description: def.description,
@@ -88,9 +94,15 @@ export function toolSchema(tool: AnyTool): ToolSchema {
   try {
     json = z.toJSONSchema(tool.inputSchema, { io: "input" }) as Record<string, unknown>;
   } catch (err) {
-    throw new InputError(`tool '${tool.name}': inputSchema cannot be written as JSON Schema: ${(err as Error).message}`, "avoid transforms and custom types in inputSchema");
+    throw new InputError(
+      `tool '${tool.name}': inputSchema cannot be written as JSON Schema: ${(err as Error).message}`,
+      "avoid transforms and custom types in inputSchema",
+    );
   }
-  if (json.type !== "object") throw new InputError(`tool '${tool.name}': inputSchema must be an object schema (z.object), got type ${JSON.stringify(json.type)}`);
+  if (json.type !== "object")
+    throw new InputError(
+      `tool '${tool.name}': inputSchema must be an object schema (z.object), got type ${JSON.stringify(json.type)}`,
+    );
   delete json.$schema;
   s = { type: "function", function: { name: tool.name, description: tool.description, parameters: json } };
   schemas.set(tool, s);

@@ -55,7 +55,9 @@ export function decodeTrajectory(t: Trajectory, tokenizer: Tokenizer): DecodedTr
 /** The whole trajectory as one transcript, with each step's action marked. */
 export function formatTrajectory(t: Trajectory, tokenizer: Tokenizer): string {
   const d = decodeTrajectory(t, tokenizer);
-  const lines = [`# trajectory ${d.id} (row ${d.rowIndex}, sample ${d.sampleIndex}): reward ${d.reward}, ${d.endReason}${d.error ? ` (${d.error})` : ""}`];
+  const lines = [
+    `# trajectory ${d.id} (row ${d.rowIndex}, sample ${d.sampleIndex}): reward ${d.reward}, ${d.endReason}${d.error ? ` (${d.error})` : ""}`,
+  ];
   d.steps.forEach((s, i) => {
     if (s.context !== undefined) lines.push(`--- context${i > 0 ? " (rewritten)" : ""} ---`, s.context);
     lines.push(`--- action ${i} (${s.stopReason}, reward ${s.reward}) ---`, s.action);

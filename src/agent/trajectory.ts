@@ -95,10 +95,15 @@ export class TrajectoryBuilder {
   private end: number[] | undefined; // previous context + action + observation
   private readonly started = performance.now();
 
-  constructor(readonly id: string, readonly rowIndex: number, readonly sampleIndex: number) {}
+  constructor(
+    readonly id: string,
+    readonly rowIndex: number,
+    readonly sampleIndex: number,
+  ) {}
 
   add(context: number[], step: StepInput): void {
-    const extendsPrevious = this.end !== undefined && this.end.length === context.length && this.end.every((t, i) => t === context[i]);
+    const extendsPrevious =
+      this.end !== undefined && this.end.length === context.length && this.end.every((t, i) => t === context[i]);
     this.steps.push({ ...(extendsPrevious ? {} : { context: context.slice() }), extendsPrevious, ...step });
     this.end = [...context, ...step.action, ...step.observation];
   }

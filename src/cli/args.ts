@@ -53,7 +53,15 @@ export function parseFlags(command: string, argv: string[], spec: FlagSpec): Par
   const options = Object.fromEntries(
     Object.entries(spec).map(([name, f]) => {
       const multiple = f.type === "string" ? f.multiple : undefined;
-      return [name, { type: f.type, ...(f.short !== undefined && { short: f.short }), ...(multiple !== undefined && { multiple }), ...(f.default !== undefined && { default: f.default }) }];
+      return [
+        name,
+        {
+          type: f.type,
+          ...(f.short !== undefined && { short: f.short }),
+          ...(multiple !== undefined && { multiple }),
+          ...(f.default !== undefined && { default: f.default }),
+        },
+      ];
     }),
   );
   try {
@@ -82,25 +90,32 @@ export function optionalNumber(command: string, flags: Parsed["flags"], name: st
   const v = flags[name];
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (typeof v !== "string" || v.trim() === "" || !Number.isFinite(n)) throw usageError(command, `--${name} must be a number, got '${v}'`);
+  if (typeof v !== "string" || v.trim() === "" || !Number.isFinite(n))
+    throw usageError(command, `--${name} must be a number, got '${v}'`);
   return n;
 }
 
 /** A whole-number flag of at least `min`, or undefined when absent. */
 export function optionalInt(command: string, flags: Parsed["flags"], name: string, min: number): number | undefined {
   const n = optionalNumber(command, flags, name);
-  if (n !== undefined && !(Number.isSafeInteger(n) && n >= min)) throw usageError(command, `--${name} must be a whole number >= ${min}, got ${n}`);
+  if (n !== undefined && !(Number.isSafeInteger(n) && n >= min))
+    throw usageError(command, `--${name} must be a whole number >= ${min}, got ${n}`);
   return n;
 }
 
 /** One line per flag: `--name VALUE  description (default: X)`, the descriptions aligned. */
 export function flagLines(spec: FlagSpec): string[] {
-  const heads = Object.entries(spec).map(([name, f]) => `${f.short ? `-${f.short}, ` : ""}--${name}${f.type === "string" ? ` ${f.value}` : ""}`);
+  const heads = Object.entries(spec).map(
+    ([name, f]) => `${f.short ? `-${f.short}, ` : ""}--${name}${f.type === "string" ? ` ${f.value}` : ""}`,
+  );
   const width = Math.max(...heads.map((h) => h.length));
   return Object.values(spec).map((f, i) => {
     // a switch's default is always off
     const shown = f.type === "string" ? (f.default ?? f.fallback) : undefined;
-    const notes = [f.type === "string" && f.multiple ? "repeatable" : "", shown !== undefined ? `default: ${shown}` : ""].filter(Boolean);
+    const notes = [
+      f.type === "string" && f.multiple ? "repeatable" : "",
+      shown !== undefined ? `default: ${shown}` : "",
+    ].filter(Boolean);
     return `  ${heads[i].padEnd(width)}  ${f.description}${notes.length ? ` (${notes.join("; ")})` : ""}`;
   });
 }

@@ -50,20 +50,37 @@ export function assistantLines(text: string, stopReason: string, color: boolean)
 
 /** A tool call (name and arguments, or what could not be parsed) and the text the model got back. */
 export function toolCallLines(call: ToolCallRecord, color: boolean): string[] {
-  const what = call.name === null ? `(unreadable call) ${call.raw.trim()}` : `${call.name} ${call.arguments === null ? call.raw.trim() : JSON.stringify(call.arguments)}`;
-  const result = block(LABELS.tool, call.text === "" ? "(empty response)" : call.text, call.ok ? ANSI.tool : ANSI.error, color);
+  const what =
+    call.name === null
+      ? `(unreadable call) ${call.raw.trim()}`
+      : `${call.name} ${call.arguments === null ? call.raw.trim() : JSON.stringify(call.arguments)}`;
+  const result = block(
+    LABELS.tool,
+    call.text === "" ? "(empty response)" : call.text,
+    call.ok ? ANSI.tool : ANSI.error,
+    color,
+  );
   return [...block(LABELS.call, what, ANSI.call, color), ...result];
 }
 
 /** The final answer of an episode, or why there is none. */
 export function answerLines(t: Trajectory, color: boolean): string[] {
-  if (t.endReason === "failed") return block(LABELS.error, `the episode failed: ${t.error ? `${t.error.stage}: ${t.error.name}: ${t.error.message}` : "unknown error"}`, ANSI.error, color);
+  if (t.endReason === "failed")
+    return block(
+      LABELS.error,
+      `the episode failed: ${t.error ? `${t.error.stage}: ${t.error.name}: ${t.error.message}` : "unknown error"}`,
+      ANSI.error,
+      color,
+    );
   const answer = t.steps[t.steps.length - 1]?.info.answer;
-  if (t.endReason === "done" && typeof answer === "string") return block(LABELS.answer, answer.trim() === "" ? "(empty answer)" : answer.trim(), ANSI.answer, color);
+  if (t.endReason === "done" && typeof answer === "string")
+    return block(LABELS.answer, answer.trim() === "" ? "(empty answer)" : answer.trim(), ANSI.answer, color);
   const why =
-    t.endReason === "done" ? "the model ended its turn without an <answer>...</answer>"
-    : t.endReason === "max_turns" ? `stopped after ${t.steps.length} turns (--max-turns)`
-    : "stopped at the context limit";
+    t.endReason === "done"
+      ? "the model ended its turn without an <answer>...</answer>"
+      : t.endReason === "max_turns"
+        ? `stopped after ${t.steps.length} turns (--max-turns)`
+        : "stopped at the context limit";
   return block(LABELS.answer, `(none: ${why})`, ANSI.answer, color);
 }
 

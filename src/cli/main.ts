@@ -23,7 +23,23 @@ import { serveCommand } from "./commands/serve.js";
 import { dashboardCommand } from "./commands/dashboard.js";
 import { chatCommand } from "./commands/chat.js";
 
-export const COMMANDS: Command[] = [demoCommand, mainJobCommand, trainCommand, evalCommand, pretrainCommand, tokenizerCommand, dataCommand, exportCommand, initModelCommand, generateCommand, scoreCommand, tokenizeCommand, serveCommand, dashboardCommand, chatCommand];
+export const COMMANDS: Command[] = [
+  demoCommand,
+  mainJobCommand,
+  trainCommand,
+  evalCommand,
+  pretrainCommand,
+  tokenizerCommand,
+  dataCommand,
+  exportCommand,
+  initModelCommand,
+  generateCommand,
+  scoreCommand,
+  tokenizeCommand,
+  serveCommand,
+  dashboardCommand,
+  chatCommand,
+];
 
 /** Exit codes: 0 done, 1 an error (bad input file, config, failed run), 2 a mistake in the command line. */
 export const EXIT = { ok: 0, error: 1, usage: 2 } as const;

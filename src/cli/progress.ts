@@ -27,17 +27,24 @@ export class Progress {
   update(done: number, figures: Record<string, number | string> = {}): void {
     const elapsed = (Date.now() - this.started) / 1000;
     const eta = done > 0 ? (elapsed / done) * (this.opts.total - done) : NaN;
-    const figs = Object.entries(figures).map(([k, v]) => `${k} ${typeof v === "number" ? fmt(v) : v}`).join("  ");
+    const figs = Object.entries(figures)
+      .map(([k, v]) => `${k} ${typeof v === "number" ? fmt(v) : v}`)
+      .join("  ");
     if (this.tty) {
       this.open = true;
-      const width = 24, filled = Math.round((width * done) / Math.max(1, this.opts.total));
+      const width = 24,
+        filled = Math.round((width * done) / Math.max(1, this.opts.total));
       const bar = "█".repeat(filled) + "░".repeat(width - filled);
-      this.stream.write(`\r\x1b[2K${this.opts.label} ${bar} ${done}/${this.opts.total}  ${clock(elapsed)} elapsed, ETA ${clock(eta)}  ${figs}`);
+      this.stream.write(
+        `\r\x1b[2K${this.opts.label} ${bar} ${done}/${this.opts.total}  ${clock(elapsed)} elapsed, ETA ${clock(eta)}  ${figs}`,
+      );
     } else {
       const now = Date.now();
       if (done < this.opts.total && now - this.lastLine < (this.opts.lineEveryMs ?? 5000)) return;
       this.lastLine = now;
-      this.stream.write(`${this.opts.label} ${done}/${this.opts.total}  elapsed ${clock(elapsed)}  eta ${clock(eta)}  ${figs}\n`);
+      this.stream.write(
+        `${this.opts.label} ${done}/${this.opts.total}  elapsed ${clock(elapsed)}  eta ${clock(eta)}  ${figs}\n`,
+      );
     }
   }
 
@@ -56,6 +63,8 @@ function fmt(x: number): string {
 export function clock(seconds: number): string {
   if (!Number.isFinite(seconds)) return "--:--";
   const s = Math.round(seconds);
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  const h = Math.floor(s / 3600),
+    m = Math.floor((s % 3600) / 60),
+    r = s % 60;
   return (h ? `${h}:${String(m).padStart(2, "0")}` : String(m)) + `:${String(r).padStart(2, "0")}`;
 }

@@ -15,7 +15,12 @@ function flagTable(spec: FlagSpec): string[] {
   const rows = Object.entries(spec).map(([name, f]) => {
     const value = f.type === "string" ? `\`${cell(f.value)}\`` : "";
     const def = f.type === "string" ? (f.default ?? f.fallback) : undefined;
-    const notes = [f.type === "string" && f.multiple ? "repeatable" : "", def !== undefined ? `default: ${cell(String(def))}` : ""].filter(Boolean).join("; ");
+    const notes = [
+      f.type === "string" && f.multiple ? "repeatable" : "",
+      def !== undefined ? `default: ${cell(String(def))}` : "",
+    ]
+      .filter(Boolean)
+      .join("; ");
     return `| \`--${name}\` | ${value} | ${cell(f.description)}${notes ? ` (${notes})` : ""} |`;
   });
   return rows.length ? ["| flag | value | meaning |", "|---|---|---|", ...rows] : ["(no flags)"];
@@ -35,7 +40,19 @@ export function referenceDoc(commands: readonly Command[]): string {
     "`agent-r1 --version` prints the version.",
     "",
   ];
-  for (const c of commands) out.push(`### \`agent-r1 ${c.name}\``, "", `${c.summary}.`, "", "```", c.usage, "```", "", ...flagTable(c.flags), "");
+  for (const c of commands)
+    out.push(
+      `### \`agent-r1 ${c.name}\``,
+      "",
+      `${c.summary}.`,
+      "",
+      "```",
+      c.usage,
+      "```",
+      "",
+      ...flagTable(c.flags),
+      "",
+    );
   out.push(
     "## Recipe keys",
     "",
@@ -51,7 +68,10 @@ export function referenceDoc(commands: readonly Command[]): string {
     "",
     "| preset | hidden | layers | heads | kv heads | ffn |",
     "|---|---:|---:|---:|---:|---:|",
-    ...Object.entries(PRESETS).map(([name, p]) => `| ${name} | ${p.hidden_size} | ${p.num_hidden_layers} | ${p.num_attention_heads} | ${p.num_key_value_heads} | ${p.intermediate_size} |`),
+    ...Object.entries(PRESETS).map(
+      ([name, p]) =>
+        `| ${name} | ${p.hidden_size} | ${p.num_hidden_layers} | ${p.num_attention_heads} | ${p.num_key_value_heads} | ${p.intermediate_size} |`,
+    ),
     "",
     "## Environment variables",
     "",

@@ -57,9 +57,16 @@ export function checkRunDir(runDir: string): void {
   if (!statSync(runDir).isDirectory()) throw new InputError(`dashboard: ${runDir} is not a directory`);
   const metrics = join(runDir, "metrics.jsonl");
   if (!existsSync(metrics)) {
-    throw new InputError(`dashboard: ${metrics} not found`, "not a run directory, or the run has not recorded its first iteration yet");
+    throw new InputError(
+      `dashboard: ${metrics} not found`,
+      "not a run directory, or the run has not recorded its first iteration yet",
+    );
   }
-  if (runFile(runDir, metrics) === undefined) throw new InputError(`dashboard: ${metrics} is not a regular file inside the run directory`, "the dashboard does not follow links out of the run");
+  if (runFile(runDir, metrics) === undefined)
+    throw new InputError(
+      `dashboard: ${metrics} is not a regular file inside the run directory`,
+      "the dashboard does not follow links out of the run",
+    );
 }
 
 /** Where Chart.js's UMD build is, resolved from this module (works from an installed package). */
@@ -82,7 +89,8 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
   checkRunDir(runDir);
   const host = opts.host ?? DEFAULT_HOST;
   const port = opts.port ?? DEFAULT_PORT;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InputError(`dashboard: port must be an integer from 0 to 65535, got ${port}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new InputError(`dashboard: port must be an integer from 0 to 65535, got ${port}`);
   const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
   const chartJs = readFileSync(chartJsPath());
   const tail = new JsonlTail(join(runDir, "metrics.jsonl"), { within: runDir });
@@ -93,14 +101,26 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
     "/index.html": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
     "/app.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", APP_JS),
     "/chart.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", chartJs, "public, max-age=3600"),
-    "/api/info": (_q, _u, res) => json(res, 200, { run: basename(absolute), runDir: absolute, config: readRunFile(runDir, join(runDir, "config.yaml")) ?? null }),
+    "/api/info": (_q, _u, res) =>
+      json(res, 200, {
+        run: basename(absolute),
+        runDir: absolute,
+        config: readRunFile(runDir, join(runDir, "config.yaml")) ?? null,
+      }),
     "/api/metrics": (_q, url, res) => {
       tail.refresh();
       const gen = url.searchParams.get("gen");
       const reset = gen !== null && Number(gen) !== tail.generation;
       const after = reset ? 0 : Math.max(0, Math.floor(Number(url.searchParams.get("after") ?? 0)) || 0);
       const records = tail.records;
-      json(res, 200, { generation: tail.generation, reset, after, total: records.length, skipped: tail.skipped, records: records.slice(after) });
+      json(res, 200, {
+        generation: tail.generation,
+        reset,
+        after,
+        total: records.length,
+        skipped: tail.skipped,
+        records: records.slice(after),
+      });
     },
     "/favicon.ico": (_q, _u, res) => {
       res.writeHead(204).end();
@@ -134,8 +154,15 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
 
   await new Promise<void>((ok, fail) => {
     const onError = (e: NodeJS.ErrnoException) => {
-      if (e.code === "EADDRINUSE") fail(new InputError(`dashboard: port ${port} on ${host} is already in use`, "pick another --port, or --port 0 for a free one"));
-      else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND") fail(new InputError(`dashboard: cannot listen on host ${host} (${e.code})`));
+      if (e.code === "EADDRINUSE")
+        fail(
+          new InputError(
+            `dashboard: port ${port} on ${host} is already in use`,
+            "pick another --port, or --port 0 for a free one",
+          ),
+        );
+      else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND")
+        fail(new InputError(`dashboard: cannot listen on host ${host} (${e.code})`));
       else fail(e);
     };
     server.once("error", onError);

@@ -8,7 +8,11 @@ import type { SearchDocument } from "./documents.js";
 import { parseJsonl, readTextFile } from "./jsonl.js";
 import { BadRow, type ReadOptions, type ReadResult } from "./read-result.js";
 
-const recordSchema = z.object({ _id: z.union([z.string().min(1), z.number()]), title: z.string().default(""), text: z.string() });
+const recordSchema = z.object({
+  _id: z.union([z.string().min(1), z.number()]),
+  title: z.string().default(""),
+  text: z.string(),
+});
 
 export function beirDocument(value: unknown): SearchDocument {
   const r = recordSchema.safeParse(value);

@@ -27,8 +27,12 @@ export const GSM8K_DATA_SOURCE = "openai/gsm8k";
 export function gsm8kFinalAnswer(solution: string): string {
   const at = solution.lastIndexOf("####");
   if (at < 0) throw new BadRow("answer: no '#### <number>' at its end");
-  const final = solution.slice(at + 4).trim().replace(/,/g, "");
-  if (!/^-?\d+(\.\d+)?$/.test(final)) throw new BadRow(`answer: '#### ${solution.slice(at + 4).trim()}' is not a number`);
+  const final = solution
+    .slice(at + 4)
+    .trim()
+    .replace(/,/g, "");
+  if (!/^-?\d+(\.\d+)?$/.test(final))
+    throw new BadRow(`answer: '#### ${solution.slice(at + 4).trim()}' is not a number`);
   return final;
 }
 
@@ -36,8 +40,15 @@ export function gsm8kRow(value: unknown, index: number, opts: Gsm8kOptions = {})
   const r = recordSchema.safeParse(value);
   if (!r.success) throw new BadRow(`${r.error.issues[0].path.join(".") || "record"}: ${r.error.issues[0].message}`);
   return makeRow({
-    dataSource: GSM8K_DATA_SOURCE, ability: "math", system: opts.systemPrompt ?? CALC_SYSTEM_PROMPT, question: r.data.question,
-    answer: gsm8kFinalAnswer(r.data.answer), split: opts.split ?? "train", index, tools: ["calculator"], extra: { solution: r.data.answer },
+    dataSource: GSM8K_DATA_SOURCE,
+    ability: "math",
+    system: opts.systemPrompt ?? CALC_SYSTEM_PROMPT,
+    question: r.data.question,
+    answer: gsm8kFinalAnswer(r.data.answer),
+    split: opts.split ?? "train",
+    index,
+    tools: ["calculator"],
+    extra: { solution: r.data.answer },
   });
 }
 

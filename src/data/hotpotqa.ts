@@ -45,25 +45,46 @@ export const HOTPOTQA_DATA_SOURCE = "hotpotqa/hotpot_qa";
 
 export function hotpotRow(r: HotpotRecord, index: number, opts: HotpotOptions = {}): TaskRow {
   return makeRow({
-    dataSource: HOTPOTQA_DATA_SOURCE, ability: "multihop_qa", system: opts.systemPrompt ?? SEARCH_SYSTEM_PROMPT, question: r.question, answer: r.answer,
-    split: opts.split ?? "train", index, tools: ["search"],
-    extra: { id: r._id, ...(r.type !== undefined ? { type: r.type } : {}), ...(r.level !== undefined ? { level: r.level } : {}), supporting_facts: r.supporting_facts },
+    dataSource: HOTPOTQA_DATA_SOURCE,
+    ability: "multihop_qa",
+    system: opts.systemPrompt ?? SEARCH_SYSTEM_PROMPT,
+    question: r.question,
+    answer: r.answer,
+    split: opts.split ?? "train",
+    index,
+    tools: ["search"],
+    extra: {
+      id: r._id,
+      ...(r.type !== undefined ? { type: r.type } : {}),
+      ...(r.level !== undefined ? { level: r.level } : {}),
+      supporting_facts: r.supporting_facts,
+    },
   });
 }
 
 /** Rows and documents from parsed HotpotQA JSON (`file` names the source in errors). */
 export function hotpotFromJson(value: unknown, file: string, opts: HotpotOptions = {}): HotpotData {
-  if (!Array.isArray(value)) throw new InputError(`${file}: expected a JSON array of HotpotQA records, got ${value === null ? "null" : typeof value}`);
+  if (!Array.isArray(value))
+    throw new InputError(
+      `${file}: expected a JSON array of HotpotQA records, got ${value === null ? "null" : typeof value}`,
+    );
   const docs = new Map<string, SearchDocument>();
-  const { rows, skipped } = collectRows(file, "record", value.map((v, i): [number, unknown] => [i + 1, v]), (raw, kept) => {
-    const parsed = recordSchema.safeParse(raw);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw new BadRow(`${issue.path.join(".") || "record"}: ${issue.message}`);
-    }
-    for (const [title, sentences] of parsed.data.context) if (!docs.has(title)) docs.set(title, { id: title, title, text: sentences.join("") });
-    return hotpotRow(parsed.data, kept, opts);
-  }, opts);
+  const { rows, skipped } = collectRows(
+    file,
+    "record",
+    value.map((v, i): [number, unknown] => [i + 1, v]),
+    (raw, kept) => {
+      const parsed = recordSchema.safeParse(raw);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0];
+        throw new BadRow(`${issue.path.join(".") || "record"}: ${issue.message}`);
+      }
+      for (const [title, sentences] of parsed.data.context)
+        if (!docs.has(title)) docs.set(title, { id: title, title, text: sentences.join("") });
+      return hotpotRow(parsed.data, kept, opts);
+    },
+    opts,
+  );
   return { rows, documents: [...docs.values()], skipped };
 }
 
@@ -73,7 +94,10 @@ export function loadHotpotQa(path: string, opts: HotpotOptions = {}): HotpotData
     value = JSON.parse(readTextFile(path));
   } catch (err) {
     if (err instanceof InputError) throw err;
-    throw new InputError(`${path}: invalid JSON: ${messageOf(err)}`, "HotpotQA files are one JSON array (hotpot_dev_distractor_v1.json)");
+    throw new InputError(
+      `${path}: invalid JSON: ${messageOf(err)}`,
+      "HotpotQA files are one JSON array (hotpot_dev_distractor_v1.json)",
+    );
   }
   return hotpotFromJson(value, path, opts);
 }

@@ -7,6 +7,14 @@ export { readTaskRowsJsonl, writeTaskRowsJsonl } from "./task-rows-jsonl.js";
 export { readTaskRowsParquet, writeTaskRowsParquet } from "./parquet.js";
 export { readTaskRowsFile, skippedRowsNote } from "./task-rows-file.js";
 export { layoutRows, unlayoutRow, JSON_FIELDS_KEY, type ParquetLayout } from "./parquet-layout.js";
-export { loadHotpotQa, hotpotFromJson, hotpotRow, HOTPOTQA_DATA_SOURCE, type HotpotOptions, type HotpotData, type HotpotRecord } from "./hotpotqa.js";
+export {
+  loadHotpotQa,
+  hotpotFromJson,
+  hotpotRow,
+  HOTPOTQA_DATA_SOURCE,
+  type HotpotOptions,
+  type HotpotData,
+  type HotpotRecord,
+} from "./hotpotqa.js";
 export { loadGsm8k, gsm8kRow, gsm8kFinalAnswer, GSM8K_DATA_SOURCE, type Gsm8kOptions } from "./gsm8k.js";
 export { loadBeirCorpus, beirDocument } from "./beir.js";

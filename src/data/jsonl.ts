@@ -18,16 +18,27 @@ function* lines(text: string): Generator<[number, string]> {
 }
 
 /** Parses JSONL text; `convert` turns each value into a row (throwing BadRow for a bad one). */
-export function parseJsonl<T>(text: string, file: string, convert: (value: unknown, kept: number) => T, opts: ReadOptions = {}): ReadResult<T> {
-  return collectRows(file, "line", lines(text), (line, kept) => {
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch (err) {
-      throw new BadRow(`invalid JSON: ${messageOf(err)}`);
-    }
-    return convert(value, kept);
-  }, opts);
+export function parseJsonl<T>(
+  text: string,
+  file: string,
+  convert: (value: unknown, kept: number) => T,
+  opts: ReadOptions = {},
+): ReadResult<T> {
+  return collectRows(
+    file,
+    "line",
+    lines(text),
+    (line, kept) => {
+      let value: unknown;
+      try {
+        value = JSON.parse(line);
+      } catch (err) {
+        throw new BadRow(`invalid JSON: ${messageOf(err)}`);
+      }
+      return convert(value, kept);
+    },
+    opts,
+  );
 }
 
 export function readJsonl(path: string, opts: ReadOptions = {}): ReadResult<unknown> {

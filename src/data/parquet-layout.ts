@@ -33,10 +33,24 @@ export const JSON_FIELDS_KEY = "agent_r1.json_fields";
 type Kind = "string" | "boolean" | "int" | "double" | "json";
 
 const leaf = (name: string, type: "BYTE_ARRAY" | "BOOLEAN" | "INT64" | "DOUBLE" = "BYTE_ARRAY"): SchemaElement => ({
-  name, type, repetition_type: "OPTIONAL", ...(type === "BYTE_ARRAY" ? { converted_type: "UTF8" as const } : {}),
+  name,
+  type,
+  repetition_type: "OPTIONAL",
+  ...(type === "BYTE_ARRAY" ? { converted_type: "UTF8" as const } : {}),
 });
-const group = (name: string, children: number, extra: Partial<SchemaElement> = {}): SchemaElement => ({ name, repetition_type: "OPTIONAL", num_children: children, ...extra });
-const LEAF_TYPE = { string: "BYTE_ARRAY", json: "BYTE_ARRAY", boolean: "BOOLEAN", int: "INT64", double: "DOUBLE" } as const;
+const group = (name: string, children: number, extra: Partial<SchemaElement> = {}): SchemaElement => ({
+  name,
+  repetition_type: "OPTIONAL",
+  num_children: children,
+  ...extra,
+});
+const LEAF_TYPE = {
+  string: "BYTE_ARRAY",
+  json: "BYTE_ARRAY",
+  boolean: "BOOLEAN",
+  int: "INT64",
+  double: "DOUBLE",
+} as const;
 
 function kindOf(values: unknown[]): Kind {
   if (values.every((v) => typeof v === "string")) return "string";
@@ -55,14 +69,21 @@ function encode(kind: Kind, v: unknown): unknown {
 function checkMessages(rows: readonly TaskRow[]): void {
   rows.forEach((r, i) =>
     r.prompt.forEach((m, j) => {
-      const extra = Object.keys(m).find((k) => k !== "role" && k !== "content" && (m as unknown as Record<string, unknown>)[k] !== undefined);
-      if (extra) throw new InputError(`row ${i + 1}: prompt[${j}] has '${extra}'; parquet rows hold prompt messages as { role, content }`, "write these rows as JSONL");
+      const extra = Object.keys(m).find(
+        (k) => k !== "role" && k !== "content" && (m as unknown as Record<string, unknown>)[k] !== undefined,
+      );
+      if (extra)
+        throw new InputError(
+          `row ${i + 1}: prompt[${j}] has '${extra}'; parquet rows hold prompt messages as { role, content }`,
+          "write these rows as JSONL",
+        );
     }),
   );
 }
 
 function checkExtraValue(i: number, key: string, v: unknown): void {
-  if (typeof v === "number" && !Number.isFinite(v)) throw new InputError(`row ${i + 1}: extra_info.${key} is ${v}, which JSON and parquet rows cannot hold`);
+  if (typeof v === "number" && !Number.isFinite(v))
+    throw new InputError(`row ${i + 1}: extra_info.${key} is ${v}, which JSON and parquet rows cannot hold`);
 }
 
 export interface ParquetLayout {
@@ -73,17 +94,26 @@ export interface ParquetLayout {
 
 export function layoutRows(rows: readonly TaskRow[]): ParquetLayout {
   checkMessages(rows);
-  const keys = [...new Set(rows.flatMap((r) => Object.keys(r.extra_info).filter((k) => r.extra_info[k] !== undefined)))];
+  const keys = [
+    ...new Set(rows.flatMap((r) => Object.keys(r.extra_info).filter((k) => r.extra_info[k] !== undefined))),
+  ];
   rows.forEach((r, i) => keys.forEach((k) => checkExtraValue(i, k, r.extra_info[k])));
   const kinds = keys.map((k) => kindOf(rows.map((r) => r.extra_info[k]).filter((v) => v !== undefined)));
   const schema: SchemaElement[] = [
     { name: "root", num_children: 7 },
     leaf("data_source"),
     leaf("agent_name"),
-    group("prompt", 1, { converted_type: "LIST" }), { name: "list", repetition_type: "REPEATED", num_children: 1 }, group("element", 2), leaf("role"), leaf("content"),
+    group("prompt", 1, { converted_type: "LIST" }),
+    { name: "list", repetition_type: "REPEATED", num_children: 1 },
+    group("element", 2),
+    leaf("role"),
+    leaf("content"),
     leaf("ability"),
-    group("reward_model", 2), leaf("style"), leaf("ground_truth"),
-    group("extra_info", keys.length), ...keys.map((k, i) => leaf(k, LEAF_TYPE[kinds[i]])),
+    group("reward_model", 2),
+    leaf("style"),
+    leaf("ground_truth"),
+    group("extra_info", keys.length),
+    ...keys.map((k, i) => leaf(k, LEAF_TYPE[kinds[i]])),
     leaf("env_kwargs"),
   ];
   const col = (name: string, f: (r: TaskRow) => unknown): ColumnSource => ({ name, data: rows.map(f) });
@@ -103,13 +133,15 @@ export function layoutRows(rows: readonly TaskRow[]): ParquetLayout {
 /** Plain JSON from what hyparquet returns: bigint -> number, null struct fields -> absent. */
 function plain(v: unknown, path: string): unknown {
   if (typeof v === "bigint") {
-    if (v > BigInt(Number.MAX_SAFE_INTEGER) || v < BigInt(Number.MIN_SAFE_INTEGER)) throw new BadRow(`${path}: integer ${v} does not fit a JavaScript number`);
+    if (v > BigInt(Number.MAX_SAFE_INTEGER) || v < BigInt(Number.MIN_SAFE_INTEGER))
+      throw new BadRow(`${path}: integer ${v} does not fit a JavaScript number`);
     return Number(v);
   }
   if (Array.isArray(v)) return v.map((x, i) => plain(x, `${path}[${i}]`));
   if (typeof v === "object" && v !== null && !(v instanceof Date) && !(v instanceof Uint8Array)) {
     const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v)) if (x !== null && x !== undefined) out[k] = plain(x, path ? `${path}.${k}` : k);
+    for (const [k, x] of Object.entries(v))
+      if (x !== null && x !== undefined) out[k] = plain(x, path ? `${path}.${k}` : k);
     return out;
   }
   return v;
@@ -120,7 +152,8 @@ export function unlayoutRow(raw: Record<string, unknown>, jsonFields: readonly s
   const row = plain(raw, "") as Record<string, unknown>;
   for (const field of jsonFields) {
     const dot = field.indexOf(".");
-    const top = field.slice(0, dot), key = field.slice(dot + 1);
+    const top = field.slice(0, dot),
+      key = field.slice(dot + 1);
     const holder = row[top] as Record<string, unknown> | undefined;
     if (holder === undefined || typeof holder[key] !== "string") continue;
     try {

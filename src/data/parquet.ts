@@ -14,7 +14,10 @@ export function writeTaskRowsParquet(path: string, rows: readonly TaskRow[]): vo
     try {
       checkTaskRow(r);
     } catch (err) {
-      throw new InputError(`${path}: row ${i + 1}: ${messageOf(err)}`, "only TaskRows (src/tasks/types.ts) are written");
+      throw new InputError(
+        `${path}: row ${i + 1}: ${messageOf(err)}`,
+        "only TaskRows (src/tasks/types.ts) are written",
+      );
     }
   });
   let buffer: ArrayBuffer;
@@ -40,7 +43,9 @@ export async function readTaskRowsParquet(path: string, opts: ReadOptions = {}):
     records = await parquetReadObjects({ file, metadata: meta });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new InputError(`${path}: ${code === "ENOENT" ? "file not found" : `cannot read as parquet: ${messageOf(err)}`}`);
+    throw new InputError(
+      `${path}: ${code === "ENOENT" ? "file not found" : `cannot read as parquet: ${messageOf(err)}`}`,
+    );
   }
   const items = records.map((r, i): [number, Record<string, unknown>] => [i + 1, r]);
   return collectRows(path, "row", items, (raw) => checkTaskRow(unlayoutRow(raw, jsonFields)), opts);

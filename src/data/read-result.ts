@@ -26,7 +26,13 @@ export function messageOf(err: unknown): string {
  * Converts raw items ([number, value] with the 1-based position) into rows.
  * The converter throws BadRow (or InputError) for a bad row; anything else is a bug and propagates.
  */
-export function collectRows<R, T>(file: string, unit: "line" | "row" | "record", items: Iterable<[number, R]>, convert: (raw: R, kept: number) => T, opts: ReadOptions = {}): ReadResult<T> {
+export function collectRows<R, T>(
+  file: string,
+  unit: "line" | "row" | "record",
+  items: Iterable<[number, R]>,
+  convert: (raw: R, kept: number) => T,
+  opts: ReadOptions = {},
+): ReadResult<T> {
   const rows: T[] = [];
   let skipped = 0;
   for (const [n, raw] of items) {
@@ -34,7 +40,11 @@ export function collectRows<R, T>(file: string, unit: "line" | "row" | "record",
       rows.push(convert(raw, rows.length));
     } catch (err) {
       if (!(err instanceof BadRow || err instanceof InputError)) throw err;
-      if (!opts.skipBadRows) throw new InputError(`${file}: ${unit} ${n}: ${err.message}`, "fix the row, or skip and count bad rows: --skip-bad-rows on the command line, skipBadRows in code");
+      if (!opts.skipBadRows)
+        throw new InputError(
+          `${file}: ${unit} ${n}: ${err.message}`,
+          "fix the row, or skip and count bad rows: --skip-bad-rows on the command line, skipBadRows in code",
+        );
       skipped++;
     }
   }

@@ -15,5 +15,7 @@ export async function readTaskRowsFile(path: string, opts: ReadOptions = {}): Pr
 
 /** "skipped 2 bad rows of data.jsonl" for logs (undefined when none were skipped). */
 export function skippedRowsNote(path: string, r: ReadResult<unknown>): string | undefined {
-  return r.skipped > 0 ? `skipped ${r.skipped} bad row${r.skipped === 1 ? "" : "s"} of ${path} (kept ${r.rows.length})` : undefined;
+  return r.skipped > 0
+    ? `skipped ${r.skipped} bad row${r.skipped === 1 ? "" : "s"} of ${path} (kept ${r.rows.length})`
+    : undefined;
 }

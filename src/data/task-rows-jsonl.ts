@@ -14,7 +14,10 @@ export function writeTaskRowsJsonl(path: string, rows: readonly TaskRow[]): void
     try {
       checkTaskRow(r);
     } catch (err) {
-      throw new InputError(`${path}: row ${i + 1}: ${(err as Error).message}`, "only TaskRows (src/tasks/types.ts) are written");
+      throw new InputError(
+        `${path}: row ${i + 1}: ${(err as Error).message}`,
+        "only TaskRows (src/tasks/types.ts) are written",
+      );
     }
   });
   writeJsonl(path, rows);

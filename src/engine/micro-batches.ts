@@ -4,7 +4,11 @@
  * it costs members x cost(longest). A sequence over budget goes alone. Long
  * multi-turn trajectories thus never blow the wasm heap (4 GiB, fatal when hit).
  */
-export function packMicroBatches(lengths: number[], budget: number, costPerSequence: (len: number) => number = (l) => l): number[][] {
+export function packMicroBatches(
+  lengths: number[],
+  budget: number,
+  costPerSequence: (len: number) => number = (l) => l,
+): number[][] {
   const batches: number[][] = [];
   let cur: number[] = [];
   let longest = 0;
@@ -56,7 +60,11 @@ export function toPlanner(p: number | MicroBatchPlanner): MicroBatchPlanner {
 }
 
 /** The engine's planner: the activation-memory budget, and optionally a cap on padded tokens. */
-export function memoryPlanner(shape: ActivationShape, maxBytes = DEFAULT_ACTIVATION_BUDGET, maxTokens = Infinity): MicroBatchPlanner {
+export function memoryPlanner(
+  shape: ActivationShape,
+  maxBytes = DEFAULT_ACTIVATION_BUDGET,
+  maxTokens = Infinity,
+): MicroBatchPlanner {
   return (lengths) =>
     packMicroBatches(lengths, 1, (len) => Math.max(activationBytes(shape, len) / maxBytes, len / maxTokens));
 }

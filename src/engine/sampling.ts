@@ -90,7 +90,10 @@ export function topAlternatives(logits: ArrayLike<number>, p: DrawParams, k: num
   if (!greedy && ((p.topK > 0 && p.topK < lp.length) || p.topP < 1)) {
     const kept = keptTokens(lp, p.topK, p.topP);
     const log = logMass(lp, kept);
-    return kept.slice(0, k).filter((i) => lp[i] > -Infinity).map((i) => ({ token: i, logprob: lp[i] - log }));
+    return kept
+      .slice(0, k)
+      .filter((i) => lp[i] > -Infinity)
+      .map((i) => ({ token: i, logprob: lp[i] - log }));
   }
   // Partial selection: keep the best k seen so far, sorted.
   const best: number[] = [];

@@ -100,7 +100,8 @@ export type KlForm = "k1" | "k2" | "k3";
  * - sum: Σ w·l (Tinker's convention)
  * The coefficients: src/rl/aggregation.ts.
  */
-export type LossAggregation = "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm" | "sum";
+export type LossAggregation =
+  "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm" | "sum";
 
 export interface LossSpec {
   type: LossType;
@@ -180,7 +181,10 @@ export interface Critic {
   /** Per sequence, the value at every position. */
   values(sequences: number[][]): Promise<number[][]>;
   /** ½·mean over weighted positions of max((V−R)², (clip(V, V_old ± clip) − R)²). */
-  forwardBackward(datums: ValueDatum[], opts?: { clip?: number }): Promise<{ values: number[][]; metrics: { loss: number; tokens: number; clipFraction: number } }>;
+  forwardBackward(
+    datums: ValueDatum[],
+    opts?: { clip?: number },
+  ): Promise<{ values: number[][]; metrics: { loss: number; tokens: number; clipFraction: number } }>;
   optimStep(params: AdamParams): Promise<OptimStepResult>;
   save(dir: string): Promise<void>;
   load(dir: string): Promise<void>;

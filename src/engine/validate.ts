@@ -19,6 +19,8 @@ export const MIN_SCORING_TEMPERATURE = 1e-30;
 
 export function assertScoringTemperature(t: number, what: string): void {
   if (!(t >= MIN_SCORING_TEMPERATURE && t < Infinity)) {
-    throw new InputError(`${what} must be a finite number >= ${MIN_SCORING_TEMPERATURE} (scoring divides float32 logits by it), got ${t}`);
+    throw new InputError(
+      `${what} must be a finite number >= ${MIN_SCORING_TEMPERATURE} (scoring divides float32 logits by it), got ${t}`,
+    );
   }
 }

@@ -7,8 +7,7 @@ type PreTokenizerCtor = new (config: object) => { pre_tokenize_text(text: string
 const { SequencePreTokenizer } = hfTokenizers as unknown as { SequencePreTokenizer: PreTokenizerCtor };
 
 /** Qwen/GPT-style split: contractions, letters (one leading non-letter allowed), single digits, punctuation, newlines, spaces. */
-export const PRETOKENIZE_REGEX =
-  String.raw`'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+export const PRETOKENIZE_REGEX = String.raw`'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
 
 export interface BpeTrainOptions {
   /** Total ids: 256 bytes + merges + special + added tokens. */
@@ -34,10 +33,7 @@ export const WORD_SPLIT_REGEX = String.raw`\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+`;
 function preTokenizerConfig(pattern = PRETOKENIZE_REGEX) {
   return {
     type: "Sequence",
-    pretokenizers: [
-      { type: "Split", pattern: { Regex: pattern }, behavior: "Isolated", invert: false },
-      byteLevel,
-    ],
+    pretokenizers: [{ type: "Split", pattern: { Regex: pattern }, behavior: "Isolated", invert: false }, byteLevel],
   };
 }
 
@@ -117,7 +113,11 @@ function countWords(corpus: Iterable<string>, addedAll: string[], pattern: strin
 }
 
 /** 2-3. From the 256-byte alphabet, merge the most frequent pair until `maxSymbols` symbols exist. */
-function learnMerges(wordCounts: Map<string, number>, maxSymbols: number, minFrequency: number): { symbols: string[]; merges: string[] } {
+function learnMerges(
+  wordCounts: Map<string, number>,
+  maxSymbols: number,
+  minFrequency: number,
+): { symbols: string[]; merges: string[] } {
   // 2. Symbols start as the 256-byte alphabet.
   const symbols: string[] = [...BYTE_ALPHABET];
   const symbolId = new Map(symbols.map((s, i) => [s, i]));
@@ -148,7 +148,8 @@ function learnMerges(wordCounts: Map<string, number>, maxSymbols: number, minFre
 
   const before = (x: [number, number], y: [number, number]): boolean => {
     if (x[0] !== y[0]) return x[0] > y[0];
-    const xl = symbols[Math.floor(x[1] / SHIFT)], yl = symbols[Math.floor(y[1] / SHIFT)];
+    const xl = symbols[Math.floor(x[1] / SHIFT)],
+      yl = symbols[Math.floor(y[1] / SHIFT)];
     if (xl !== yl) return xl < yl;
     return symbols[x[1] % SHIFT] < symbols[y[1] % SHIFT];
   };
@@ -165,7 +166,8 @@ function learnMerges(wordCounts: Map<string, number>, maxSymbols: number, minFre
     const [c, key] = top;
     if (pairCount.get(key) !== c) continue; // stale entry
     if (c < minFrequency || c <= 0) break;
-    const a = Math.floor(key / SHIFT), b = key % SHIFT;
+    const a = Math.floor(key / SHIFT),
+      b = key % SHIFT;
     const merged = symbols[a] + symbols[b];
     let id = symbolId.get(merged);
     if (id === undefined) {
@@ -205,7 +207,13 @@ function learnMerges(wordCounts: Map<string, number>, maxSymbols: number, minFre
 }
 
 /** 4. tokenizer.json; added tokens get the ids after the learned vocab. */
-function tokenizerJson(symbols: string[], merges: string[], special: string[], added: string[], pattern: string): object {
+function tokenizerJson(
+  symbols: string[],
+  merges: string[],
+  special: string[],
+  added: string[],
+  pattern: string,
+): object {
   const vocab: Record<string, number> = {};
   symbols.forEach((s, i) => (vocab[s] = i));
   const addedTokens = [...special, ...added].map((content, i) => ({

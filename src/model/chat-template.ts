@@ -1,7 +1,13 @@
 /** Chat-template rendering (Jinja, as in tokenizer_config.json, bounded by ./template-limits.ts) plus our default ChatML-with-tools template. */
 import { Template } from "@huggingface/jinja";
 import { ModelFormatError } from "../util/errors.js";
-import { DEFAULT_TEMPLATE_LIMITS, renderBounded, TemplateLimitError, type TemplateLimits, type TemplateProgram } from "./template-limits.js";
+import {
+  DEFAULT_TEMPLATE_LIMITS,
+  renderBounded,
+  TemplateLimitError,
+  type TemplateLimits,
+  type TemplateProgram,
+} from "./template-limits.js";
 
 export type ChatRole = "system" | "user" | "assistant" | "tool" | "ipython";
 
@@ -158,7 +164,12 @@ export function renderChatTemplate(template: string, opts: RenderChatOptions): s
     return renderBounded(tpl, ctx, limits);
   } catch (err) {
     if (err instanceof TemplateLimitError) {
-      throw new ModelFormatError(FILE, FIELD, `chat template stopped: ${err.message}`, "no real chat template comes near this; use a trusted template");
+      throw new ModelFormatError(
+        FILE,
+        FIELD,
+        `chat template stopped: ${err.message}`,
+        "no real chat template comes near this; use a trusted template",
+      );
     }
     throw new ModelFormatError(FILE, FIELD, `chat template failed to render: ${(err as Error).message}`);
   }

@@ -3,7 +3,11 @@ import { renderChatTemplate, type ChatMessage, type ToolSchema } from "./chat-te
 import type { Tokenizer } from "./tokenizer.js";
 import { ModelFormatError } from "../util/errors.js";
 
-export function renderChat(tokenizer: Tokenizer, messages: ChatMessage[], opts: { tools?: ToolSchema[]; addGenerationPrompt?: boolean } = {}): string {
+export function renderChat(
+  tokenizer: Tokenizer,
+  messages: ChatMessage[],
+  opts: { tools?: ToolSchema[]; addGenerationPrompt?: boolean } = {},
+): string {
   const template = tokenizer.chatTemplate;
   if (!template) throw new ModelFormatError("tokenizer_config.json", "chat_template", "the model has no chat template");
   return renderChatTemplate(template, {
@@ -15,6 +19,10 @@ export function renderChat(tokenizer: Tokenizer, messages: ChatMessage[], opts: 
   });
 }
 
-export function encodeChat(tokenizer: Tokenizer, messages: ChatMessage[], opts: { tools?: ToolSchema[]; addGenerationPrompt?: boolean } = {}): number[] {
+export function encodeChat(
+  tokenizer: Tokenizer,
+  messages: ChatMessage[],
+  opts: { tools?: ToolSchema[]; addGenerationPrompt?: boolean } = {},
+): number[] {
   return tokenizer.encode(renderChat(tokenizer, messages, opts));
 }

@@ -40,7 +40,10 @@ const hfConfigSchema = z
     attention_bias: z.boolean().optional(),
     hidden_act: z.string().default("silu"),
     bos_token_id: z.number().int().nullable().optional(),
-    eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullable().optional(),
+    eos_token_id: z
+      .union([z.number().int(), z.array(z.number().int())])
+      .nullable()
+      .optional(),
     torch_dtype: z.string().optional(),
   })
   .passthrough();
@@ -87,10 +90,15 @@ type Bound = { max: number; real: string };
 
 function checkSizeBounds(c: z.infer<typeof hfConfigSchema>, file: string): void {
   const check = (field: string, value: number | null | undefined, { max, real }: Bound) => {
-    if (value != null && value > max) throw new ModelFormatError(file, field, `${value} is out of range: at most ${max} is accepted (${real})`);
+    if (value != null && value > max)
+      throw new ModelFormatError(file, field, `${value} is out of range: at most ${max} is accepted (${real})`);
   };
   for (const k of Object.keys(SIZE_BOUNDS) as (keyof typeof SIZE_BOUNDS)[]) check(k, c[k], SIZE_BOUNDS[k]);
-  check("rope_scaling.original_max_position_embeddings", c.rope_scaling?.original_max_position_embeddings, SIZE_BOUNDS.max_position_embeddings);
+  check(
+    "rope_scaling.original_max_position_embeddings",
+    c.rope_scaling?.original_max_position_embeddings,
+    SIZE_BOUNDS.max_position_embeddings,
+  );
 }
 
 export function parseModelConfig(json: unknown, file = "config.json"): ModelConfig {
@@ -102,12 +110,21 @@ export function parseModelConfig(json: unknown, file = "config.json"): ModelConf
   const c = res.data;
   checkSizeBounds(c, file);
   if (!(SUPPORTED_MODEL_TYPES as readonly string[]).includes(c.model_type)) {
-    throw new ModelFormatError(file, "model_type", `unsupported model_type '${c.model_type}'; supported: ${SUPPORTED_MODEL_TYPES.join(", ")}`);
+    throw new ModelFormatError(
+      file,
+      "model_type",
+      `unsupported model_type '${c.model_type}'; supported: ${SUPPORTED_MODEL_TYPES.join(", ")}`,
+    );
   }
-  if (c.hidden_act !== "silu") throw new ModelFormatError(file, "hidden_act", `unsupported activation '${c.hidden_act}'; supported: silu`);
+  if (c.hidden_act !== "silu")
+    throw new ModelFormatError(file, "hidden_act", `unsupported activation '${c.hidden_act}'; supported: silu`);
   const numKvHeads = c.num_key_value_heads ?? c.num_attention_heads;
   if (c.num_attention_heads % numKvHeads !== 0) {
-    throw new ModelFormatError(file, "num_key_value_heads", `${numKvHeads} does not divide num_attention_heads ${c.num_attention_heads}`);
+    throw new ModelFormatError(
+      file,
+      "num_key_value_heads",
+      `${numKvHeads} does not divide num_attention_heads ${c.num_attention_heads}`,
+    );
   }
   const headDim = c.head_dim ?? c.hidden_size / c.num_attention_heads;
   if (!Number.isInteger(headDim) || headDim % 2 !== 0) {
@@ -137,7 +154,8 @@ function parseRopeScaling(s: z.infer<typeof ropeScaling>, file: string): ModelCo
   if (!s) return undefined;
   const kind = s.rope_type ?? s.type;
   if (kind === "default" || kind === undefined) return undefined;
-  if (kind !== "llama3") throw new ModelFormatError(file, "rope_scaling.rope_type", `unsupported rope scaling '${kind}'; supported: llama3`);
+  if (kind !== "llama3")
+    throw new ModelFormatError(file, "rope_scaling.rope_type", `unsupported rope scaling '${kind}'; supported: llama3`);
   return {
     factor: s.factor ?? 8,
     lowFreqFactor: s.low_freq_factor ?? 1,
@@ -147,14 +165,36 @@ function parseRopeScaling(s: z.infer<typeof ropeScaling>, file: string): ModelCo
 }
 
 export const PRESETS = {
-  tiny: { hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 192 },
-  small: { hidden_size: 256, num_hidden_layers: 4, num_attention_heads: 8, num_key_value_heads: 2, intermediate_size: 768 },
-  medium: { hidden_size: 512, num_hidden_layers: 8, num_attention_heads: 8, num_key_value_heads: 2, intermediate_size: 1536 },
+  tiny: {
+    hidden_size: 64,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    intermediate_size: 192,
+  },
+  small: {
+    hidden_size: 256,
+    num_hidden_layers: 4,
+    num_attention_heads: 8,
+    num_key_value_heads: 2,
+    intermediate_size: 768,
+  },
+  medium: {
+    hidden_size: 512,
+    num_hidden_layers: 8,
+    num_attention_heads: 8,
+    num_key_value_heads: 2,
+    intermediate_size: 1536,
+  },
 } as const;
 export type PresetName = keyof typeof PRESETS;
 
 /** A Qwen2-style config.json object for a preset and a vocabulary size. */
-export function presetConfigJson(preset: PresetName, vocabSize: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
+export function presetConfigJson(
+  preset: PresetName,
+  vocabSize: number,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     architectures: ["Qwen2ForCausalLM"],
     model_type: "qwen2",
@@ -172,7 +212,9 @@ export function presetConfigJson(preset: PresetName, vocabSize: number, extra: R
 
 /** Parameter count of the decoder (embeddings included once when tied). */
 export function parameterCount(c: ModelConfig): number {
-  const h = c.hiddenSize, q = c.numHeads * c.headDim, kv = c.numKvHeads * c.headDim;
+  const h = c.hiddenSize,
+    q = c.numHeads * c.headDim,
+    kv = c.numKvHeads * c.headDim;
   const attn = h * q + 2 * h * kv + q * h + (c.qkvBias ? q + 2 * kv : 0);
   const mlp = 3 * h * c.intermediateSize;
   const layer = attn + mlp + 2 * h;

@@ -20,9 +20,11 @@ export interface InitModelOptions {
 }
 
 export async function initModel(o: InitModelOptions): Promise<{ dir: string; parameters: number }> {
-  if (!(o.preset in PRESETS)) throw new InputError(`unknown preset '${o.preset}'; choose one of: ${Object.keys(PRESETS).join(", ")}`);
+  if (!(o.preset in PRESETS))
+    throw new InputError(`unknown preset '${o.preset}'; choose one of: ${Object.keys(PRESETS).join(", ")}`);
   const tokDir = o.tokenizer ?? defaultTokenizerDir();
-  if (!existsSync(join(tokDir, "tokenizer.json"))) throw new ModelFormatError(join(tokDir, "tokenizer.json"), undefined, "file not found");
+  if (!existsSync(join(tokDir, "tokenizer.json")))
+    throw new ModelFormatError(join(tokDir, "tokenizer.json"), undefined, "file not found");
   const tokenizer = Tokenizer.fromDir(tokDir);
   // Round the embedding table up to a multiple of 64, as released checkpoints do.
   const vocab = Math.ceil(tokenizer.vocabSize / 64) * 64;

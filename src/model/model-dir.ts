@@ -19,7 +19,13 @@ import { writeDirectory } from "../util/atomic-write.js";
  * releases keep the chat template in chat_template.jinja instead of
  * tokenizer_config.json, and Tokenizer.fromDir reads it, so it travels too.
  */
-export const TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json", "generation_config.json"];
+export const TOKENIZER_FILES = [
+  "tokenizer.json",
+  "tokenizer_config.json",
+  "chat_template.jinja",
+  "special_tokens_map.json",
+  "generation_config.json",
+];
 
 export function readJsonFile(path: string): unknown {
   const text = readTextInput(path, (words) => new ModelFormatError(path, undefined, words));
@@ -32,7 +38,13 @@ export function readJsonFile(path: string): unknown {
 
 export function readModelConfig(dir: string): ModelConfig {
   if (!existsSync(dir)) throw new ModelFormatError(dir, undefined, "model directory not found");
-  if (!statSync(dir).isDirectory()) throw new ModelFormatError(dir, undefined, "is a file, not a model directory", "give the directory that holds config.json");
+  if (!statSync(dir).isDirectory())
+    throw new ModelFormatError(
+      dir,
+      undefined,
+      "is a file, not a model directory",
+      "give the directory that holds config.json",
+    );
   const file = join(dir, "config.json");
   return parseModelConfig(readJsonFile(file), file);
 }
@@ -50,10 +62,15 @@ export interface LoadedModelDir {
 export function loadModelDir(dir: string): LoadedModelDir {
   const config = readModelConfig(dir);
   checkModelFits(config, join(dir, "config.json"));
-  if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
+  if (!existsSync(join(dir, "tokenizer.json")))
+    throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
   const tokenizer = Tokenizer.fromDir(dir);
   if (tokenizer.vocabSize > config.vocabSize) {
-    throw new ModelFormatError(join(dir, "config.json"), "vocab_size", `${config.vocabSize} is smaller than the tokenizer's ${tokenizer.vocabSize} tokens`);
+    throw new ModelFormatError(
+      join(dir, "config.json"),
+      "vocab_size",
+      `${config.vocabSize} is smaller than the tokenizer's ${tokenizer.vocabSize} tokens`,
+    );
   }
   checkWeightFiles(dir, config);
   const weights = loadModelWeights(dir);

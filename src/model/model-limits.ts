@@ -19,7 +19,8 @@ export function checkModelFits(c: ModelConfig, file = "config.json", maxBytes = 
   if (params * 4 <= maxBytes) return;
   const [field, cause] = largestPart(c, params);
   throw new ModelFormatError(
-    file, field,
+    file,
+    field,
     `${cause} make ${count(params)} parameters (${bytes(params * 4)} in float32); this engine holds at most ${bytes(maxBytes, true)} of weights per replica`,
     HINT,
   );
@@ -27,12 +28,16 @@ export function checkModelFits(c: ModelConfig, file = "config.json", maxBytes = 
 
 /** The field to blame: the vocabulary when the embeddings dominate, else whatever is out of proportion in the layers. */
 function largestPart(c: ModelConfig, params: number): [string, string] {
-  const h = c.hiddenSize, embeddings = c.vocabSize * h * (c.tieWordEmbeddings ? 1 : 2);
+  const h = c.hiddenSize,
+    embeddings = c.vocabSize * h * (c.tieWordEmbeddings ? 1 : 2);
   const shape = `${c.numLayers} layers of hidden_size ${h}, intermediate_size ${c.intermediateSize}`;
   if (embeddings >= params - embeddings) return ["vocab_size", `${c.vocabSize} tokens of hidden_size ${h}`];
   if (c.intermediateSize > 8 * h) return ["intermediate_size", shape];
   if (c.numHeads * c.headDim > 4 * h) {
-    return [c.raw.head_dim != null ? "head_dim" : "num_attention_heads", `${c.numHeads} heads of head_dim ${c.headDim} in ${c.numLayers} layers`];
+    return [
+      c.raw.head_dim != null ? "head_dim" : "num_attention_heads",
+      `${c.numHeads} heads of head_dim ${c.headDim} in ${c.numLayers} layers`,
+    ];
   }
   // Real models have about h/128 to h/32 layers.
   return [c.numLayers * 16 > h ? "num_hidden_layers" : "hidden_size", shape];
@@ -49,7 +54,12 @@ export function checkWeightFiles(dir: string, c: ModelConfig): void {
   const total = files.reduce((s, f) => s + statSync(join(dir, f)).size, 0);
   if (total > allowed) {
     const label = files.length === 1 ? join(dir, files[0]) : join(dir, INDEX_FILE);
-    throw new ModelFormatError(label, undefined, `${bytes(total)} of weights on disk, but config.json describes at most ${bytes(allowed)}`, "the weights and config.json belong to different models");
+    throw new ModelFormatError(
+      label,
+      undefined,
+      `${bytes(total)} of weights on disk, but config.json describes at most ${bytes(allowed)}`,
+      "the weights and config.json belong to different models",
+    );
   }
 }
 
@@ -57,7 +67,9 @@ export function checkWeightFiles(dir: string, c: ModelConfig): void {
 function weightFiles(dir: string): string[] {
   if (existsSync(join(dir, SINGLE_FILE))) return [SINGLE_FILE];
   try {
-    const map = (JSON.parse(readFileSync(join(dir, INDEX_FILE), "utf8")) as { weight_map?: Record<string, unknown> }).weight_map ?? {};
+    const map =
+      (JSON.parse(readFileSync(join(dir, INDEX_FILE), "utf8")) as { weight_map?: Record<string, unknown> })
+        .weight_map ?? {};
     const shards = new Set(Object.values(map).filter((f): f is string => typeof f === "string" && !/[/\\]/.test(f)));
     return [...shards].filter((f) => existsSync(join(dir, f)));
   } catch {
@@ -68,7 +80,9 @@ function weightFiles(dir: string): string[] {
 const count = (n: number) => (n < 1e6 ? String(n) : n.toExponential(1).replace("e+", "e"));
 
 function bytes(n: number, binary = false): string {
-  const [base, units] = binary ? [1024, ["B", "KiB", "MiB", "GiB", "TiB"]] : [1000, ["B", "kB", "MB", "GB", "TB", "PB", "EB"]];
+  const [base, units] = binary
+    ? [1024, ["B", "KiB", "MiB", "GiB", "TiB"]]
+    : [1000, ["B", "kB", "MB", "GB", "TB", "PB", "EB"]];
   let i = 0;
   for (; n >= base && i < units.length - 1; i++) n /= base;
   return `${Number(n.toPrecision(3))} ${units[i]}`;

@@ -8,9 +8,15 @@ import { ModelFormatError } from "../util/errors.js";
 import { readInput, readTextInput } from "../util/read-file.js";
 
 export type DType = "F32" | "F16" | "BF16";
-export interface HostTensor { shape: number[]; data: Float32Array }
+export interface HostTensor {
+  shape: number[];
+  data: Float32Array;
+}
 export type LoadedTensor = HostTensor & { dtype: DType };
-export interface SafetensorsFile { tensors: Map<string, LoadedTensor>; metadata: Record<string, string> }
+export interface SafetensorsFile {
+  tensors: Map<string, LoadedTensor>;
+  metadata: Record<string, string>;
+}
 export type TensorSet = Record<string, HostTensor> | Map<string, HostTensor>;
 
 export const SINGLE_FILE = "model.safetensors";
@@ -36,15 +42,20 @@ function f16ToF32Table(): Float32Array {
   if (f16Table) return f16Table;
   f16Table = new Float32Array(65536);
   for (let h = 0; h < 65536; h++) {
-    const sign = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    f16Table[h] = e === 0 ? sign * m * 2 ** -24 : e === 31 ? (m ? NaN : sign * Infinity) : sign * (1024 + m) * 2 ** (e - 25);
+    const sign = h & 0x8000 ? -1 : 1,
+      e = (h >> 10) & 0x1f,
+      m = h & 0x3ff;
+    f16Table[h] =
+      e === 0 ? sign * m * 2 ** -24 : e === 31 ? (m ? NaN : sign * Infinity) : sign * (1024 + m) * 2 ** (e - 25);
   }
   return f16Table;
 }
 
 /** float32 bits -> float16 bits, round-to-nearest-even, subnormals, inf and NaN. */
 export function f32BitsToF16(b: number): number {
-  const sign = (b >>> 16) & 0x8000, exp = (b >>> 23) & 0xff, mant = b & 0x7fffff;
+  const sign = (b >>> 16) & 0x8000,
+    exp = (b >>> 23) & 0xff,
+    mant = b & 0x7fffff;
   if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 | (mant >>> 13) : 0);
   const e = exp - 112; // rebias 127 -> 15
   if (e >= 31) return sign | 0x7c00;
@@ -52,7 +63,8 @@ export function f32BitsToF16(b: number): number {
     // subnormal: value = full * 2^(exp-150) = q * 2^-24
     const shift = 14 - e;
     if (shift > 24) return sign;
-    const full = mant | 0x800000, half = 2 ** (shift - 1);
+    const full = mant | 0x800000,
+      half = 2 ** (shift - 1);
     let q = Math.floor(full / 2 ** shift);
     const rem = full - q * 2 ** shift;
     if (rem > half || (rem === half && q & 1)) q++;
@@ -73,7 +85,8 @@ export function f32BitsToBF16(b: number): number {
 function decodeTensor(raw: Uint8Array, dtype: DType, n: number): Float32Array {
   swapIfBE(raw, DTYPE_BYTES[dtype]);
   if (dtype === "F32") return new Float32Array(raw.buffer, 0, n);
-  const u16 = new Uint16Array(raw.buffer, 0, n), out = new Float32Array(n);
+  const u16 = new Uint16Array(raw.buffer, 0, n),
+    out = new Float32Array(n);
   if (dtype === "BF16") {
     const o32 = new Uint32Array(out.buffer);
     for (let i = 0; i < n; i++) o32[i] = u16[i] << 16;
@@ -98,11 +111,16 @@ function encodeInto(out: Uint8Array, data: Float32Array, dtype: DType): void {
 }
 
 export function parseSafetensors(bytes: Uint8Array, fileLabel: string): SafetensorsFile {
-  const fail = (field: string | undefined, msg: string): never => { throw new ModelFormatError(fileLabel, field, msg); };
+  const fail = (field: string | undefined, msg: string): never => {
+    throw new ModelFormatError(fileLabel, field, msg);
+  };
   if (bytes.length < 8) fail(undefined, `truncated: ${bytes.length} bytes, need at least 8 for the header length`);
   const n = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
-  if (n > BigInt(bytes.length - 8)) fail(undefined, `truncated: header length says ${n} bytes but only ${bytes.length - 8} follow`);
-  const headerLen = Number(n), dataStart = 8 + headerLen, dataLen = bytes.length - dataStart;
+  if (n > BigInt(bytes.length - 8))
+    fail(undefined, `truncated: header length says ${n} bytes but only ${bytes.length - 8} follow`);
+  const headerLen = Number(n),
+    dataStart = 8 + headerLen,
+    dataLen = bytes.length - dataStart;
   let header: unknown;
   try {
     header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, dataStart)));
@@ -121,12 +139,17 @@ export function parseSafetensors(bytes: Uint8Array, fileLabel: string): Safetens
     if (!isObj(entry)) return fail(name, "tensor entry must be an object");
     const { dtype, shape, data_offsets: off } = entry;
     if (!isDType(dtype)) return fail(name, `unsupported dtype ${JSON.stringify(dtype)} (supported: F32, F16, BF16)`);
-    if (!Array.isArray(shape) || !shape.every(isCount)) return fail(name, "shape must be an array of non-negative integers");
-    if (!Array.isArray(off) || off.length !== 2 || !off.every(isCount)) return fail(name, "data_offsets must be [begin, end]");
+    if (!Array.isArray(shape) || !shape.every(isCount))
+      return fail(name, "shape must be an array of non-negative integers");
+    if (!Array.isArray(off) || off.length !== 2 || !off.every(isCount))
+      return fail(name, "data_offsets must be [begin, end]");
     const [begin, end] = off as [number, number];
-    if (begin > end || end > dataLen) fail(name, `data_offsets [${begin}, ${end}] lie outside the ${dataLen}-byte data section`);
-    const count = numel(shape), need = count * DTYPE_BYTES[dtype];
-    if (end - begin !== need) fail(name, `data is ${end - begin} bytes but ${dtype} x [${shape.join(", ")}] needs ${need}`);
+    if (begin > end || end > dataLen)
+      fail(name, `data_offsets [${begin}, ${end}] lie outside the ${dataLen}-byte data section`);
+    const count = numel(shape),
+      need = count * DTYPE_BYTES[dtype];
+    if (end - begin !== need)
+      fail(name, `data is ${end - begin} bytes but ${dtype} x [${shape.join(", ")}] needs ${need}`);
     // Copy: offsets need not be aligned for a typed-array view.
     const raw = new Uint8Array(end - begin);
     raw.set(bytes.subarray(dataStart + begin, dataStart + end));
@@ -138,7 +161,8 @@ export function parseSafetensors(bytes: Uint8Array, fileLabel: string): Safetens
 const entriesOf = (t: TensorSet): [string, HostTensor][] => (t instanceof Map ? [...t.entries()] : Object.entries(t));
 
 export function serializeSafetensors(
-  tensors: TensorSet, opts: { dtype?: DType; metadata?: Record<string, string> } = {},
+  tensors: TensorSet,
+  opts: { dtype?: DType; metadata?: Record<string, string> } = {},
 ): Uint8Array {
   const dtype = opts.dtype ?? "F32";
   if (!isDType(dtype)) throw new ModelFormatError("safetensors", "dtype", `unsupported dtype ${dtype}`);
@@ -150,7 +174,11 @@ export function serializeSafetensors(
   for (const [name, t] of list) {
     if (name === "__metadata__") throw new ModelFormatError("safetensors", name, "reserved name cannot be a tensor");
     if (!t.shape.every(isCount) || numel(t.shape) !== t.data.length) {
-      throw new ModelFormatError("safetensors", name, `shape [${t.shape.join(", ")}] does not match ${t.data.length} values`);
+      throw new ModelFormatError(
+        "safetensors",
+        name,
+        `shape [${t.shape.join(", ")}] does not match ${t.data.length} values`,
+      );
     }
     header.push([name, { dtype, shape: [...t.shape], data_offsets: [offset, offset + t.data.length * size] }]);
     offset += t.data.length * size;
@@ -170,7 +198,10 @@ export function serializeSafetensors(
 }
 
 export function readSafetensorsFile(path: string): SafetensorsFile {
-  return parseSafetensors(readInput(path, (words) => new ModelFormatError(path, undefined, words)), path);
+  return parseSafetensors(
+    readInput(path, (words) => new ModelFormatError(path, undefined, words)),
+    path,
+  );
 }
 
 function writeAtomic(path: string, bytes: Uint8Array | string): void {
@@ -179,17 +210,25 @@ function writeAtomic(path: string, bytes: Uint8Array | string): void {
 }
 
 export function writeSafetensorsFile(
-  path: string, tensors: TensorSet, opts?: { dtype?: DType; metadata?: Record<string, string> },
+  path: string,
+  tensors: TensorSet,
+  opts?: { dtype?: DType; metadata?: Record<string, string> },
 ): void {
   writeAtomic(path, serializeSafetensors(tensors, opts));
 }
 
 /** Reads model.safetensors, or model.safetensors.index.json + its shards ({"metadata":{...},"weight_map":{name: shardFile}}). */
 export function loadModelWeights(dir: string): Map<string, LoadedTensor> {
-  const single = join(dir, SINGLE_FILE), indexPath = join(dir, INDEX_FILE);
+  const single = join(dir, SINGLE_FILE),
+    indexPath = join(dir, INDEX_FILE);
   if (existsSync(single)) return readSafetensorsFile(single).tensors;
   if (!existsSync(indexPath)) {
-    throw new ModelFormatError(dir, undefined, `no ${SINGLE_FILE} or ${INDEX_FILE} found`, "is this a Hugging Face model directory?");
+    throw new ModelFormatError(
+      dir,
+      undefined,
+      `no ${SINGLE_FILE} or ${INDEX_FILE} found`,
+      "is this a Hugging Face model directory?",
+    );
   }
   const text = readTextInput(indexPath, (words) => new ModelFormatError(indexPath, undefined, words));
   let index: unknown;
@@ -211,7 +250,8 @@ export function loadModelWeights(dir: string): Map<string, LoadedTensor> {
   }
   const out = new Map<string, LoadedTensor>();
   for (const [shard, names] of byShard) {
-    const path = join(dir, shard), { tensors } = readSafetensorsFile(path);
+    const path = join(dir, shard),
+      { tensors } = readSafetensorsFile(path);
     for (const name of names) {
       const t = tensors.get(name);
       if (!t) throw new ModelFormatError(path, name, `tensor listed in ${INDEX_FILE} is not in this shard`);
@@ -225,9 +265,12 @@ const SHARD_RE = /^model-\d{5}-of-\d{5}\.safetensors$/;
 
 /** Writes model.safetensors, or when the total exceeds maxShardBytes, shards named model-00001-of-0000N.safetensors plus model.safetensors.index.json (metadata.total_size = total data bytes). */
 export function saveModelWeights(
-  dir: string, tensors: TensorSet, opts: { dtype?: DType; maxShardBytes?: number; metadata?: Record<string, string> } = {},
+  dir: string,
+  tensors: TensorSet,
+  opts: { dtype?: DType; maxShardBytes?: number; metadata?: Record<string, string> } = {},
 ): void {
-  const dtype = opts.dtype ?? "F32", max = opts.maxShardBytes ?? DEFAULT_MAX_SHARD_BYTES;
+  const dtype = opts.dtype ?? "F32",
+    max = opts.maxShardBytes ?? DEFAULT_MAX_SHARD_BYTES;
   const metadata = { format: "pt", ...opts.metadata }; // transformers expects format=pt
   const list = entriesOf(tensors).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const bytesOf = (t: HostTensor) => t.data.length * DTYPE_BYTES[dtype];
@@ -241,15 +284,21 @@ export function saveModelWeights(
   }
   // Greedy: start a new shard when the next tensor would overflow this one.
   const shards: [string, HostTensor][][] = [];
-  let cur: [string, HostTensor][] = [], curBytes = 0;
+  let cur: [string, HostTensor][] = [],
+    curBytes = 0;
   for (const e of list) {
-    if (cur.length > 0 && curBytes + bytesOf(e[1]) > max) { shards.push(cur); cur = []; curBytes = 0; }
+    if (cur.length > 0 && curBytes + bytesOf(e[1]) > max) {
+      shards.push(cur);
+      cur = [];
+      curBytes = 0;
+    }
     cur.push(e);
     curBytes += bytesOf(e[1]);
   }
   shards.push(cur);
   const pad = (i: number) => String(i).padStart(5, "0");
-  const weightMap: [string, string][] = [], written = new Set<string>();
+  const weightMap: [string, string][] = [],
+    written = new Set<string>();
   shards.forEach((shard, i) => {
     const file = `model-${pad(i + 1)}-of-${pad(shards.length)}.safetensors`;
     writeSafetensorsFile(join(dir, file), new Map(shard), { dtype, metadata });

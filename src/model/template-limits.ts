@@ -60,7 +60,10 @@ class BoundedInterpreter extends OpenInterpreterBase {
   /** The for loops being run, innermost last, with the characters their bodies produced so far. */
   private readonly loops: { node: ForNode; chars: number }[] = [];
 
-  constructor(env: Environment, private readonly limits: TemplateLimits) {
+  constructor(
+    env: Environment,
+    private readonly limits: TemplateLimits,
+  ) {
     super(env);
     this.deadline = performance.now() + limits.timeMs;
   }
@@ -91,7 +94,8 @@ class BoundedInterpreter extends OpenInterpreterBase {
     const loop = this.loops.at(-1);
     if (loop && (statements === loop.node.body || statements === loop.node.defaultBlock)) {
       loop.chars += n;
-      if (loop.chars > this.limits.maxChars) throw new TemplateLimitError(`a for loop's output passed the ${this.limits.maxChars}-character limit`);
+      if (loop.chars > this.limits.maxChars)
+        throw new TemplateLimitError(`a for loop's output passed the ${this.limits.maxChars}-character limit`);
     }
     return out;
   }
@@ -99,7 +103,10 @@ class BoundedInterpreter extends OpenInterpreterBase {
   private checked(node: Node, v: Value): Value {
     const x: unknown = v.value;
     if (typeof x === "string") {
-      if (x.length > this.limits.maxChars) throw new TemplateLimitError(`a string of ${x.length} characters is over the ${this.limits.maxChars}-character limit`);
+      if (x.length > this.limits.maxChars)
+        throw new TemplateLimitError(
+          `a string of ${x.length} characters is over the ${this.limits.maxChars}-character limit`,
+        );
       if (node && BUILDS.has(node.type)) this.count(x.length);
     } else if (Array.isArray(x) && x.length > this.limits.maxItems) {
       throw new TemplateLimitError(`a list of ${x.length} items is over the ${this.limits.maxItems}-item limit`);
@@ -110,13 +117,19 @@ class BoundedInterpreter extends OpenInterpreterBase {
   private count(chars: number): void {
     this.built += chars;
     if (this.built > this.limits.maxBuiltChars) {
-      throw new TemplateLimitError(`string operations built over ${this.limits.maxBuiltChars} characters in one render`);
+      throw new TemplateLimitError(
+        `string operations built over ${this.limits.maxBuiltChars} characters in one render`,
+      );
     }
   }
 }
 
 /** Runs a parsed template on `items` within `limits`; throws TemplateLimitError past one. */
-export function renderBounded(program: TemplateProgram, items: Record<string, unknown>, limits: TemplateLimits = DEFAULT_TEMPLATE_LIMITS): string {
+export function renderBounded(
+  program: TemplateProgram,
+  items: Record<string, unknown>,
+  limits: TemplateLimits = DEFAULT_TEMPLATE_LIMITS,
+): string {
   const env = new Environment();
   declareGlobals(env, limits);
   for (const [k, v] of Object.entries(items)) env.set(k, v);
@@ -125,21 +138,33 @@ export function renderBounded(program: TemplateProgram, items: Record<string, un
 
 /** The globals Hugging Face chat templates expect, with a `range` that checks its length first. */
 function declareGlobals(env: Environment, limits: TemplateLimits): void {
-  for (const [name, value] of [["false", false], ["true", true], ["none", null]] as const) env.set(name, value);
+  for (const [name, value] of [
+    ["false", false],
+    ["true", true],
+    ["none", null],
+  ] as const)
+    env.set(name, value);
   env.set("raise_exception", (message?: unknown) => {
     throw new Error(message === undefined ? "" : String(message));
   });
   env.set("range", (a: unknown, b?: unknown, step: unknown = 1) => boundedRange(a, b, step, limits.maxItems));
   env.set("strftime_now", (format: unknown) => strftime(new Date(), String(format)));
-  for (const [name, value] of [["True", true], ["False", false], ["None", null]] as const) env.set(name, value);
+  for (const [name, value] of [
+    ["True", true],
+    ["False", false],
+    ["None", null],
+  ] as const)
+    env.set(name, value);
 }
 
 /** Python's range(stop) / range(start, stop[, step]), refusing more than `max` items before allocating any. */
 export function boundedRange(a: unknown, b: unknown, step: unknown, max: number): number[] {
   const [start, stop] = b === undefined ? [0, a] : [a, b];
-  if (typeof start !== "number" || typeof stop !== "number" || typeof step !== "number") throw new Error("range() arguments must be numbers");
+  if (typeof start !== "number" || typeof stop !== "number" || typeof step !== "number")
+    throw new Error("range() arguments must be numbers");
   if (step === 0) throw new Error("range() step must not be zero");
-  const tooLong = () => new TemplateLimitError(`range() of ${Math.ceil((stop - start) / step)} items is over the ${max}-item limit`);
+  const tooLong = () =>
+    new TemplateLimitError(`range() of ${Math.ceil((stop - start) / step)} items is over the ${max}-item limit`);
   if (Math.ceil((stop - start) / step) > max) throw tooLong();
   // The loop of the library's range (float steps included), with the count checked as it goes.
   const out: number[] = [];
@@ -149,7 +174,20 @@ export function boundedRange(a: unknown, b: unknown, step: unknown, max: number)
   return out;
 }
 
-const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const MONTHS = [
+  "January",
+  "February",
+  "March",
+  "April",
+  "May",
+  "June",
+  "July",
+  "August",
+  "September",
+  "October",
+  "November",
+  "December",
+];
 
 /** The strftime subset chat templates use (Llama 3.1: "%d %b %Y"): %Y %m %d %b %B %H %M %%, local time, English months (Python's C locale); other codes stay as written. */
 export function strftime(d: Date, format: string): string {

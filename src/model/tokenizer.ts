@@ -57,7 +57,9 @@ function tokenString(v: unknown): string | undefined {
 function pickChatTemplate(v: unknown): string | undefined {
   if (typeof v === "string") return v;
   if (Array.isArray(v)) {
-    const named = v.filter((e): e is { name: string; template: string } => isObject(e) && typeof e.template === "string");
+    const named = v.filter(
+      (e): e is { name: string; template: string } => isObject(e) && typeof e.template === "string",
+    );
     return (named.find((e) => e.name === "default") ?? named[0])?.template;
   }
   return undefined;
@@ -85,9 +87,14 @@ export class Tokenizer {
     const model = json.model;
     if (!isObject(model)) throw new ModelFormatError(jsonFile, "model", "missing or not an object");
     if (model.type !== "BPE") {
-      throw new ModelFormatError(jsonFile, "model.type", `unsupported tokenizer model '${String(model.type)}'; supported: BPE`);
+      throw new ModelFormatError(
+        jsonFile,
+        "model.type",
+        `unsupported tokenizer model '${String(model.type)}'; supported: BPE`,
+      );
     }
-    if (!isObject(model.vocab)) throw new ModelFormatError(jsonFile, "model.vocab", "expected an object of token -> id");
+    if (!isObject(model.vocab))
+      throw new ModelFormatError(jsonFile, "model.vocab", "expected an object of token -> id");
     if (!Array.isArray(model.merges)) throw new ModelFormatError(jsonFile, "model.merges", "expected an array");
     const added = json.added_tokens ?? [];
     if (!Array.isArray(added)) throw new ModelFormatError(jsonFile, "added_tokens", "expected an array");
@@ -100,7 +107,14 @@ export class Tokenizer {
     if (!isObject(config)) throw new ModelFormatError(configFile, undefined, "expected a JSON object");
 
     // The library requires these keys to exist (null allowed) and never to clean up spaces.
-    const full: JsonObject = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...json, added_tokens: added };
+    const full: JsonObject = {
+      normalizer: null,
+      pre_tokenizer: null,
+      post_processor: null,
+      decoder: null,
+      ...json,
+      added_tokens: added,
+    };
     try {
       this.hf = new HFTokenizer(full, { ...config, clean_up_tokenization_spaces: false }) as HfTokenizerApi;
     } catch (err) {
@@ -133,7 +147,9 @@ export class Tokenizer {
     const configPath = join(dir, "tokenizer_config.json");
     const config = existsSync(configPath) ? readJsonFile(configPath) : {};
     const jinjaPath = join(dir, "chat_template.jinja");
-    const template = existsSync(jinjaPath) ? readTextInput(jinjaPath, (words) => new ModelFormatError(jinjaPath, undefined, words)) : undefined;
+    const template = existsSync(jinjaPath)
+      ? readTextInput(jinjaPath, (words) => new ModelFormatError(jinjaPath, undefined, words))
+      : undefined;
     return new Tokenizer(json, config, join(dir, "tokenizer.json"), configPath, template);
   }
 
@@ -152,7 +168,10 @@ export class Tokenizer {
   decode(ids: number[], opts: { skipSpecialTokens?: boolean } = {}): string {
     const known = ids.filter((id) => this.hf.id_to_token(id) !== undefined);
     if (known.length === 0) return "";
-    return this.hf.decode(known, { skip_special_tokens: opts.skipSpecialTokens ?? false, clean_up_tokenization_spaces: false });
+    return this.hf.decode(known, {
+      skip_special_tokens: opts.skipSpecialTokens ?? false,
+      clean_up_tokenization_spaces: false,
+    });
   }
 
   tokenToId(token: string): number | undefined {
@@ -199,7 +218,10 @@ export class IncrementalDecoder {
   private decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
   private all = "";
 
-  constructor(private readonly tokenizer: Tokenizer, private readonly opts: { skipSpecialTokens?: boolean } = {}) {}
+  constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly opts: { skipSpecialTokens?: boolean } = {},
+  ) {}
 
   /** Returns only the text completed by this id ("" while a character is still partial). */
   push(id: number): string {

@@ -40,7 +40,10 @@ export function disposeCache(c: KVCache | undefined): void {
 
 /** Hugging Face names and shapes (as stored on disk) of every parameter. */
 export function parameterShapes(c: ModelConfig, head: "lm" | "value" = "lm"): Map<string, number[]> {
-  const h = c.hiddenSize, q = c.numHeads * c.headDim, kv = c.numKvHeads * c.headDim, f = c.intermediateSize;
+  const h = c.hiddenSize,
+    q = c.numHeads * c.headDim,
+    kv = c.numKvHeads * c.headDim,
+    f = c.intermediateSize;
   const m = new Map<string, number[]>();
   m.set("model.embed_tokens.weight", [c.vocabSize, h]);
   for (let i = 0; i < c.numLayers; i++) {
@@ -67,7 +70,8 @@ export function parameterShapes(c: ModelConfig, head: "lm" | "value" = "lm"): Ma
 }
 
 /** Linear weights are stored (out, in) on disk and (in, out) in memory. */
-const isLinear = (name: string) => name.endsWith("_proj.weight") || name === "lm_head.weight" || name === "score.weight";
+const isLinear = (name: string) =>
+  name.endsWith("_proj.weight") || name === "lm_head.weight" || name === "score.weight";
 
 export class Transformer {
   readonly params: Map<string, tf.Variable>;
@@ -76,7 +80,11 @@ export class Transformer {
   private transposes = new Map<tf.Variable, { t: tf.Tensor2D; for: object }>();
   private headTFor?: object;
 
-  private constructor(readonly config: ModelConfig, params: Map<string, tf.Variable>, readonly head: "lm" | "value") {
+  private constructor(
+    readonly config: ModelConfig,
+    params: Map<string, tf.Variable>,
+    readonly head: "lm" | "value",
+  ) {
     this.params = params;
     this.invFreq = ropeInverseFrequencies(config);
   }
@@ -107,7 +115,12 @@ export class Transformer {
   }
 
   /** Builds the model from host weights in Hugging Face layout, checking every name and shape. */
-  static fromHostWeights(config: ModelConfig, weights: Map<string, HostTensor>, file: string, head: "lm" | "value" = "lm"): Transformer {
+  static fromHostWeights(
+    config: ModelConfig,
+    weights: Map<string, HostTensor>,
+    file: string,
+    head: "lm" | "value" = "lm",
+  ): Transformer {
     const params = new Map<string, tf.Variable>();
     try {
       for (const [name, shape] of parameterShapes(config, head)) {
@@ -115,7 +128,11 @@ export class Transformer {
         if (!w && name === "score.weight") w = { shape, data: new Float32Array(shape[0] * shape[1]) };
         if (!w) throw new ModelFormatError(file, name, "tensor missing from the checkpoint");
         if (w.shape.length !== shape.length || w.shape.some((d, i) => d !== shape[i])) {
-          throw new ModelFormatError(file, name, `shape [${w.shape}] disagrees with config.json, which implies [${shape}]`);
+          throw new ModelFormatError(
+            file,
+            name,
+            `shape [${w.shape}] disagrees with config.json, which implies [${shape}]`,
+          );
         }
         const t = tf.tidy(() => {
           const x = tf.tensor(w!.data, w!.shape, "float32");
@@ -177,8 +194,11 @@ export class Transformer {
       ({ cos, sin } = this.ropeTables([start], T)); // (1, T, 1, hd/2)
       mask = causalMask(T, start, c.numHeads / c.numKvHeads); // (G*T, S)
     }
-    let x = tf.gather(this.p("model.embed_tokens.weight"), tokens.reshape([B * T])).reshape([B, T, c.hiddenSize]) as tf.Tensor3D;
-    const ks: tf.Tensor4D[] = [], vs: tf.Tensor4D[] = [];
+    let x = tf
+      .gather(this.p("model.embed_tokens.weight"), tokens.reshape([B * T]))
+      .reshape([B, T, c.hiddenSize]) as tf.Tensor3D;
+    const ks: tf.Tensor4D[] = [],
+      vs: tf.Tensor4D[] = [];
     for (let i = 0; i < c.numLayers; i++) {
       const p = `model.layers.${i}.`;
       const h = this.rmsNorm(x, p + "input_layernorm.weight");
@@ -268,10 +288,21 @@ export class Transformer {
     return this.linear(swiglu(gate, up), p + "mlp.down_proj"); // silu(gate)·up (B, T, F) → (B, T, H)
   }
 
-  private attention(x: tf.Tensor3D, p: string, cos: tf.Tensor, sin: tf.Tensor, mask: tf.Tensor, pastK?: tf.Tensor4D, pastV?: tf.Tensor4D) {
+  private attention(
+    x: tf.Tensor3D,
+    p: string,
+    cos: tf.Tensor,
+    sin: tf.Tensor,
+    mask: tf.Tensor,
+    pastK?: tf.Tensor4D,
+    pastV?: tf.Tensor4D,
+  ) {
     const c = this.config;
     const [B, T] = x.shape;
-    const nh = c.numHeads, kv = c.numKvHeads, hd = c.headDim, G = nh / kv;
+    const nh = c.numHeads,
+      kv = c.numKvHeads,
+      hd = c.headDim,
+      G = nh / kv;
     const bias = c.qkvBias;
     let q = this.linear(x, p + "self_attn.q_proj", bias).reshape([B, T, nh, hd]) as tf.Tensor4D;
     let k = this.linear(x, p + "self_attn.k_proj", bias).reshape([B, T, kv, hd]) as tf.Tensor4D;
@@ -288,7 +319,8 @@ export class Transformer {
     const qg = q.transpose([0, 2, 1, 3]).reshape([B, kv, G * T, hd]); // (B, kv, G*T, hd)
     // softmax(q·kᵀ / √hd + mask) over the keys
     const probs = attentionSoftmax(tf.matMul(qg, kAll, false, true), mask, 1 / Math.sqrt(hd)); // (B, kv, G*T, S)
-    const ctx = tf.matMul(probs, vAll) // (B, kv, G*T, hd)
+    const ctx = tf
+      .matMul(probs, vAll) // (B, kv, G*T, hd)
       .reshape([B, nh, T, hd])
       .transpose([0, 2, 1, 3]) // (B, T, nh, hd)
       .reshape([B, T, nh * hd]) as tf.Tensor3D;
@@ -300,8 +332,10 @@ export class Transformer {
    * T positions start at starts[r].
    */
   private ropeTables(starts: number[], T: number): { cos: tf.Tensor; sin: tf.Tensor } {
-    const half = this.invFreq.length, R = starts.length;
-    const cos = new Float32Array(R * T * half), sin = new Float32Array(R * T * half);
+    const half = this.invFreq.length,
+      R = starts.length;
+    const cos = new Float32Array(R * T * half),
+      sin = new Float32Array(R * T * half);
     for (let r = 0; r < R; r++) {
       for (let t = 0; t < T; t++) {
         const o = (r * T + t) * half;

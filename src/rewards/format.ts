@@ -42,7 +42,9 @@ function isCallJson(body: string): boolean {
     const v: unknown = JSON.parse(body);
     if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
     const { name, arguments: args } = v as Record<string, unknown>;
-    return typeof name === "string" && name.length > 0 && typeof args === "object" && args !== null && !Array.isArray(args);
+    return (
+      typeof name === "string" && name.length > 0 && typeof args === "object" && args !== null && !Array.isArray(args)
+    );
   } catch {
     return false;
   }

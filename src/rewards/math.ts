@@ -27,6 +27,7 @@ export function numbersMatch(a: number, b: number): boolean {
 /** 1 when the answer's last number equals the ground truth's last number. */
 export function numberAnswerCorrect(answer: string | undefined, groundTruth: string): 0 | 1 {
   if (answer === undefined) return 0;
-  const a = extractNumber(answer), b = extractNumber(groundTruth);
+  const a = extractNumber(answer),
+    b = extractNumber(groundTruth);
   return a !== undefined && b !== undefined && numbersMatch(a, b) ? 1 : 0;
 }

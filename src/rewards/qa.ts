@@ -16,7 +16,10 @@ export function normalizeAnswer(s: string): string {
   const lower = s.toLowerCase();
   const noPunc = lower.replace(PUNCTUATION, "");
   const noArticles = noPunc.replace(ARTICLES, " ");
-  return noArticles.split(/\s+/).filter((w) => w.length > 0).join(" ");
+  return noArticles
+    .split(/\s+/)
+    .filter((w) => w.length > 0)
+    .join(" ");
 }
 
 export function exactMatch(prediction: string, gold: string): 0 | 1 {
@@ -33,9 +36,11 @@ const ZERO: F1Result = { f1: 0, precision: 0, recall: 0 };
 const SPECIAL = new Set(["yes", "no", "noanswer"]);
 
 export function f1Score(prediction: string, gold: string): F1Result {
-  const p = normalizeAnswer(prediction), g = normalizeAnswer(gold);
+  const p = normalizeAnswer(prediction),
+    g = normalizeAnswer(gold);
   if ((SPECIAL.has(p) || SPECIAL.has(g)) && p !== g) return ZERO;
-  const pTokens = p.split(" ").filter(Boolean), gTokens = g.split(" ").filter(Boolean);
+  const pTokens = p.split(" ").filter(Boolean),
+    gTokens = g.split(" ").filter(Boolean);
   // Counter(pred) & Counter(gold): each shared token counts min(times in pred, times in gold).
   const goldCounts = new Map<string, number>();
   for (const t of gTokens) goldCounts.set(t, (goldCounts.get(t) ?? 0) + 1);
@@ -48,6 +53,7 @@ export function f1Score(prediction: string, gold: string): F1Result {
     }
   }
   if (same === 0) return ZERO;
-  const precision = same / pTokens.length, recall = same / gTokens.length;
+  const precision = same / pTokens.length,
+    recall = same / gTokens.length;
   return { f1: (2 * precision * recall) / (precision + recall), precision, recall };
 }

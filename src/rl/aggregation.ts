@@ -29,10 +29,15 @@ export interface AggregationRow {
 const total = (w: readonly number[]) => w.reduce((s, x) => s + x, 0);
 
 /** Sequence key of each row: its `sequence` id, or the row itself. */
-const sequenceKeys = (rows: readonly AggregationRow[]) => rows.map((r, i) => (r.sequence !== undefined ? `s${r.sequence}` : `d${i}`));
+const sequenceKeys = (rows: readonly AggregationRow[]) =>
+  rows.map((r, i) => (r.sequence !== undefined ? `s${r.sequence}` : `d${i}`));
 
 /** Per token, the coefficient c of its loss in the aggregated loss Σ c·l. */
-export function aggregationCoefficients(rows: readonly AggregationRow[], agg: LossAggregation, normalizer?: number): number[][] {
+export function aggregationCoefficients(
+  rows: readonly AggregationRow[],
+  agg: LossAggregation,
+  normalizer?: number,
+): number[][] {
   switch (agg) {
     case "sum":
       return rows.map((r) => r.weights.slice());
@@ -41,7 +46,8 @@ export function aggregationCoefficients(rows: readonly AggregationRow[], agg: Lo
       return rows.map((r) => r.weights.map((x) => (all > 0 ? x / all : 0)));
     }
     case "seq-mean-token-sum-norm": {
-      if (!normalizer || normalizer <= 0) throw new InputError("loss.normalizer must be a positive number for aggregation seq-mean-token-sum-norm");
+      if (!normalizer || normalizer <= 0)
+        throw new InputError("loss.normalizer must be a positive number for aggregation seq-mean-token-sum-norm");
       return rows.map((r) => r.weights.map((x) => x / normalizer));
     }
     case "seq-mean-token-sum":

@@ -29,9 +29,11 @@ export function trajectoryDatums(t: Trajectory, weight = 1): TrajectoryDatums {
   for (const seg of segments(t)) {
     const seq = stepContext(t, seg[0]).slice();
     if (seq.length === 0) throw new Error(`internal: trajectory ${t.id} has an empty context`);
-    const weights: number[] = [], lp: number[] = [], step: number[] = [];
+    const weights: number[] = [],
+      lp: number[] = [],
+      step: number[] = [];
     const pad = (n: number) => {
-      for (let i = 0; i < n; i++) weights.push(0), lp.push(0), step.push(-1);
+      for (let i = 0; i < n; i++) (weights.push(0), lp.push(0), step.push(-1));
     };
     pad(seq.length - 1); // targets that are context tokens
     seg.forEach((k, j) => {
@@ -64,7 +66,7 @@ export function batchDatums(trajectories: readonly Trajectory[], weights?: reado
   const out: BatchDatums = { datums: [], steps: [], trajectory: [] };
   trajectories.forEach((t, i) => {
     const td = trajectoryDatums(t, weights?.[i] ?? 1);
-    for (const d of td.datums) out.datums.push({ ...d, sequence: i }), out.trajectory.push(i);
+    for (const d of td.datums) (out.datums.push({ ...d, sequence: i }), out.trajectory.push(i));
     out.steps.push(...td.steps);
   });
   return out;

@@ -22,9 +22,14 @@ export interface UniformGroupFilter {
 }
 
 /** Drops groups whose scores span at most `tolerance` (default 0: all exactly equal). */
-export function dropUniformGroups(scores: readonly number[], groups: readonly GroupKey[], tolerance = 0): UniformGroupFilter {
+export function dropUniformGroups(
+  scores: readonly number[],
+  groups: readonly GroupKey[],
+  tolerance = 0,
+): UniformGroupFilter {
   const keepFlag = new Array<boolean>(scores.length).fill(true);
-  let droppedGroups = 0, droppedTrajectories = 0;
+  let droppedGroups = 0,
+    droppedTrajectories = 0;
   for (const members of groupMembers(groups).values()) {
     const s = members.map((i) => scores[i]);
     if (Math.max(...s) - Math.min(...s) > tolerance) continue;

@@ -58,10 +58,13 @@ export interface KlRewardResult {
 export function applyKlToRewards(input: KlRewardInput, beta: number, form: KlForm = "k1"): KlRewardResult {
   const { rewards, logprobs, refLogprobs, mask, trajectory } = input;
   const n = trajectory.length > 0 ? Math.max(...trajectory) + 1 : 0;
-  const sums = new Array<number>(n).fill(0), counts = new Array<number>(n).fill(0);
+  const sums = new Array<number>(n).fill(0),
+    counts = new Array<number>(n).fill(0);
   const kl = rewards.map((r, d) => {
     if (logprobs[d]?.length !== r.length || refLogprobs[d]?.length !== r.length || mask[d]?.length !== r.length)
-      throw new InputError(`datum ${d}: rewards, logprobs, refLogprobs and mask must have one entry per position (${r.length})`);
+      throw new InputError(
+        `datum ${d}: rewards, logprobs, refLogprobs and mask must have one entry per position (${r.length})`,
+      );
     return r.map((_, i) => {
       if (!(mask[d][i] > 0)) return 0;
       const k = klValue(logprobs[d][i], refLogprobs[d][i], form);
@@ -70,7 +73,8 @@ export function applyKlToRewards(input: KlRewardInput, beta: number, form: KlFor
       return k;
     });
   });
-  let sum = 0, count = 0;
+  let sum = 0,
+    count = 0;
   sums.forEach((s, i) => {
     if (counts[i] > 0) [sum, count] = [sum + s / counts[i], count + 1];
   });

@@ -8,8 +8,17 @@ import { klValue } from "./kl.js";
 import { policyTokenLoss, type ResolvedLoss } from "./policy-loss.js";
 
 /** `lossSum` and `entropySum` (over weighted tokens) come from the engine's pass. */
-export function summarizeForwardBackward(datums: Datum[], loss: ResolvedLoss, logprobs: number[][], lossSum: number, entropySum: number): ForwardBackwardResult {
-  let n = 0, clipped = 0, approxKl = 0, klRef = 0;
+export function summarizeForwardBackward(
+  datums: Datum[],
+  loss: ResolvedLoss,
+  logprobs: number[][],
+  lossSum: number,
+  entropySum: number,
+): ForwardBackwardResult {
+  let n = 0,
+    clipped = 0,
+    approxKl = 0,
+    klRef = 0;
   datums.forEach((d, i) => {
     d.weights.forEach((w, t) => {
       if (w <= 0) return;

@@ -32,7 +32,12 @@ export function resolvedLoss(spec: LossSpec) {
 export type ResolvedLoss = ReturnType<typeof resolvedLoss>;
 
 /** The policy part of the per-token loss (no KL), and whether PPO clipped it. */
-export function policyTokenLoss(loss: ResolvedLoss, p: number, q: number, a: number): { loss: number; clipped: boolean } {
+export function policyTokenLoss(
+  loss: ResolvedLoss,
+  p: number,
+  q: number,
+  a: number,
+): { loss: number; clipped: boolean } {
   if (loss.type === "cross_entropy") return { loss: -p, clipped: false };
   const r = Math.exp(Math.max(-LOG_RATIO_CLAMP, Math.min(LOG_RATIO_CLAMP, p - q)));
   if (loss.type === "importance_sampling") return { loss: -r * a, clipped: false };

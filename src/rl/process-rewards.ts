@@ -49,11 +49,14 @@ type Position = [datum: number, index: number];
 function lastPositions(steps: Rows): { byStep: Map<number, Position>; last?: Position } {
   const byStep = new Map<number, Position>();
   let last: Position | undefined;
-  steps.forEach((row, d) => row.forEach((k, i) => {
-    if (k < 0) return;
-    if (!Number.isInteger(k)) throw new InputError(`steps[${d}][${i}] must be a step index (an integer >= 0) or -1, got ${k}`);
-    byStep.set(k, (last = [d, i]));
-  }));
+  steps.forEach((row, d) =>
+    row.forEach((k, i) => {
+      if (k < 0) return;
+      if (!Number.isInteger(k))
+        throw new InputError(`steps[${d}][${i}] must be a step index (an integer >= 0) or -1, got ${k}`);
+      byStep.set(k, (last = [d, i]));
+    }),
+  );
   return { byStep, last };
 }
 
@@ -100,7 +103,10 @@ export function primeNormalize(batch: readonly Rows[]): number[][][] {
 }
 
 /** Per trajectory, per datum position: outcome + processWeight · (normalized) process rewards. */
-export function combineRewards(batch: readonly ProcessRewardTrajectory[], opts: CombineRewardsOptions = {}): number[][][] {
+export function combineRewards(
+  batch: readonly ProcessRewardTrajectory[],
+  opts: CombineRewardsOptions = {},
+): number[][][] {
   const w = opts.processWeight ?? 1;
   const raw = batch.map(processTokenRewards);
   const process = opts.primeNorm ? primeNormalize(raw) : raw;

@@ -58,12 +58,17 @@ export function whiten(values: readonly number[], opts: WhitenOptions = {}): num
  * over every entry of the batch whose mask is > 0; masked-out entries come
  * back as 0 (verl multiplies by the mask afterwards). Shape is preserved.
  */
-export function whitenBatch(rows: readonly (readonly number[])[], opts: WhitenOptions & { masks?: readonly (readonly number[])[] } = {}): number[][] {
+export function whitenBatch(
+  rows: readonly (readonly number[])[],
+  opts: WhitenOptions & { masks?: readonly (readonly number[])[] } = {},
+): number[][] {
   const { masks } = opts;
   const kept: number[] = [];
-  rows.forEach((row, i) => row.forEach((x, t) => {
-    if (!masks || masks[i][t] > 0) kept.push(x);
-  }));
+  rows.forEach((row, i) =>
+    row.forEach((x, t) => {
+      if (!masks || masks[i][t] > 0) kept.push(x);
+    }),
+  );
   const f = whitener(kept, opts);
   return rows.map((row, i) => row.map((x, t) => (!masks || masks[i][t] > 0 ? f(x) : 0)));
 }

@@ -16,9 +16,13 @@ export class ApiKey {
   /** Throws a 401 unless the request carries the key. */
   check(headers: IncomingHttpHeaders): void {
     const m = /^Bearer\s+(.+)$/i.exec(headers.authorization ?? "");
-    if (!m) throw unauthorized("this server requires an API key: send it as 'Authorization: Bearer KEY' (the openai client's apiKey)");
+    if (!m)
+      throw unauthorized(
+        "this server requires an API key: send it as 'Authorization: Bearer KEY' (the openai client's apiKey)",
+      );
     // Hashing first makes both sides the same length, so the comparison time says nothing about the key.
-    if (!timingSafeEqual(sha256(m[1].trim()), this.digest)) throw unauthorized("the API key is not the one this server was started with");
+    if (!timingSafeEqual(sha256(m[1].trim()), this.digest))
+      throw unauthorized("the API key is not the one this server was started with");
   }
 }
 

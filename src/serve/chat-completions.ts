@@ -35,28 +35,42 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   const req = parseRequest(chatRequestSchema, body);
   ctx.checkModel(req.model);
   rejectUnsupported(req);
-  if (req.response_format && req.response_format.type !== "text") throw badRequest(`response_format '${req.response_format.type}' is not supported by this server`, "response_format");
+  if (req.response_format && req.response_format.type !== "text")
+    throw badRequest(
+      `response_format '${req.response_format.type}' is not supported by this server`,
+      "response_format",
+    );
   if (req.top_logprobs && !req.logprobs) throw badRequest("top_logprobs requires logprobs: true", "top_logprobs");
 
   const tokenizer = ctx.engine.tokenizer;
   const chat = ctx.chat();
   const messages = templateMessages(req.messages);
   const useTools = (req.tools?.length ?? 0) > 0 && req.tool_choice !== "none";
-  const prompt = tokenizer.encode(renderMessages(chat, messages, { tools: useTools ? toolSchemas(req.tools!) : undefined, addGenerationPrompt: true }));
+  const prompt = tokenizer.encode(
+    renderMessages(chat, messages, {
+      tools: useTools ? toolSchemas(req.tools!) : undefined,
+      addGenerationPrompt: true,
+    }),
+  );
   const room = roomAfter(ctx, prompt.length, "messages");
   const n = req.n ?? 1;
   checkSequences(ctx.limits, 1, n);
   // Left to the server, max_tokens is what fits the request token budget; asked for, it must fit.
   const asked = req.max_completion_tokens ?? req.max_tokens;
-  const maxTokens = Math.min(asked ?? Math.min(ctx.defaultMaxTokens ?? room, newTokensThatFit(ctx.limits, prompt.length, n)), room);
-  const param = req.max_completion_tokens != null ? "max_completion_tokens" : req.max_tokens != null ? "max_tokens" : "messages";
+  const maxTokens = Math.min(
+    asked ?? Math.min(ctx.defaultMaxTokens ?? room, newTokensThatFit(ctx.limits, prompt.length, n)),
+    room,
+  );
+  const param =
+    req.max_completion_tokens != null ? "max_completion_tokens" : req.max_tokens != null ? "max_tokens" : "messages";
   checkRequestTokens(ctx.limits, { promptTokens: prompt.length, newTokens: n * Math.max(maxTokens, 1) }, param);
   const stops = resolveStops(req, [chat.endOfTurnId, tokenizer.eosTokenId]);
-  const topLogprobs = req.logprobs ? req.top_logprobs ?? 0 : 0;
+  const topLogprobs = req.logprobs ? (req.top_logprobs ?? 0) : 0;
 
   const head = { id: newId("chatcmpl-"), created: unixNow(), model: ctx.modelId, system_fingerprint: null };
   // Streaming sends text as it is sampled; with logprobs it waits for the whole answer (the alternatives come with it).
-  const live = req.stream && !req.logprobs ? new LiveChat(res, req, head, n, tokenizer, stops, useTools, ctx.limits) : undefined;
+  const live =
+    req.stream && !req.logprobs ? new LiveChat(res, req, head, n, tokenizer, stops, useTools, ctx.limits) : undefined;
   const params = samplingParams(req, stops, maxTokens, topLogprobs);
   if (live) params.onToken = (e) => live.token(e.index, e.token);
   // A response that closes before sampling is done (the client left, or a stream was cut at
@@ -65,7 +79,9 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   let sampled = false;
   res.on("close", () => sampled || gone.abort());
   params.signal = gone.signal;
-  const result = await ctx.engine.sample(prompt, params).catch((e: unknown) => (gone.signal.aborted ? undefined : Promise.reject(e)));
+  const result = await ctx.engine
+    .sample(prompt, params)
+    .catch((e: unknown) => (gone.signal.aborted ? undefined : Promise.reject(e)));
   sampled = true;
   if (!result || res.writableEnded) return;
   const { sequences } = result;
@@ -76,7 +92,11 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
     return { index, out, calls, finishReason: calls ? "tool_calls" : out.finishReason };
   });
   const completionTokens = sequences.reduce((s, q) => s + q.tokens.length, 0);
-  const usage = { prompt_tokens: prompt.length, completion_tokens: completionTokens, total_tokens: prompt.length + completionTokens };
+  const usage = {
+    prompt_tokens: prompt.length,
+    completion_tokens: completionTokens,
+    total_tokens: prompt.length + completionTokens,
+  };
   const strings = new TokenStrings(tokenizer);
   const logprobsOf = (c: Choice) => (req.logprobs ? chatLogprobEntries(strings, c.out.seq, 0, c.out.kept) : undefined);
 
@@ -84,13 +104,25 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   if (req.stream) return streamChoices(res, req, head, choices, usage, logprobsOf, strings, ctx.limits);
 
   // Choice by choice, so logprobs cannot build a response past maxResponseBytes.
-  sendChoices(res, ctx.limits, { ...head, object: "chat.completion" }, choices, (c) => {
-    const entries = logprobsOf(c);
-    const message = c.calls
-      ? { role: "assistant", content: c.calls.content, tool_calls: c.calls.toolCalls, refusal: null }
-      : { role: "assistant", content: c.out.text, refusal: null };
-    return { index: c.index, message, logprobs: entries ? { content: entries, refusal: null } : null, finish_reason: c.finishReason };
-  }, usage);
+  sendChoices(
+    res,
+    ctx.limits,
+    { ...head, object: "chat.completion" },
+    choices,
+    (c) => {
+      const entries = logprobsOf(c);
+      const message = c.calls
+        ? { role: "assistant", content: c.calls.content, tool_calls: c.calls.toolCalls, refusal: null }
+        : { role: "assistant", content: c.out.text, refusal: null };
+      return {
+        index: c.index,
+        message,
+        logprobs: entries ? { content: entries, refusal: null } : null,
+        finish_reason: c.finishReason,
+      };
+    },
+    usage,
+  );
 }
 
 type ChatHead = { id: string; created: number; model: string; system_fingerprint: null };
@@ -125,9 +157,15 @@ class LiveChat {
   private send(choice: object): void {
     if (!this.sse) {
       this.sse = new SseWriter(this.res, this.limits);
-      for (let i = 0; i < this.n; i++) this.send({ index: i, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null });
+      for (let i = 0; i < this.n; i++)
+        this.send({ index: i, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null });
     }
-    this.sse.send({ ...this.head, object: "chat.completion.chunk", choices: [choice], ...(this.includeUsage ? { usage: null } : {}) });
+    this.sse.send({
+      ...this.head,
+      object: "chat.completion.chunk",
+      choices: [choice],
+      ...(this.includeUsage ? { usage: null } : {}),
+    });
   }
 
   token(index: number, token: number): void {
@@ -140,10 +178,15 @@ class LiveChat {
   finish(choices: Choice[], usage: Usage): void {
     for (const c of choices) {
       const text = this.texts[c.index];
-      const rest = text.rest(c.calls ? c.calls.content ?? "" : c.out.text);
+      const rest = text.rest(c.calls ? (c.calls.content ?? "") : c.out.text);
       if (rest !== "") this.send({ index: c.index, delta: { content: rest }, logprobs: null, finish_reason: null });
       c.calls?.toolCalls.forEach((call, j) => {
-        this.send({ index: c.index, delta: { tool_calls: [{ index: j, id: call.id, type: "function", function: call.function }] }, logprobs: null, finish_reason: null });
+        this.send({
+          index: c.index,
+          delta: { tool_calls: [{ index: j, id: call.id, type: "function", function: call.function }] },
+          logprobs: null,
+          finish_reason: null,
+        });
       });
       this.send({ index: c.index, delta: {}, logprobs: null, finish_reason: c.finishReason });
     }
@@ -169,7 +212,8 @@ function streamChoices(
 ): void {
   const sse = new SseWriter(res, limits);
   const includeUsage = req.stream_options?.include_usage === true;
-  const send = (choice: object) => sse.send({ ...head, object: "chat.completion.chunk", choices: [choice], ...(includeUsage ? { usage: null } : {}) });
+  const send = (choice: object) =>
+    sse.send({ ...head, object: "chat.completion.chunk", choices: [choice], ...(includeUsage ? { usage: null } : {}) });
   const lp = (entries: ChatTokenLogprob[] | undefined) => (entries ? { content: entries, refusal: null } : null);
 
   for (const c of choices) {
@@ -181,7 +225,12 @@ function streamChoices(
         entries = undefined;
       }
       c.calls.toolCalls.forEach((call, j) => {
-        send({ index: c.index, delta: { tool_calls: [{ index: j, id: call.id, type: "function", function: call.function }] }, logprobs: lp(entries), finish_reason: null });
+        send({
+          index: c.index,
+          delta: { tool_calls: [{ index: j, id: call.id, type: "function", function: call.function }] },
+          logprobs: lp(entries),
+          finish_reason: null,
+        });
         entries = undefined;
       });
     } else {

@@ -45,7 +45,8 @@ export async function completions(ctx: ServeContext, body: unknown, res: ServerR
   rejectUnsupported(req);
   if (req.suffix) throw badRequest("suffix is not supported by this server", "suffix");
   const n = req.n ?? 1;
-  if (req.best_of != null && req.best_of !== n) throw badRequest("best_of is not supported by this server (leave it unset or equal to n)", "best_of");
+  if (req.best_of != null && req.best_of !== n)
+    throw badRequest("best_of is not supported by this server (leave it unset or equal to n)", "best_of");
 
   const tokenizer = ctx.engine.tokenizer;
   const prompts = promptList(ctx, req.prompt);
@@ -60,15 +61,33 @@ export async function completions(ctx: ServeContext, body: unknown, res: ServerR
   const budgets = prompts.map((p, i) => {
     const param = prompts.length > 1 ? `prompt.${i}` : "prompt";
     if (maxTokens > 0) return Math.min(maxTokens, roomAfter(ctx, p.ids.length, param));
-    if (p.ids.length > window) throw badRequest(`the prompt is ${p.ids.length} tokens; this model's context window is ${window} tokens`, param, "context_length_exceeded");
+    if (p.ids.length > window)
+      throw badRequest(
+        `the prompt is ${p.ids.length} tokens; this model's context window is ${window} tokens`,
+        param,
+        "context_length_exceeded",
+      );
     return 0;
   });
   const promptTokens = prompts.reduce((s, p) => s + p.ids.length, 0);
   const newTokens = n * budgets.reduce((s, b) => s + b, 0);
-  checkRequestTokens(ctx.limits, { promptTokens, newTokens, scoredTokens: req.echo && wantLogprobs ? promptTokens : 0 }, "max_tokens");
-  const head = { id: newId("cmpl-"), object: "text_completion", created: unixNow(), model: ctx.modelId, system_fingerprint: null };
+  checkRequestTokens(
+    ctx.limits,
+    { promptTokens, newTokens, scoredTokens: req.echo && wantLogprobs ? promptTokens : 0 },
+    "max_tokens",
+  );
+  const head = {
+    id: newId("cmpl-"),
+    object: "text_completion",
+    created: unixNow(),
+    model: ctx.modelId,
+    system_fingerprint: null,
+  };
   // Streaming sends text as it is sampled; with logprobs it waits for the whole answer.
-  const live = req.stream && !wantLogprobs ? new LiveCompletions(res, req, head, prompts, n, tokenizer, stops, ctx.limits) : undefined;
+  const live =
+    req.stream && !wantLogprobs
+      ? new LiveCompletions(res, req, head, prompts, n, tokenizer, stops, ctx.limits)
+      : undefined;
   // A response that closes before sampling is done (the client left, or a stream was cut at
   // maxResponseBytes) cancels the sampling; nothing more is written or logged then.
   const gone = new AbortController();
@@ -76,7 +95,14 @@ export async function completions(ctx: ServeContext, body: unknown, res: ServerR
   res.on("close", () => sampled || gone.abort());
   const results = await Promise.all(
     prompts.map((p, i): Promise<SampleResult> => {
-      if (budgets[i] === 0) return Promise.resolve({ sequences: Array.from({ length: n }, (): SampledSequence => ({ tokens: [], logprobs: [], stopReason: "length" })) });
+      if (budgets[i] === 0)
+        return Promise.resolve({
+          sequences: Array.from({ length: n }, (): SampledSequence => ({
+            tokens: [],
+            logprobs: [],
+            stopReason: "length",
+          })),
+        });
       const params = samplingParams(req, stops, budgets[i], req.logprobs ?? 0);
       if (live) params.onToken = (e) => live.token(i * n + e.index, e.token);
       params.signal = gone.signal;
@@ -86,33 +112,60 @@ export async function completions(ctx: ServeContext, body: unknown, res: ServerR
   sampled = true;
   if (!results || res.writableEnded) return;
   // Echoed prompt tokens are scored at the sampling temperature (the model's own distribution when greedy).
-  const promptLogprobs = req.echo && wantLogprobs ? await ctx.engine.computeLogprobs(prompts.map((p) => p.ids), { temperature: temperature > 0 ? temperature : 1 }) : undefined;
+  const promptLogprobs =
+    req.echo && wantLogprobs
+      ? await ctx.engine.computeLogprobs(
+          prompts.map((p) => p.ids),
+          { temperature: temperature > 0 ? temperature : 1 },
+        )
+      : undefined;
 
   const choices: Choice[] = results.flatMap((r, p) =>
-    r.sequences.map((seq, i) => ({ index: p * n + i, prompt: prompts[p], out: decodeSequence(tokenizer, seq, stops), promptLogprobs: promptLogprobs?.[p] })),
+    r.sequences.map((seq, i) => ({
+      index: p * n + i,
+      prompt: prompts[p],
+      out: decodeSequence(tokenizer, seq, stops),
+      promptLogprobs: promptLogprobs?.[p],
+    })),
   );
   const completionTokens = choices.reduce((s, c) => s + c.out.seq.tokens.length, 0);
-  const usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  const usage = {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
   const strings = new TokenStrings(tokenizer);
 
   if (live) return live.finish(choices, usage);
   if (req.stream) return streamChoices(res, req, head, choices, usage, strings, ctx.limits);
 
   // Choice by choice, so logprobs + echo cannot build a response past maxResponseBytes.
-  sendChoices(res, ctx.limits, head, choices, (c) => ({
-    index: c.index,
-    text: (req.echo ? c.prompt.text : "") + c.out.text,
-    logprobs: wantLogprobs ? choiceLogprobs(strings, req, c) : null,
-    finish_reason: c.out.finishReason,
-    token_ids: c.out.seq.tokens,
-    prompt_token_ids: c.prompt.ids,
-  }), usage);
+  sendChoices(
+    res,
+    ctx.limits,
+    head,
+    choices,
+    (c) => ({
+      index: c.index,
+      text: (req.echo ? c.prompt.text : "") + c.out.text,
+      logprobs: wantLogprobs ? choiceLogprobs(strings, req, c) : null,
+      finish_reason: c.out.finishReason,
+      token_ids: c.out.seq.tokens,
+      prompt_token_ids: c.prompt.ids,
+    }),
+    usage,
+  );
 }
 
 function promptList(ctx: ServeContext, prompt: CompletionRequest["prompt"]): Prompt[] {
   const tokenizer = ctx.engine.tokenizer;
   const vocab = ctx.engine.config.vocabSize;
-  const list: (string | number[])[] = typeof prompt === "string" ? [prompt] : typeof prompt[0] === "number" ? [prompt as number[]] : (prompt as (string | number[])[]);
+  const list: (string | number[])[] =
+    typeof prompt === "string"
+      ? [prompt]
+      : typeof prompt[0] === "number"
+        ? [prompt as number[]]
+        : (prompt as (string | number[])[]);
   return list.map((p, i) => {
     const param = list.length > 1 ? `prompt.${i}` : "prompt";
     if (typeof p === "string") {
@@ -135,7 +188,7 @@ function choiceLogprobs(strings: TokenStrings, req: CompletionRequest, c: Choice
   return completionLogprobs(
     strings,
     [...promptIds, ...seq.tokens],
-    [...(echo ? c.promptLogprobs ?? promptIds.map(() => null) : []), ...seq.logprobs],
+    [...(echo ? (c.promptLogprobs ?? promptIds.map(() => null)) : []), ...seq.logprobs],
     k > 0 ? [...promptIds.map(() => null), ...(seq.topLogprobs ?? seq.tokens.map(() => null))] : null,
     [...(echo ? promptPieces(strings, c.prompt) : []), ...c.out.pieces],
     0,
@@ -185,7 +238,15 @@ class LiveCompletions {
       this.sse = new SseWriter(this.res, this.limits);
       if (this.req.echo) {
         this.prompts.forEach((p, i) => {
-          for (let j = 0; j < this.n; j++) this.send({ index: i * this.n + j, text: p.text, logprobs: null, finish_reason: null, token_ids: [], prompt_token_ids: p.ids });
+          for (let j = 0; j < this.n; j++)
+            this.send({
+              index: i * this.n + j,
+              text: p.text,
+              logprobs: null,
+              finish_reason: null,
+              token_ids: [],
+              prompt_token_ids: p.ids,
+            });
         });
       }
     }
@@ -204,7 +265,8 @@ class LiveCompletions {
       // Tokens the engine did not report one by one (none, normally) go out here.
       const ids = c.out.seq.tokens.slice(text.tokens);
       const rest = text.rest(c.out.text);
-      if (rest !== "" || ids.length > 0) this.send({ index: c.index, text: rest, logprobs: null, finish_reason: null, token_ids: ids });
+      if (rest !== "" || ids.length > 0)
+        this.send({ index: c.index, text: rest, logprobs: null, finish_reason: null, token_ids: ids });
       this.send({ index: c.index, text: "", logprobs: null, finish_reason: c.out.finishReason, token_ids: [] });
     }
     if (this.includeUsage) this.sse!.send({ ...this.head, choices: [], usage });
@@ -233,15 +295,38 @@ function streamChoices(
     if (req.echo) {
       const pieces = promptPieces(strings, c.prompt);
       const lp = wantLogprobs
-        ? completionLogprobs(strings, c.prompt.ids, c.promptLogprobs ?? c.prompt.ids.map(() => null), k > 0 ? c.prompt.ids.map(() => null) : null, pieces, 0)
+        ? completionLogprobs(
+            strings,
+            c.prompt.ids,
+            c.promptLogprobs ?? c.prompt.ids.map(() => null),
+            k > 0 ? c.prompt.ids.map(() => null) : null,
+            pieces,
+            0,
+          )
         : null;
-      send({ index: c.index, text: c.prompt.text, logprobs: lp, finish_reason: null, token_ids: [], prompt_token_ids: c.prompt.ids });
+      send({
+        index: c.index,
+        text: c.prompt.text,
+        logprobs: lp,
+        finish_reason: null,
+        token_ids: [],
+        prompt_token_ids: c.prompt.ids,
+      });
       offset = c.prompt.text.length;
     }
     const seq = c.out.seq;
     seq.tokens.forEach((id, i) => {
       const piece = c.out.pieces[i];
-      const lp = wantLogprobs ? completionLogprobs(strings, [id], [seq.logprobs[i]], k > 0 ? [seq.topLogprobs?.[i] ?? null] : null, [piece], offset) : null;
+      const lp = wantLogprobs
+        ? completionLogprobs(
+            strings,
+            [id],
+            [seq.logprobs[i]],
+            k > 0 ? [seq.topLogprobs?.[i] ?? null] : null,
+            [piece],
+            offset,
+          )
+        : null;
       send({ index: c.index, text: piece, logprobs: lp, finish_reason: null, token_ids: [id] });
       offset += piece.length;
     });

@@ -30,7 +30,10 @@ export class ServeContext {
   /** A request may omit `model`; when it names one, it must be ours. */
   checkModel(model: string | undefined): void {
     if (model !== undefined && model !== this.modelId) {
-      throw new ApiError(404, `The model '${model}' does not exist; this server serves '${this.modelId}'.`, { code: "model_not_found", param: "model" });
+      throw new ApiError(404, `The model '${model}' does not exist; this server serves '${this.modelId}'.`, {
+        code: "model_not_found",
+        param: "model",
+      });
     }
   }
 }

@@ -12,7 +12,12 @@ export class ApiError extends Error {
     readonly status: number,
     message: string,
     /** `headers` go on the error response (WWW-Authenticate for a 401, ...). */
-    readonly opts: { type?: ApiErrorType; code?: string | null; param?: string | null; headers?: Record<string, string> } = {},
+    readonly opts: {
+      type?: ApiErrorType;
+      code?: string | null;
+      param?: string | null;
+      headers?: Record<string, string>;
+    } = {},
   ) {
     super(message);
     this.name = "ApiError";
@@ -23,7 +28,9 @@ export class ApiError extends Error {
   }
 
   body(): { error: { message: string; type: ApiErrorType; param: string | null; code: string | null } } {
-    return { error: { message: this.message, type: this.type, param: this.opts.param ?? null, code: this.opts.code ?? null } };
+    return {
+      error: { message: this.message, type: this.type, param: this.opts.param ?? null, code: this.opts.code ?? null },
+    };
   }
 }
 

@@ -17,10 +17,17 @@ function tooLarge(limit: number): ApiError {
 export function requireJsonContentType(req: IncomingMessage): void {
   const declared = req.headers["content-type"];
   const [media, ...params] = (declared ?? "").split(";").map((p) => p.trim().toLowerCase());
-  const charset = params.find((p) => p.startsWith("charset="))?.slice("charset=".length).replace(/^"(.*)"$/, "$1");
+  const charset = params
+    .find((p) => p.startsWith("charset="))
+    ?.slice("charset=".length)
+    .replace(/^"(.*)"$/, "$1");
   if (media === "application/json" && (charset === undefined || charset === "utf-8" || charset === "utf8")) return;
   const got = declared === undefined ? "no Content-Type" : `Content-Type '${declared}'`;
-  throw new ApiError(415, `the request body must be JSON sent with 'Content-Type: application/json' (charset utf-8 if any), got ${got}`, { code: "unsupported_media_type" });
+  throw new ApiError(
+    415,
+    `the request body must be JSON sent with 'Content-Type: application/json' (charset utf-8 if any), got ${got}`,
+    { code: "unsupported_media_type" },
+  );
 }
 
 /** The parsed body; 415 unless declared JSON, 413 past `limit` bytes (checked on Content-Length first), 400 when it is not JSON. */
@@ -44,7 +51,12 @@ export async function readJsonBody(req: IncomingMessage, limit: number): Promise
   }
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   sendText(res, status, JSON.stringify(body), headers);
 }
 

@@ -21,7 +21,11 @@ export class LiveText {
   /** Tokens reported so far. */
   tokens = 0;
 
-  constructor(tokenizer: Tokenizer, private readonly stops: Stops, private readonly tools: boolean) {
+  constructor(
+    tokenizer: Tokenizer,
+    private readonly stops: Stops,
+    private readonly tools: boolean,
+  ) {
     this.decoder = new IncrementalDecoder(tokenizer, { skipSpecialTokens: true });
   }
 

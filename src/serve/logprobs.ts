@@ -15,7 +15,12 @@ export interface ChatTokenLogprob {
 }
 
 /** Chat: one entry per token in [from, to) of the sequence. */
-export function chatLogprobEntries(strings: TokenStrings, seq: SampledSequence, from: number, to: number): ChatTokenLogprob[] {
+export function chatLogprobEntries(
+  strings: TokenStrings,
+  seq: SampledSequence,
+  from: number,
+  to: number,
+): ChatTokenLogprob[] {
   const out: ChatTokenLogprob[] = [];
   for (let i = from; i < to; i++) {
     const id = seq.tokens[i];
@@ -23,7 +28,11 @@ export function chatLogprobEntries(strings: TokenStrings, seq: SampledSequence, 
       token: strings.text(id),
       logprob: seq.logprobs[i],
       bytes: strings.bytes(id),
-      top_logprobs: (seq.topLogprobs?.[i] ?? []).map((a) => ({ token: strings.text(a.token), logprob: a.logprob, bytes: strings.bytes(a.token) })),
+      top_logprobs: (seq.topLogprobs?.[i] ?? []).map((a) => ({
+        token: strings.text(a.token),
+        logprob: a.logprob,
+        bytes: strings.bytes(a.token),
+      })),
     });
   }
   return out;

@@ -20,7 +20,11 @@ export interface RequestLimits {
   maxResponseBytes: number;
 }
 
-export const DEFAULT_REQUEST_LIMITS: RequestLimits = { maxSequences: 64, maxRequestTokens: 262_144, maxResponseBytes: 16 << 20 };
+export const DEFAULT_REQUEST_LIMITS: RequestLimits = {
+  maxSequences: 64,
+  maxRequestTokens: 262_144,
+  maxResponseBytes: 16 << 20,
+};
 
 /** How each limit is changed, for the messages. */
 const HOW: Record<keyof RequestLimits, string> = {

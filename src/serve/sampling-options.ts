@@ -24,18 +24,26 @@ export interface Stops {
 
 /** Options we accept in the schema but cannot honour: refused by name rather than silently ignored. */
 export function rejectUnsupported(req: SharedFields): void {
-  if (req.frequency_penalty) throw badRequest("frequency_penalty is not supported by this server (use 0)", "frequency_penalty");
-  if (req.presence_penalty) throw badRequest("presence_penalty is not supported by this server (use 0)", "presence_penalty");
-  if (req.logit_bias && Object.keys(req.logit_bias).length > 0) throw badRequest("logit_bias is not supported by this server", "logit_bias");
+  if (req.frequency_penalty)
+    throw badRequest("frequency_penalty is not supported by this server (use 0)", "frequency_penalty");
+  if (req.presence_penalty)
+    throw badRequest("presence_penalty is not supported by this server (use 0)", "presence_penalty");
+  if (req.logit_bias && Object.keys(req.logit_bias).length > 0)
+    throw badRequest("logit_bias is not supported by this server", "logit_bias");
 }
 
 /** Stop ids (the end-of-text / end-of-turn tokens) plus the request's stop strings. */
 export function resolveStops(req: SharedFields, ids: (number | undefined)[]): Stops {
-  const strings = (typeof req.stop === "string" ? [req.stop] : req.stop ?? []).filter((s) => s.length > 0);
+  const strings = (typeof req.stop === "string" ? [req.stop] : (req.stop ?? [])).filter((s) => s.length > 0);
   return { ids: new Set(ids.filter((x): x is number => x !== undefined)), strings };
 }
 
-export function samplingParams(req: SharedFields, stops: Stops, maxTokens: number, topLogprobs: number): SamplingParams {
+export function samplingParams(
+  req: SharedFields,
+  stops: Stops,
+  maxTokens: number,
+  topLogprobs: number,
+): SamplingParams {
   return {
     n: req.n ?? 1,
     maxTokens,
@@ -52,7 +60,11 @@ export function samplingParams(req: SharedFields, stops: Stops, maxTokens: numbe
 export function roomAfter(ctx: ServeContext, promptLength: number, param: string): number {
   const window = ctx.engine.config.maxPositionEmbeddings;
   if (promptLength >= window) {
-    throw badRequest(`the prompt is ${promptLength} tokens; this model's context window is ${window} tokens`, param, "context_length_exceeded");
+    throw badRequest(
+      `the prompt is ${promptLength} tokens; this model's context window is ${window} tokens`,
+      param,
+      "context_length_exceeded",
+    );
   }
   return window - promptLength;
 }

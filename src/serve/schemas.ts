@@ -26,7 +26,12 @@ const message = z.discriminatedUnion("role", [
   z.object({ role: z.literal("system"), content, name: z.string().optional() }),
   z.object({ role: z.literal("developer"), content, name: z.string().optional() }),
   z.object({ role: z.literal("user"), content, name: z.string().optional() }),
-  z.object({ role: z.literal("assistant"), content: content.nullish(), name: z.string().optional(), tool_calls: z.array(toolCall).nullish() }),
+  z.object({
+    role: z.literal("assistant"),
+    content: content.nullish(),
+    name: z.string().optional(),
+    tool_calls: z.array(toolCall).nullish(),
+  }),
   z.object({ role: z.literal("tool"), content, tool_call_id: z.string().optional(), name: z.string().optional() }),
 ]);
 export type RequestMessage = z.infer<typeof message>;
@@ -42,7 +47,9 @@ const tool = z.object({
 });
 export type RequestTool = z.infer<typeof tool>;
 
-const stop = z.union([z.string(), z.array(z.string()).max(16)], { error: "expected a string or an array of at most 16 strings" }).nullish();
+const stop = z
+  .union([z.string(), z.array(z.string()).max(16)], { error: "expected a string or an array of at most 16 strings" })
+  .nullish();
 
 /** Fields the two endpoints share. */
 const sampling = {

@@ -84,8 +84,13 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   if (!opts.engine && !opts.model) throw new InputError("serve: a model directory (or a loaded engine) is required");
   const host = opts.host ?? "127.0.0.1";
   const port = opts.port ?? 8000;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InputError(`serve: the port must be an integer in [0, 65535], got ${port}`);
-  if (opts.apiKey !== undefined && !/^\S+$/.test(opts.apiKey)) throw new InputError("serve: the API key must be non-empty and without spaces", "check --api-key (or AGENT_R1_API_KEY), or give none to serve without one");
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new InputError(`serve: the port must be an integer in [0, 65535], got ${port}`);
+  if (opts.apiKey !== undefined && !/^\S+$/.test(opts.apiKey))
+    throw new InputError(
+      "serve: the API key must be non-empty and without spaces",
+      "check --api-key (or AGENT_R1_API_KEY), or give none to serve without one",
+    );
   const limits = requestLimits(opts);
   const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
   const apiKey = opts.apiKey !== undefined ? new ApiKey(opts.apiKey) : undefined;
@@ -114,7 +119,8 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     });
     handle({ ctx, routes, guard, apiKey }, req, res).catch((e) => {
       const err = toApiError(e);
-      if (err.status >= 500) log(`serve: ${req.method} ${req.url}: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
+      if (err.status >= 500)
+        log(`serve: ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
       if (!res.headersSent) sendJson(res, err.status, err.body(), err.opts.headers);
       else res.end();
     });
@@ -157,23 +163,33 @@ interface Served {
   apiKey?: ApiKey;
 }
 
-async function handle({ ctx, routes, guard, apiKey }: Served, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(
+  { ctx, routes, guard, apiKey }: Served,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const target = parseRequestTarget(req.url);
-  if (!target) throw badRequest(`malformed request target '${req.url}'; expected a path such as /v1/models`, null, "invalid_url");
+  if (!target)
+    throw badRequest(`malformed request target '${req.url}'; expected a path such as /v1/models`, null, "invalid_url");
   const verdict = guard.check(req.headers);
   if (!verdict.ok) throw new ApiError(403, verdict.message, { code: "forbidden" });
   for (const [k, v] of Object.entries(verdict.headers)) res.setHeader(k, v);
   const path = target.pathname.replace(/\/+$/, "") || "/";
   const method = req.method ?? "GET";
   // A CORS preflight (it carries no credentials); the guard has already vetted its Origin.
-  if (method === "OPTIONS" && req.headers.origin !== undefined && req.headers["access-control-request-method"] !== undefined) {
+  if (
+    method === "OPTIONS" &&
+    req.headers.origin !== undefined &&
+    req.headers["access-control-request-method"] !== undefined
+  ) {
     res.writeHead(204, preflightHeaders(req.headers, "GET, POST, OPTIONS")).end();
     return;
   }
   if (apiKey && (path === "/v1" || path.startsWith("/v1/"))) apiKey.check(req.headers);
   if (path.startsWith("/v1/models/") && method === "GET") {
     const id = decodePathPart(path.slice("/v1/models/".length));
-    if (id === undefined) throw badRequest(`malformed percent-encoding in the model id of '${path}'`, null, "invalid_url");
+    if (id === undefined)
+      throw badRequest(`malformed percent-encoding in the model id of '${path}'`, null, "invalid_url");
     ctx.checkModel(id);
     return sendJson(res, 200, modelCard(ctx));
   }
@@ -189,15 +205,34 @@ async function handle({ ctx, routes, guard, apiKey }: Served, req: IncomingMessa
 }
 
 function modelCard(ctx: ServeContext) {
-  return { id: ctx.modelId, object: "model", created: ctx.created, owned_by: "agent-r1", max_model_len: ctx.engine.config.maxPositionEmbeddings };
+  return {
+    id: ctx.modelId,
+    object: "model",
+    created: ctx.created,
+    owned_by: "agent-r1",
+    max_model_len: ctx.engine.config.maxPositionEmbeddings,
+  };
 }
 
 function listen(server: Server, port: number, host: string): Promise<void> {
   return new Promise((resolvePromise, reject) => {
     const onError = (e: NodeJS.ErrnoException) => {
-      if (e.code === "EADDRINUSE") reject(new InputError(`serve: port ${port} on ${host} is already in use`, "pick another --port, or --port 0 for a free one"));
-      else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND") reject(new InputError(`serve: cannot listen on host '${host}' (${e.code})`));
-      else if (e.code === "EACCES") reject(new InputError(`serve: no permission to listen on port ${port}`, "ports below 1024 need privileges; pick another --port"));
+      if (e.code === "EADDRINUSE")
+        reject(
+          new InputError(
+            `serve: port ${port} on ${host} is already in use`,
+            "pick another --port, or --port 0 for a free one",
+          ),
+        );
+      else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND")
+        reject(new InputError(`serve: cannot listen on host '${host}' (${e.code})`));
+      else if (e.code === "EACCES")
+        reject(
+          new InputError(
+            `serve: no permission to listen on port ${port}`,
+            "ports below 1024 need privileges; pick another --port",
+          ),
+        );
       else reject(e);
     };
     server.once("error", onError);

@@ -14,7 +14,11 @@ export class SseWriter {
     private readonly res: ServerResponse,
     private readonly limits?: RequestLimits,
   ) {
-    res.writeHead(200, { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", Connection: "keep-alive" });
+    res.writeHead(200, {
+      "Content-Type": "text/event-stream; charset=utf-8",
+      "Cache-Control": "no-cache",
+      Connection: "keep-alive",
+    });
   }
 
   /** False once the client has gone away, or the stream was cut at its size limit (later events are dropped). */

@@ -28,12 +28,19 @@ export interface AnswerWithCalls {
  * The tool calls in `text`, or undefined when it holds none, or when any block
  * cannot be read (then the whole text stays the answer's content, as written).
  */
-export function extractToolCalls(text: string, makeId: () => string = () => newId("call_")): AnswerWithCalls | undefined {
+export function extractToolCalls(
+  text: string,
+  makeId: () => string = () => newId("call_"),
+): AnswerWithCalls | undefined {
   const { content, calls } = hermesFormat.parse(text);
   if (calls.length === 0 || !calls.every(isOk)) return undefined;
   return {
     content: content.length > 0 ? content : null,
-    toolCalls: calls.filter(isOk).map((c) => ({ id: makeId(), type: "function", function: { name: c.name, arguments: JSON.stringify(c.arguments) } })),
+    toolCalls: calls.filter(isOk).map((c) => ({
+      id: makeId(),
+      type: "function",
+      function: { name: c.name, arguments: JSON.stringify(c.arguments) },
+    })),
   };
 }
 
@@ -65,7 +72,13 @@ export function templateMessages(messages: RequestMessage[]): AgentMessage[] {
     if (m.role === "assistant" && m.tool_calls && m.tool_calls.length > 0) {
       out.tool_calls = m.tool_calls.map((c, j) => {
         if (c.id !== undefined) callNames.set(c.id, c.function.name);
-        return { type: "function", function: { name: c.function.name, arguments: callArguments(c.function.arguments, `messages.${i}.tool_calls.${j}.function.arguments`) } };
+        return {
+          type: "function",
+          function: {
+            name: c.function.name,
+            arguments: callArguments(c.function.arguments, `messages.${i}.tool_calls.${j}.function.arguments`),
+          },
+        };
       });
     }
     return out;
@@ -77,7 +90,8 @@ function contentText(content: RequestMessage["content"], param: string): string 
   if (typeof content === "string") return content;
   return content
     .map((part, j) => {
-      if (part.type !== "text" || part.text === undefined) throw badRequest(`only text content parts are supported, got '${part.type}'`, `${param}.${j}`);
+      if (part.type !== "text" || part.text === undefined)
+        throw badRequest(`only text content parts are supported, got '${part.type}'`, `${param}.${j}`);
       return part.text;
     })
     .join("");
@@ -91,6 +105,7 @@ function callArguments(args: string, param: string): Record<string, unknown> {
   } catch {
     throw badRequest("tool call arguments must be a JSON object encoded as a string", param);
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw badRequest("tool call arguments must be a JSON object encoded as a string", param);
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw badRequest("tool call arguments must be a JSON object encoded as a string", param);
   return value as Record<string, unknown>;
 }

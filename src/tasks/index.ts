@@ -10,7 +10,8 @@ export const TASKS: Record<string, TaskFactory> = {
 };
 
 export function getTask(name: string, options: Record<string, unknown> = {}): Task {
-  if (!Object.hasOwn(TASKS, name)) throw new InputError(`unknown task '${name}'; tasks: ${Object.keys(TASKS).join(", ")}`);
+  if (!Object.hasOwn(TASKS, name))
+    throw new InputError(`unknown task '${name}'; tasks: ${Object.keys(TASKS).join(", ")}`);
   return TASKS[name](options);
 }
 

@@ -2,19 +2,27 @@
 import { z } from "zod";
 import { InputError } from "../util/errors.js";
 
-export function parseTaskOptions<S extends z.ZodObject>(task: string, schema: S, options: Record<string, unknown>): z.output<S> {
+export function parseTaskOptions<S extends z.ZodObject>(
+  task: string,
+  schema: S,
+  options: Record<string, unknown>,
+): z.output<S> {
   const allowed = Object.keys(schema.shape);
   const list = allowed.join(", ");
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
     throw new InputError(`task '${task}': options must be an object of { name: value }`, `allowed options: ${list}`);
   }
   for (const key of Object.keys(options)) {
-    if (!allowed.includes(key)) throw new InputError(`task '${task}': unknown option '${key}'; allowed options: ${list}`);
+    if (!allowed.includes(key))
+      throw new InputError(`task '${task}': unknown option '${key}'; allowed options: ${list}`);
   }
   const parsed = schema.safeParse(options);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new InputError(`task '${task}': option '${issue.path.join(".")}': ${issue.message}`, `allowed options: ${list}`);
+    throw new InputError(
+      `task '${task}': option '${issue.path.join(".")}': ${issue.message}`,
+      `allowed options: ${list}`,
+    );
   }
   return parsed.data;
 }

@@ -21,9 +21,9 @@ export interface EnvConformanceOptions<Row> {
 export const HOSTILE_ACTIONS = [
   "",
   "<tool_call>",
-  "<tool_call>{\"name\": </tool_call>",
+  '<tool_call>{"name": </tool_call>',
   "<tool_call>[1, 2]</tool_call><tool_call>null</tool_call>",
-  "{\"name\": 3, \"parameters\": []}",
+  '{"name": 3, "parameters": []}',
   "<answer></answer>",
   "\u0000\ud800 \uffff",
   "x".repeat(20_000),
@@ -49,7 +49,11 @@ export function envConformance<Row>(name: string, makeEnv: EnvFactory<Row>, opts
       for (const t of env.tools ?? []) {
         assert.equal(t.type, "function");
         assert.match(t.function.name, /^[A-Za-z_][A-Za-z0-9_.-]*$/);
-        assert.equal((t.function.parameters as { type?: unknown }).type, "object", `${t.function.name}: parameters must be an object schema`);
+        assert.equal(
+          (t.function.parameters as { type?: unknown }).type,
+          "object",
+          `${t.function.name}: parameters must be an object schema`,
+        );
       }
       await env.close?.();
     }
@@ -81,7 +85,8 @@ export function envConformance<Row>(name: string, makeEnv: EnvFactory<Row>, opts
   if (deterministic) {
     test(`${name} [env conformance]: instances share no state`, async () => {
       const row = opts.rows[0];
-      const a = makeEnv(row, 0), b = makeEnv(row, 1);
+      const a = makeEnv(row, 0),
+        b = makeEnv(row, 1);
       await a.reset(row);
       await b.reset(row);
       const first = await a.step(actionOf(opts.actions[0], 0));

@@ -31,7 +31,12 @@ export class ScriptedEngine implements Engine {
   ) {}
 
   async sample(prompt: number[], params: SamplingParams = {}): Promise<SampleResult> {
-    const call: SampleCall = { prompt: prompt.slice(), text: this.tokenizer.decode(prompt), params, index: this.calls.length };
+    const call: SampleCall = {
+      prompt: prompt.slice(),
+      text: this.tokenizer.decode(prompt),
+      params,
+      index: this.calls.length,
+    };
     this.calls.push(call);
     await new Promise((r) => setTimeout(r, this.opts.delayMs ?? 0));
     const reply = await this.respond(call);
@@ -47,7 +52,8 @@ export class ScriptedEngine implements Engine {
     const max = params.maxTokens ?? 256;
     for (let i = 0; i < Math.min(all.length, max); i++) {
       const hitId = ids.has(all[i]);
-      const hitString = strings.length > 0 && strings.some((s) => this.tokenizer.decode(all.slice(0, i + 1)).includes(s));
+      const hitString =
+        strings.length > 0 && strings.some((s) => this.tokenizer.decode(all.slice(0, i + 1)).includes(s));
       if (hitId || hitString) return { tokens: all.slice(0, i + 1), stopReason: "stop" };
     }
     return { tokens: all.slice(0, max), stopReason: "length" };

@@ -49,17 +49,37 @@ export const LLAMA3_TEST_TEMPLATE = String.raw`{{- bos_token -}}
 {%- if add_generation_prompt -%}{{- "<|start_header_id|>assistant<|end_header_id|>\n\n" -}}{%- endif -%}
 `;
 
-export const LLAMA3_SPECIAL = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|python_tag|>"];
+export const LLAMA3_SPECIAL = [
+  "<|begin_of_text|>",
+  "<|start_header_id|>",
+  "<|end_header_id|>",
+  "<|eot_id|>",
+  "<|python_tag|>",
+];
 
 let llama: Tokenizer | undefined;
 
 /** The shipped BPE plus Llama 3's special tokens (ids 1024..1028), eos <|eot_id|>, and the test template. */
 export function llama3Tokenizer(): Tokenizer {
   if (llama) return llama;
-  const json = JSON.parse(readFileSync(join(defaultTokenizerDir(), "tokenizer.json"), "utf8")) as { added_tokens: object[] };
+  const json = JSON.parse(readFileSync(join(defaultTokenizerDir(), "tokenizer.json"), "utf8")) as {
+    added_tokens: object[];
+  };
   LLAMA3_SPECIAL.forEach((content, i) =>
-    json.added_tokens.push({ id: 1024 + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }),
+    json.added_tokens.push({
+      id: 1024 + i,
+      content,
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special: true,
+    }),
   );
-  llama = Tokenizer.fromObjects(json, { bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>", chat_template: LLAMA3_TEST_TEMPLATE });
+  llama = Tokenizer.fromObjects(json, {
+    bos_token: "<|begin_of_text|>",
+    eos_token: "<|eot_id|>",
+    chat_template: LLAMA3_TEST_TEMPLATE,
+  });
   return llama;
 }

@@ -20,7 +20,12 @@ export interface ToolConformanceOptions {
 }
 
 const ctx = (row: unknown, callIndex: number) => ({ row, groundTruth: undefined, callIndex, turn: 0, usage: "" });
-const call = (tool: AnyTool, args: Record<string, unknown>) => ({ ok: true as const, name: tool.name, arguments: args, raw: "" });
+const call = (tool: AnyTool, args: Record<string, unknown>) => ({
+  ok: true as const,
+  name: tool.name,
+  arguments: args,
+  raw: "",
+});
 
 export function toolConformance(tool: AnyTool, opts: ToolConformanceOptions): void {
   const name = `tool '${tool.name}' [tool conformance]`;

@@ -30,7 +30,15 @@
  * the native stack overflowed) is reported with `healthy: false`: the module
  * must then be thrown away.
  */
-import { newQuickJSWASMModule, newVariant, RELEASE_SYNC, type QuickJSContext, type QuickJSHandle, type QuickJSRuntime, type QuickJSWASMModule } from "quickjs-emscripten";
+import {
+  newQuickJSWASMModule,
+  newVariant,
+  RELEASE_SYNC,
+  type QuickJSContext,
+  type QuickJSHandle,
+  type QuickJSRuntime,
+  type QuickJSWASMModule,
+} from "quickjs-emscripten";
 
 export interface SandboxLimits {
   /** Wall-clock budget for running the code and its promise jobs. */
@@ -75,7 +83,8 @@ const RESERVE_BYTES = 1024 * 1024;
 export function checkLimits(l: SandboxLimits): SandboxLimits {
   const positiveInt = (name: keyof SandboxLimits, min: number, max: number) => {
     const v = l[name];
-    if (!(Number.isInteger(v) && v >= min && v <= max)) throw new RangeError(`javascript sandbox: ${name} must be an integer in [${min}, ${max}], got ${v}`);
+    if (!(Number.isInteger(v) && v >= min && v <= max))
+      throw new RangeError(`javascript sandbox: ${name} must be an integer in [${min}, ${max}], got ${v}`);
   };
   positiveInt("timeLimitMs", 1, 600_000);
   positiveInt("memoryLimitBytes", 1024 * 1024, (MAX_PAGES - INITIAL_PAGES) * PAGE);
@@ -326,8 +335,13 @@ class OutputBuffer {
 
 function classify(description: string, timedOut: boolean, compileError: boolean): SandboxErrorKind {
   if (timedOut || /^InternalError: interrupted/.test(description)) return "timeout";
-  if (/^InternalError: out of memory|^RangeError: out of memory|out of memory in regexp/.test(description)) return "memory";
-  if (/^InternalError: stack overflow|^RangeError: Maximum call stack/.test(description) || /^SyntaxError: stack overflow/.test(description)) return "stack_overflow";
+  if (/^InternalError: out of memory|^RangeError: out of memory|out of memory in regexp/.test(description))
+    return "memory";
+  if (
+    /^InternalError: stack overflow|^RangeError: Maximum call stack/.test(description) ||
+    /^SyntaxError: stack overflow/.test(description)
+  )
+    return "stack_overflow";
   if (compileError && /^SyntaxError:/.test(description)) return "syntax";
   return "exception";
 }
@@ -359,7 +373,12 @@ function limitedRuntime(qjs: QuickJSInstance, limits: SandboxLimits, stop: () =>
 }
 
 /** Installs `console` (writing into `out`) from the prelude and returns its value inspector; handles go to `own`. */
-function installPrelude(vm: QuickJSContext, out: OutputBuffer, limits: SandboxLimits, own: <T extends QuickJSHandle>(h: T) => T): QuickJSHandle {
+function installPrelude(
+  vm: QuickJSContext,
+  out: OutputBuffer,
+  limits: SandboxLimits,
+  own: <T extends QuickJSHandle>(h: T) => T,
+): QuickJSHandle {
   const write = own(
     vm.newFunction("write", (text, length) => {
       const s = vm.typeof(text) === "string" ? vm.getString(text) : "";
@@ -395,7 +414,11 @@ const JOB_BATCH = 256;
  * QuickJS mostly turns that into a rejection nobody sees, and its async
  * functions can trap soon after.
  */
-function runJobs(rt: QuickJSRuntime, qjs: QuickJSInstance, stopped: () => boolean): { ran: number; queued: boolean; exhausted: boolean; error?: QuickJSHandle } {
+function runJobs(
+  rt: QuickJSRuntime,
+  qjs: QuickJSInstance,
+  stopped: () => boolean,
+): { ran: number; queued: boolean; exhausted: boolean; error?: QuickJSHandle } {
   const refusedBefore = qjs.exhaustions();
   const exhausted = () => qjs.exhaustions() > refusedBefore;
   let ran = 0;
@@ -422,7 +445,11 @@ type Shown = { text: string } | { failed: "timeout" | "memory" };
  * Runs `code` as a global script in a fresh runtime and context of `qjs`'s module.
  * Returns `healthy: false` when the module must be discarded afterwards.
  */
-export function runInQuickJS(qjs: QuickJSInstance, code: string, limits: SandboxLimits = SANDBOX_DEFAULTS): { result: SandboxResult; healthy: boolean } {
+export function runInQuickJS(
+  qjs: QuickJSInstance,
+  code: string,
+  limits: SandboxLimits = SANDBOX_DEFAULTS,
+): { result: SandboxResult; healthy: boolean } {
   const t0 = performance.now();
   const out = new OutputBuffer(limits.maxOutputChars);
   const displayBudgetMs = Math.min(250, limits.timeLimitMs);
@@ -472,14 +499,18 @@ export function runInQuickJS(qjs: QuickJSInstance, code: string, limits: Sandbox
       if (reserve.alive) reserve.dispose();
       // Out of memory with no room left even for the error object, QuickJS throws null; so does `throw null`.
       // What tells them apart is whether the allocator found the memory full during this run, or the heap is full now.
-      const memoryFull = vm.typeof(h) === "object" && vm.sameValue(h, vm.null) && (qjs.exhaustions() > refusedBefore || usedBytes() > limits.memoryLimitBytes / 2);
+      const memoryFull =
+        vm.typeof(h) === "object" &&
+        vm.sameValue(h, vm.null) &&
+        (qjs.exhaustions() > refusedBefore || usedBytes() > limits.memoryLimitBytes / 2);
       const shown: Shown = memoryFull ? { failed: "memory" } : display(h, 1);
       h.dispose();
       let description: string;
       if ("text" in shown) description = shown.text;
       else if (shown.failed === "memory") description = "InternalError: out of memory";
       else if (timedOut) description = "InternalError: interrupted";
-      else description = `Uncaught exception (its message could not be shown: showing it took longer than ${displayBudgetMs} ms)`;
+      else
+        description = `Uncaught exception (its message could not be shown: showing it took longer than ${displayBudgetMs} ms)`;
       const kind = classify(description, timedOut, compile);
       return fail(kind, explain(kind, description, limits));
     };
@@ -495,20 +526,38 @@ export function runInQuickJS(qjs: QuickJSInstance, code: string, limits: Sandbox
     // Promise callbacks (then, async functions) run now, under the same deadline.
     const jobs = runJobs(rt, qjs, () => interrupted || Date.now() > deadline);
     if (jobs.error) return failure(jobs.error, interrupted, false);
-    if (jobs.exhausted) return fail("memory", `${explain("memory", "InternalError: out of memory", limits)}; it ran out in a promise job (then/await callback), where the error only rejects a promise`);
+    if (jobs.exhausted)
+      return fail(
+        "memory",
+        `${explain("memory", "InternalError: out of memory", limits)}; it ran out in a promise job (then/await callback), where the error only rejects a promise`,
+      );
     if (jobs.queued || interrupted) return fail("timeout", jobTimeout(jobs.ran, jobs.queued, limits));
     const state = vm.getPromiseState(value);
     if (state.type === "rejected") return failure(state.error, false, false);
     if (state.type === "fulfilled" && !state.notAPromise) value = own(state.value);
-    if (state.type === "pending") return finish({ ok: true, value: "Promise { <pending> } (it never settled: with no timers or I/O in this sandbox, nothing could settle it later)" });
+    if (state.type === "pending")
+      return finish({
+        ok: true,
+        value:
+          "Promise { <pending> } (it never settled: with no timers or I/O in this sandbox, nothing could settle it later)",
+      });
     if (vm.typeof(value) === "undefined") return finish({ ok: true });
     const shown = display(value, 0);
     if ("text" in shown) return finish({ ok: true, value: shown.text });
-    return finish({ ok: true, value: shown.failed === "timeout" ? `[the value could not be shown: showing it took longer than ${displayBudgetMs} ms]` : "[the value could not be shown: out of memory]" });
+    return finish({
+      ok: true,
+      value:
+        shown.failed === "timeout"
+          ? `[the value could not be shown: showing it took longer than ${displayBudgetMs} ms]`
+          : "[the value could not be shown: out of memory]",
+    });
   } catch (err) {
     // The bindings threw: report it, leave the runtime undisposed (its state is unknown), retire the module.
     healthy = false;
-    const why = err instanceof HostFailure ? err.message : `the sandbox failed (${(err as Error)?.message || String(err)}); it was reset`;
+    const why =
+      err instanceof HostFailure
+        ? err.message
+        : `the sandbox failed (${(err as Error)?.message || String(err)}); it was reset`;
     return fail("internal", `internal: ${why}`);
   } finally {
     if (healthy) {

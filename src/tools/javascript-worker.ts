@@ -11,7 +11,8 @@ export interface SandboxRequest {
   code: string;
 }
 
-export type SandboxReply = { ready: true } | { ready: false; error: string } | { result: SandboxResult; fatal: boolean };
+export type SandboxReply =
+  { ready: true } | { ready: false; error: string } | { result: SandboxResult; fatal: boolean };
 
 const port = parentPort!;
 const { limits } = workerData as { limits: SandboxLimits };
@@ -28,7 +29,10 @@ loadQuickJS(limits.memoryLimitBytes).then(
       } catch (err) {
         // Disposing the runtime failed (a QuickJS assertion): the module cannot be trusted any more.
         const message = `internal: the sandbox failed (${(err as Error)?.message || String(err)}); it was reset`;
-        reply = { result: { ok: false, output: "", outputDropped: 0, error: { kind: "internal", message }, ms: 0 }, fatal: true };
+        reply = {
+          result: { ok: false, output: "", outputDropped: 0, error: { kind: "internal", message }, ms: 0 },
+          fatal: true,
+        };
       }
       retired = reply.fatal;
       port.postMessage(reply);

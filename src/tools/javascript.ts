@@ -87,12 +87,19 @@ export class JavaScriptSandbox {
     }
     this.maxWorkers = opts.maxWorkers ?? 2;
     this.hardTimeoutGraceMs = opts.hardTimeoutGraceMs ?? 2_000;
-    if (!(Number.isInteger(this.maxWorkers) && this.maxWorkers >= 1)) throw new InputError(`javascript sandbox: maxWorkers must be a positive integer, got ${this.maxWorkers}`);
-    if (!(this.hardTimeoutGraceMs >= 0)) throw new InputError(`javascript sandbox: hardTimeoutGraceMs must be >= 0, got ${this.hardTimeoutGraceMs}`);
+    if (!(Number.isInteger(this.maxWorkers) && this.maxWorkers >= 1))
+      throw new InputError(`javascript sandbox: maxWorkers must be a positive integer, got ${this.maxWorkers}`);
+    if (!(this.hardTimeoutGraceMs >= 0))
+      throw new InputError(`javascript sandbox: hardTimeoutGraceMs must be >= 0, got ${this.hardTimeoutGraceMs}`);
   }
 
   stats(): SandboxStats {
-    return { workers: this.slots.length, busy: this.slots.filter((s) => s.busy).length, runs: this.runs, resets: this.resets };
+    return {
+      workers: this.slots.length,
+      busy: this.slots.filter((s) => s.busy).length,
+      runs: this.runs,
+      resets: this.resets,
+    };
   }
 
   /** Runs `code`; resolves with the outcome (never rejects for anything the code does). Rejects when aborted or the sandbox cannot start. */
@@ -166,7 +173,12 @@ export class JavaScriptSandbox {
     worker.stdout.resume();
     worker.stderr.on("data", (d: Buffer) => (stderrTail = (stderrTail + d.toString("utf8")).slice(-2000)));
     let started!: () => void, failed!: (e: Error) => void;
-    const slot: Slot = { worker, busy: false, dead: false, ready: new Promise<void>((res, rej) => ((started = res), (failed = rej))) };
+    const slot: Slot = {
+      worker,
+      busy: false,
+      dead: false,
+      ready: new Promise<void>((res, rej) => ((started = res), (failed = rej))),
+    };
     slot.ready.catch(() => {}); // observed by run(); never an unhandled rejection
     worker.on("message", (m: SandboxReply) => {
       if ("ready" in m) {
@@ -206,7 +218,11 @@ export class JavaScriptSandbox {
     return new Promise<SandboxResult>((resolve, reject) => {
       const t0 = performance.now();
       const failure = (kind: "timeout" | "internal", message: string): SandboxResult => ({
-        ok: false, output: "", outputDropped: 0, error: { kind, message }, ms: Math.round(performance.now() - t0),
+        ok: false,
+        output: "",
+        outputDropped: 0,
+        error: { kind, message },
+        ms: Math.round(performance.now() - t0),
       });
       let done = false;
       const settle = (f: () => void) => {
@@ -219,7 +235,14 @@ export class JavaScriptSandbox {
         f();
       };
       const hard = setTimeout(() => {
-        settle(() => resolve(failure("timeout", `timeout: the code ran longer than ${this.limits.timeLimitMs} ms and could not be interrupted; the sandbox was reset`)));
+        settle(() =>
+          resolve(
+            failure(
+              "timeout",
+              `timeout: the code ran longer than ${this.limits.timeLimitMs} ms and could not be interrupted; the sandbox was reset`,
+            ),
+          ),
+        );
         this.kill(slot, new Error("hard timeout"));
       }, this.limits.timeLimitMs + this.hardTimeoutGraceMs);
       const onAbort = () => {
@@ -232,7 +255,10 @@ export class JavaScriptSandbox {
         settle(() => resolve(m.result));
         if (m.fatal) this.kill(slot, new Error("the sandbox module was left in an unknown state"));
       };
-      slot.onDeath = (err) => settle(() => resolve(failure("internal", `internal: the sandbox thread stopped (${err.message}); it was reset`)));
+      slot.onDeath = (err) =>
+        settle(() =>
+          resolve(failure("internal", `internal: the sandbox thread stopped (${err.message}); it was reset`)),
+        );
       slot.worker.postMessage({ code } satisfies SandboxRequest);
     });
   }
@@ -244,7 +270,8 @@ export class JavaScriptSandbox {
  * before it. Cut to about `maxChars` with a "[truncated: N more characters]" marker.
  */
 export function formatSandboxResult(r: SandboxResult, maxChars: number): string {
-  const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}\n[truncated: ${s.length - n} more characters]` : s);
+  const clip = (s: string, n: number) =>
+    s.length > n ? `${s.slice(0, n)}\n[truncated: ${s.length - n} more characters]` : s;
   const main = r.error ? r.error.message : r.value !== undefined ? `=> ${r.value}` : "";
   // The value or the error gets at least half the room, and all of it when nothing was printed.
   const mainText = clip(main, Math.max(1, Math.floor(maxChars / 2), maxChars - r.output.length - 1));
@@ -282,7 +309,11 @@ export function createJavaScriptTool(opts: JavaScriptToolOptions = {}): JavaScri
       `Limits: ${timeLimitMs} ms, ${Math.round(memoryLimitBytes / MiB)} MiB, ${maxOutputChars} characters of output. ` +
       "A returned promise is awaited (use an async function for await).",
     inputSchema: z.object({
-      code: z.string().min(1).max(opts.maxCodeChars ?? 20_000).describe("JavaScript source, e.g. 'const xs = [3, 4]; xs.map((x) => x * x).reduce((a, b) => a + b)'."),
+      code: z
+        .string()
+        .min(1)
+        .max(opts.maxCodeChars ?? 20_000)
+        .describe("JavaScript source, e.g. 'const xs = [3, 4]; xs.map((x) => x * x).reduce((a, b) => a + b)'."),
     }),
     timeoutMs: opts.timeoutMs,
     // Room for the marker and the runner's error prefix: the text is already cut to size here.
@@ -300,4 +331,9 @@ export function createJavaScriptTool(opts: JavaScriptToolOptions = {}): JavaScri
 /** The tool with default limits: 1 s, 64 MiB, 256 KiB of stack, 4,096 characters of output. */
 export const javascriptTool: JavaScriptTool = createJavaScriptTool();
 
-export { SANDBOX_DEFAULTS, type SandboxLimits, type SandboxResult, type SandboxErrorKind } from "./javascript-sandbox.js";
+export {
+  SANDBOX_DEFAULTS,
+  type SandboxLimits,
+  type SandboxResult,
+  type SandboxErrorKind,
+} from "./javascript-sandbox.js";

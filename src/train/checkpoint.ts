@@ -8,7 +8,16 @@
  * never touched before the new one is complete.
  */
 import { createHash } from "node:crypto";
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { basename, join } from "node:path";
 import { z } from "zod";
 import { AgentR1Error } from "../util/errors.js";
@@ -20,7 +29,11 @@ export const STATE = "state.json";
  * Every entry under `dir`, relative, with '/' separators: regular files in `files`, anything that
  * is neither a file nor a directory (a symlink, a FIFO, a socket) in `other`. Never follows a link.
  */
-function walk(dir: string, prefix = "", acc: { files: string[]; other: string[] } = { files: [], other: [] }): { files: string[]; other: string[] } {
+function walk(
+  dir: string,
+  prefix = "",
+  acc: { files: string[]; other: string[] } = { files: [], other: [] },
+): { files: string[]; other: string[] } {
   for (const name of readdirSync(dir).sort()) {
     const rel = prefix ? `${prefix}/${name}` : name;
     const st = lstatSync(join(dir, name));
@@ -37,7 +50,11 @@ function sha256(file: string): string {
 
 /** Writing a checkpoint failed; the message names the checkpoint, the cause, and the newest checkpoint left. */
 export class CheckpointError extends AgentR1Error {
-  constructor(message: string, hint?: string, override readonly cause?: unknown) {
+  constructor(
+    message: string,
+    hint?: string,
+    override readonly cause?: unknown,
+  ) {
     super(message, hint);
   }
 }
@@ -61,7 +78,13 @@ export function listCheckpoints(runDir: string): number[] {
  * Writes checkpoint `step`: `fill(tmpDir)` writes the model files, then the
  * state and the manifest go in, then the rename makes it visible.
  */
-export async function writeCheckpoint<S extends object>(runDir: string, step: number, state: S, fill: (dir: string) => Promise<void>, keep: number): Promise<string> {
+export async function writeCheckpoint<S extends object>(
+  runDir: string,
+  step: number,
+  state: S,
+  fill: (dir: string) => Promise<void>,
+  keep: number,
+): Promise<string> {
   const root = checkpointsDir(runDir);
   const final = join(root, `step-${step}`);
   const tmp = join(root, `.tmp-step-${step}-${process.pid}`);
@@ -72,9 +95,15 @@ export async function writeCheckpoint<S extends object>(runDir: string, step: nu
       /* the cause is what matters; a leftover temporary directory is removed on resume */
     }
     const older = listCheckpoints(runDir).filter((s) => s !== step);
-    const left = older.length ? `the newest earlier checkpoint, ${join(root, `step-${older[0]}`)}, is untouched` : "there is no earlier checkpoint";
+    const left = older.length
+      ? `the newest earlier checkpoint, ${join(root, `step-${older[0]}`)}, is untouched`
+      : "there is no earlier checkpoint";
     const why = e instanceof Error ? e.message : String(e);
-    return new CheckpointError(`${final}: writing the checkpoint failed: ${why}; ${left}`, "fix the cause (disk space, permissions), then continue the run with --resume", e);
+    return new CheckpointError(
+      `${final}: writing the checkpoint failed: ${why}; ${left}`,
+      "fix the cause (disk space, permissions), then continue the run with --resume",
+      e,
+    );
   };
   try {
     mkdirSync(root, { recursive: true });
@@ -91,7 +120,8 @@ export async function writeCheckpoint<S extends object>(runDir: string, step: nu
   }
   // Only older steps are pruned: a newer step-M (one that failed verification when this run resumed) is left for its own write to replace.
   const older = listCheckpoints(runDir).filter((s) => s < step);
-  for (const old of older.slice(Math.max(0, keep - 1))) rmSync(join(root, `step-${old}`), { recursive: true, force: true });
+  for (const old of older.slice(Math.max(0, keep - 1)))
+    rmSync(join(root, `step-${old}`), { recursive: true, force: true });
   return final;
 }
 
@@ -112,7 +142,8 @@ const manifestSchema = z.object({
 /** A listed path is usable only when it is relative, normalized, and stays inside the checkpoint. */
 function badPath(rel: string): string | undefined {
   const parts = rel.split("/");
-  if (rel === "" || rel.startsWith("/") || rel.includes("\\") || parts.some((p) => p === "" || p === "." || p === "..")) return `lists '${rel}', which is not a plain relative path inside the checkpoint`;
+  if (rel === "" || rel.startsWith("/") || rel.includes("\\") || parts.some((p) => p === "" || p === "." || p === ".."))
+    return `lists '${rel}', which is not a plain relative path inside the checkpoint`;
   return undefined;
 }
 
@@ -139,7 +170,8 @@ export function verifyCheckpoint(dir: string): string | undefined {
     return `${MANIFEST}: ${issue.path.map(String).join(".") || "(top)"}: ${issue.message}`;
   }
   const named = /^step-(\d+)$/.exec(basename(dir));
-  if (named && Number(named[1]) !== parsed.data.step) return `${MANIFEST} is for step ${parsed.data.step}, not ${named[1]}`;
+  if (named && Number(named[1]) !== parsed.data.step)
+    return `${MANIFEST} is for step ${parsed.data.step}, not ${named[1]}`;
   const sums = parsed.data.files;
   const listed = Object.keys(sums);
   if (!Object.hasOwn(sums, STATE)) return `${MANIFEST} does not list ${STATE}`;
@@ -151,7 +183,10 @@ export function verifyCheckpoint(dir: string): string | undefined {
   if (found.other.length > 0) return `${found.other[0]} is not a regular file (a link, FIFO or device)`;
   const onDisk = new Set(found.files.filter((f) => f !== MANIFEST));
   for (const rel of listed) {
-    if (!onDisk.has(rel)) return lstatSync(join(dir, rel), { throwIfNoEntry: false }) ? `${rel} is not a regular file` : `${rel} is missing`;
+    if (!onDisk.has(rel))
+      return lstatSync(join(dir, rel), { throwIfNoEntry: false })
+        ? `${rel} is not a regular file`
+        : `${rel} is missing`;
   }
   const unlisted = [...onDisk].find((f) => !Object.hasOwn(sums, f));
   if (unlisted) return `${unlisted} is in the checkpoint but not in ${MANIFEST}`;
@@ -172,15 +207,23 @@ export type StateParser<S> = (raw: unknown, step: number) => { state: S } | { er
 
 /** Accepts any JSON object (for tests and tools that do not know the state's shape). */
 const anyObject = <S>(raw: unknown): { state: S } | { error: string } =>
-  raw !== null && typeof raw === "object" && !Array.isArray(raw) ? { state: raw as S } : { error: `${STATE} is not a JSON object` };
+  raw !== null && typeof raw === "object" && !Array.isArray(raw)
+    ? { state: raw as S }
+    : { error: `${STATE} is not a JSON object` };
 
 /** The newest checkpoint that verifies, or undefined when there is none. */
-export function latestCheckpoint<S>(runDir: string, parseState: StateParser<S> = anyObject): FoundCheckpoint<S> | undefined {
+export function latestCheckpoint<S>(
+  runDir: string,
+  parseState: StateParser<S> = anyObject,
+): FoundCheckpoint<S> | undefined {
   return scanCheckpoints<S>(runDir, parseState).found;
 }
 
 /** The newest checkpoint that verifies and whose state parses (if any), and the newer ones that did not, with the reason. */
-export function scanCheckpoints<S>(runDir: string, parseState: StateParser<S> = anyObject): { found?: FoundCheckpoint<S>; skipped: { step: number; reason: string }[] } {
+export function scanCheckpoints<S>(
+  runDir: string,
+  parseState: StateParser<S> = anyObject,
+): { found?: FoundCheckpoint<S>; skipped: { step: number; reason: string }[] } {
   const skipped: { step: number; reason: string }[] = [];
   for (const step of listCheckpoints(runDir)) {
     const dir = join(checkpointsDir(runDir), `step-${step}`);

@@ -16,7 +16,13 @@ interface JsonSchema {
 
 function typeOf(s: JsonSchema): string {
   if (s.enum) return s.enum.map((v) => `\`${String(v)}\``).join(" \\| ");
-  const bounds = [s.minimum !== undefined ? `≥ ${s.minimum}` : "", s.exclusiveMinimum !== undefined ? `> ${s.exclusiveMinimum}` : "", s.maximum !== undefined && s.maximum < 1e15 ? `≤ ${s.maximum}` : ""].filter(Boolean).join(", ");
+  const bounds = [
+    s.minimum !== undefined ? `≥ ${s.minimum}` : "",
+    s.exclusiveMinimum !== undefined ? `> ${s.exclusiveMinimum}` : "",
+    s.maximum !== undefined && s.maximum < 1e15 ? `≤ ${s.maximum}` : "",
+  ]
+    .filter(Boolean)
+    .join(", ");
   return `${s.type ?? "object"}${bounds ? ` (${bounds})` : ""}`;
 }
 
@@ -26,7 +32,8 @@ export function configReference(): string {
   for (const [section, sec] of Object.entries(root.properties ?? {})) {
     for (const [key, s] of Object.entries(sec.properties ?? {})) {
       if (s.properties) {
-        for (const [sub, t] of Object.entries(s.properties)) lines.push(`| \`${section}.${key}.${sub}\` | ${typeOf(t)} | ${fmt(t.default)} | ${t.description ?? ""} |`);
+        for (const [sub, t] of Object.entries(s.properties))
+          lines.push(`| \`${section}.${key}.${sub}\` | ${typeOf(t)} | ${fmt(t.default)} | ${t.description ?? ""} |`);
       } else lines.push(`| \`${section}.${key}\` | ${typeOf(s)} | ${fmt(s.default)} | ${s.description ?? ""} |`);
     }
   }

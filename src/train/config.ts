@@ -10,39 +10,78 @@ const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
 const fraction = z.number().min(0).max(1);
 
-export const ESTIMATORS = ["grpo", "dr-grpo", "rloo", "reinforce", "reinforce++", "reinforce++-baseline", "gae", "gae-step"] as const;
+export const ESTIMATORS = [
+  "grpo",
+  "dr-grpo",
+  "rloo",
+  "reinforce",
+  "reinforce++",
+  "reinforce++-baseline",
+  "gae",
+  "gae-step",
+] as const;
 
 export const configSchema = z.strictObject({
   model: z
     .strictObject({
       path: z.string().optional().describe("A Hugging Face model directory to start from."),
-      preset: z.enum(["tiny", "small", "medium"]).optional().describe("Or a fresh random model of a preset (written into the run directory)."),
-      tokenizer: z.string().optional().describe("Tokenizer directory for a preset model; default: the shipped tokenizer."),
+      preset: z
+        .enum(["tiny", "small", "medium"])
+        .optional()
+        .describe("Or a fresh random model of a preset (written into the run directory)."),
+      tokenizer: z
+        .string()
+        .optional()
+        .describe("Tokenizer directory for a preset model; default: the shipped tokenizer."),
     })
     .prefault({}),
   engine: z
     .strictObject({
-      kind: z.enum(["local"]).default("local").describe("The engine: local (in this process, on TF.js or the native addon). The other settings of this section are the local engine's."),
-      workers: nonNegInt.optional().describe("Worker threads, one model replica each; 0 runs in the main thread. Default: 2 on 2+ cores."),
+      kind: z
+        .enum(["local"])
+        .default("local")
+        .describe(
+          "The engine: local (in this process, on TF.js or the native addon). The other settings of this section are the local engine's.",
+        ),
+      workers: nonNegInt
+        .optional()
+        .describe("Worker threads, one model replica each; 0 runs in the main thread. Default: 2 on 2+ cores."),
       prefixCacheMb: nonNegInt.default(256).describe("Prefix (KV) cache budget per replica, MiB; 0 disables."),
-      microBatchMb: positiveInt.default(640).describe("Activation memory per training micro-batch, MiB (the wasm heap is 4 GiB)."),
+      microBatchMb: positiveInt
+        .default(640)
+        .describe("Activation memory per training micro-batch, MiB (the wasm heap is 4 GiB)."),
       backend: z
         .enum(BACKEND_CHOICES)
         .optional()
-        .describe("Compute backend: native (matrix products on BLAS through the C addon), tfjs (wasm only) or auto (native when the addon loaded, else tfjs). Default: env AGENT_R1_BACKEND, else auto."),
+        .describe(
+          "Compute backend: native (matrix products on BLAS through the C addon), tfjs (wasm only) or auto (native when the addon loaded, else tfjs). Default: env AGENT_R1_BACKEND, else auto.",
+        ),
     })
     .prefault({}),
   task: z
     .strictObject({
       name: z.string().default("calc").describe("multihop or calc."),
-      options: z.record(z.string(), z.unknown()).default({}).describe("Task-specific options, checked by the task itself."),
+      options: z
+        .record(z.string(), z.unknown())
+        .default({})
+        .describe("Task-specific options, checked by the task itself."),
     })
     .prefault({}),
   data: z
     .strictObject({
-      train: z.string().optional().describe("Training rows from a file (.jsonl or .parquet, Agent-R1 rows) instead of the task's generated train split."),
+      train: z
+        .string()
+        .optional()
+        .describe(
+          "Training rows from a file (.jsonl or .parquet, Agent-R1 rows) instead of the task's generated train split.",
+        ),
       val: z.string().optional().describe("Validation rows from a file, likewise."),
-      skipBadRows: z.boolean().default(false).describe("Skip and count rows that fail the row schema instead of stopping at the first (`train --skip-bad-rows`)."),
+      skipBadRows: z
+        .boolean()
+        .default(false)
+        .describe(
+          "Skip and count rows that fail the row schema instead of stopping at the first (`train --skip-bad-rows`).",
+        ),
     })
     .prefault({}),
   rollout: z
@@ -60,14 +99,28 @@ export const configSchema = z.strictObject({
       estimator: z.enum(ESTIMATORS).default("grpo").describe("Advantage estimator; gae and gae-step train a critic."),
       gamma: fraction.default(1),
       lambda: fraction.default(1),
-      filterConstantGroups: z.boolean().default(true).describe("Drop groups whose rewards are all equal (they carry no signal)."),
+      filterConstantGroups: z
+        .boolean()
+        .default(true)
+        .describe("Drop groups whose rewards are all equal (they carry no signal)."),
       maskOverlong: z.boolean().default(false).describe("Give no gradient to trajectories cut off by a length limit."),
-      processRewardWeight: z.number().nonnegative().default(0).describe("Weight of per-step / per-tool-call rewards against the outcome reward."),
+      processRewardWeight: z
+        .number()
+        .nonnegative()
+        .default(0)
+        .describe("Weight of per-step / per-tool-call rewards against the outcome reward."),
       kl: z
         .strictObject({
-          coef: z.number().nonnegative().default(0).describe("KL coefficient against the starting model; 0 loads no reference."),
+          coef: z
+            .number()
+            .nonnegative()
+            .default(0)
+            .describe("KL coefficient against the starting model; 0 loads no reference."),
           form: z.enum(["k1", "k2", "k3"]).default("k3"),
-          inReward: z.boolean().default(false).describe("Subtract the KL from the reward instead of adding it to the loss."),
+          inReward: z
+            .boolean()
+            .default(false)
+            .describe("Subtract the KL from the reward instead of adding it to the loss."),
         })
         .prefault({}),
     })
@@ -76,10 +129,20 @@ export const configSchema = z.strictObject({
     .strictObject({
       type: z.enum(["importance_sampling", "ppo", "cross_entropy"]).default("ppo").describe("Policy loss."),
       clipLow: z.number().nonnegative().default(0.2).describe("PPO ratio lower clip: 1 - clipLow."),
-      clipHigh: z.number().nonnegative().default(0.28).describe("PPO ratio upper clip: 1 + clipHigh (DAPO clip-higher)."),
+      clipHigh: z
+        .number()
+        .nonnegative()
+        .default(0.28)
+        .describe("PPO ratio upper clip: 1 + clipHigh (DAPO clip-higher)."),
       dualClip: z.number().nonnegative().default(3).describe("Dual-clip constant for negative advantages; 0 disables."),
-      aggregation: z.enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "sum"]).default("token-mean"),
-      normalizer: z.number().positive().optional().describe("Fixed normalizer for seq-mean-token-sum-norm; default rollout.maxTotalTokens."),
+      aggregation: z
+        .enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "sum"])
+        .default("token-mean"),
+      normalizer: z
+        .number()
+        .positive()
+        .optional()
+        .describe("Fixed normalizer for seq-mean-token-sum-norm; default rollout.maxTotalTokens."),
     })
     .prefault({}),
   optim: z
@@ -97,7 +160,11 @@ export const configSchema = z.strictObject({
   critic: z
     .strictObject({
       lr: z.number().positive().default(1e-3),
-      valueClip: z.number().nonnegative().default(0.2).describe("Clip of the value loss around the old values; 0 disables."),
+      valueClip: z
+        .number()
+        .nonnegative()
+        .default(0.2)
+        .describe("Clip of the value loss around the old values; 0 disables."),
     })
     .prefault({}),
   train: z

@@ -51,7 +51,10 @@ export interface CopyDatumOptions {
  * cut at random places; digit runs stay digits and get random digits instead.
  */
 export function blendWord(a: string, b: string, rng: Rng): string {
-  if (/^\p{N}+$/u.test(a)) return Array.from({ length: a.length }, (_, i) => String(i === 0 && a.length > 1 ? 1 + rng.int(9) : rng.int(10))).join("");
+  if (/^\p{N}+$/u.test(a))
+    return Array.from({ length: a.length }, (_, i) =>
+      String(i === 0 && a.length > 1 ? 1 + rng.int(9) : rng.int(10)),
+    ).join("");
   const head = a.slice(0, 1 + rng.int(Math.max(1, a.length - 1)));
   const letters = b.replace(/\p{N}/gu, "") || a;
   const tail = letters.slice(1 + rng.int(Math.max(1, letters.length - 1)));

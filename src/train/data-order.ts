@@ -21,7 +21,12 @@ export function epochOrder(size: number, seed: number, epoch: number): number[] 
 }
 
 /** The next `count` row indices from the cursor, and the cursor after them (wrapping into new epochs). */
-export function nextBatch(size: number, seed: number, cursor: DataCursor, count: number): { indices: number[]; cursor: DataCursor } {
+export function nextBatch(
+  size: number,
+  seed: number,
+  cursor: DataCursor,
+  count: number,
+): { indices: number[]; cursor: DataCursor } {
   if (size === 0) throw new Error("the dataset is empty");
   const indices: number[] = [];
   let { epoch, position } = cursor;

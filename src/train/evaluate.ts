@@ -51,7 +51,13 @@ export interface PlayOptions {
   seed: number;
 }
 
-export async function playRows(engine: Engine, tokenizer: Tokenizer, task: Task, rows: TaskRow[], o: PlayOptions): Promise<{ result: RolloutResult; scores: EpisodeScore[]; summary: EpisodeSummary }> {
+export async function playRows(
+  engine: Engine,
+  tokenizer: Tokenizer,
+  task: Task,
+  rows: TaskRow[],
+  o: PlayOptions,
+): Promise<{ result: RolloutResult; scores: EpisodeScore[]; summary: EpisodeSummary }> {
   const result = await rollout(engine, (row: TaskRow) => task.makeEnv(row), rows, {
     n: o.n ?? 1,
     tokenizer,
@@ -69,7 +75,8 @@ export async function playRows(engine: Engine, tokenizer: Tokenizer, task: Task,
 /** Where and why an episode failed, for one log line: `row 2 of the batch (calc #7): env reset: ...`. */
 export function describeFailure(rows: TaskRow[], t: Trajectory, rowsLabel?: string): string {
   const row = rows[t.rowIndex];
-  const stage = `env ${t.error?.stage ?? "?"}:`, message = t.error?.message ?? "unknown error";
+  const stage = `env ${t.error?.stage ?? "?"}:`,
+    message = t.error?.message ?? "unknown error";
   return `row ${t.rowIndex + 1}${rowsLabel ? ` ${rowsLabel}` : ""} (${row?.data_source ?? "?"} #${row?.extra_info?.index ?? "?"}): ${message.startsWith(stage) ? message : `${stage} ${message}`}`;
 }
 
@@ -78,14 +85,17 @@ export function describeFailure(rows: TaskRow[], t: Trajectory, rowsLabel?: stri
  * nothing would read as a score of 0. Otherwise a note about the failed ones (or undefined).
  */
 export function checkPlayed(what: string, rows: TaskRow[], result: RolloutResult): string | undefined {
-  const failed = result.failed.length, total = failed + result.trajectories.length;
+  const failed = result.failed.length,
+    total = failed + result.trajectories.length;
   if (failed === 0) return undefined;
   const first = describeFailure(rows, result.failed[0]);
   if (result.trajectories.length === 0) {
     const tooLong = /maxTotalTokens/.test(result.failed[0].error?.message ?? "");
     throw new AgentR1Error(
       `${what}: all ${total} episodes failed; first: ${first}`,
-      tooLong ? "the prompt does not fit the episode's token limit: raise it if the model's max_position_embeddings allows, or shorten the prompts" : "fix the task's environment",
+      tooLong
+        ? "the prompt does not fit the episode's token limit: raise it if the model's max_position_embeddings allows, or shorten the prompts"
+        : "fix the task's environment",
     );
   }
   return `${what}: ${failed} of ${total} episodes failed and are not in the summary; first: ${first}`;

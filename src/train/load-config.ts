@@ -17,7 +17,8 @@ export function applyOverride(obj: Json, override: string): void {
   const eq = override.indexOf("=");
   if (eq <= 0) throw new InputError(`override '${override}' must look like key.path=value`);
   const path = override.slice(0, eq).split(".");
-  if (path.some((p) => p === "")) throw new InputError(`override '${override}': empty key in '${override.slice(0, eq)}'`);
+  if (path.some((p) => p === ""))
+    throw new InputError(`override '${override}': empty key in '${override.slice(0, eq)}'`);
   for (const key of path) checkKey(key, `override '${override}'`);
   const raw = override.slice(eq + 1);
   let value: unknown;
@@ -32,7 +33,8 @@ export function applyOverride(obj: Json, override: string): void {
   for (const key of path.slice(0, -1)) {
     const next = Object.hasOwn(cur, key) ? cur[key] : undefined;
     if (next === undefined || next === null) cur[key] = {};
-    else if (typeof next !== "object" || Array.isArray(next)) throw new InputError(`override '${override}': '${key}' is not a section`);
+    else if (typeof next !== "object" || Array.isArray(next))
+      throw new InputError(`override '${override}': '${key}' is not a section`);
     cur = cur[key] as Json;
   }
   cur[path[path.length - 1]] = value;
@@ -65,19 +67,22 @@ export function formatConfigIssue(issue: z.core.$ZodIssue, source: string): stri
     const keys = issue.keys.map((k) => (where ? `${where}.${k}` : k));
     return `${source}: unknown key '${keys[0]}'; allowed here: ${allowedKeys(issue.path).join(", ")}`;
   }
-  if (issue.code === "invalid_value") return `${source}: ${where}: must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+  if (issue.code === "invalid_value")
+    return `${source}: ${where}: must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
   return `${source}: ${where}: ${issue.message.replace(/^Invalid input: /, "")}`;
 }
 
 export function parseConfig(raw: unknown, source = "config"): TrainConfig {
   if (raw === null || raw === undefined) raw = {};
-  if (typeof raw !== "object" || Array.isArray(raw)) throw new InputError(`${source}: the recipe must be a mapping of sections`);
+  if (typeof raw !== "object" || Array.isArray(raw))
+    throw new InputError(`${source}: the recipe must be a mapping of sections`);
   const res = configSchema.safeParse(raw);
   if (!res.success) throw new InputError(formatConfigIssue(res.error.issues[0], source));
   const c = res.data;
   if (!c.model.path && !c.model.preset) c.model.preset = "tiny";
   if (c.model.path && c.model.preset) throw new InputError(`${source}: model: give either path or preset, not both`);
-  if (c.loss.aggregation === "seq-mean-token-sum-norm" && !c.loss.normalizer) c.loss.normalizer = c.rollout.maxTotalTokens;
+  if (c.loss.aggregation === "seq-mean-token-sum-norm" && !c.loss.normalizer)
+    c.loss.normalizer = c.rollout.maxTotalTokens;
   return c;
 }
 
@@ -86,15 +91,22 @@ export function loadConfig(file: string | undefined, overrides: string[] = []): 
   let raw: Json = {};
   if (file) {
     if (!existsSync(file)) throw new InputError(`${file}: recipe not found`);
-    const text = readTextInput(file, (words) => new InputError(`${file}: ${words}`, "--config takes a YAML recipe file"));
+    const text = readTextInput(
+      file,
+      (words) => new InputError(`${file}: ${words}`, "--config takes a YAML recipe file"),
+    );
     try {
       raw = (parseYaml(text) ?? {}) as Json;
     } catch (e) {
       throw new InputError(`${file}: not valid YAML (${(e as Error).message.split("\n")[0]})`);
     }
-    if (typeof raw !== "object" || Array.isArray(raw)) throw new InputError(`${file}: the recipe must be a mapping of sections`);
+    if (typeof raw !== "object" || Array.isArray(raw))
+      throw new InputError(`${file}: the recipe must be a mapping of sections`);
     const bad = findForbiddenKey(raw);
-    if (bad) throw new InputError(`${file}: ${bad}: the key '${bad.split(".").pop()}' is not allowed (it would reach the object's prototype)`);
+    if (bad)
+      throw new InputError(
+        `${file}: ${bad}: the key '${bad.split(".").pop()}' is not allowed (it would reach the object's prototype)`,
+      );
   }
   for (const o of overrides) applyOverride(raw, o);
   return parseConfig(raw, file ?? "config");

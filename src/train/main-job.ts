@@ -41,21 +41,39 @@ export interface MainJobResult {
 
 export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions): Promise<MainJobResult> {
   const t0 = Date.now();
-  const trainer = await Trainer.open(cfg, { out: o.out, task, engines: o.engines, force: o.force, command: "main", log: o.log });
+  const trainer = await Trainer.open(cfg, {
+    out: o.out,
+    task,
+    engines: o.engines,
+    force: o.force,
+    command: "main",
+    log: o.log,
+  });
   const testRows = task.rows("test");
   const r = cfg.rollout;
   const evaluate = async () => {
-    const played = await playRows(trainer.policy, trainer.policy.tokenizer, task, testRows, { greedy: true, maxTurns: r.maxTurns, maxTokensPerTurn: r.maxTokensPerTurn, maxTotalTokens: r.maxTotalTokens, seed: 0 });
+    const played = await playRows(trainer.policy, trainer.policy.tokenizer, task, testRows, {
+      greedy: true,
+      maxTurns: r.maxTurns,
+      maxTokensPerTurn: r.maxTokensPerTurn,
+      maxTotalTokens: r.maxTotalTokens,
+      seed: 0,
+    });
     const failures = checkPlayed("main: evaluation", testRows, played.result);
     if (failures) o.log?.(failures);
     return played.summary;
   };
   try {
     const algorithm = cfg.algorithm.estimator.toUpperCase();
-    o.say?.(`main: ${algorithm} on '${task.name}' from ${o.base}, ${cfg.train.iterations} iterations x ${cfg.train.batchSize} questions x ${r.n} samples (budget ${o.budgetMinutes} min) → ${o.out}`);
+    o.say?.(
+      `main: ${algorithm} on '${task.name}' from ${o.base}, ${cfg.train.iterations} iterations x ${cfg.train.batchSize} questions x ${r.n} samples (budget ${o.budgetMinutes} min) → ${o.out}`,
+    );
     const before = await evaluate();
-    o.say?.(`base on ${testRows.length} held-out questions (greedy): exact match ${pct(before.em)}, ${before.toolCalls.toFixed(2)} tool calls, ${before.responseTokens.toFixed(0)} response tokens`);
-    while (trainer.iteration < cfg.train.iterations && Date.now() - t0 < o.budgetMinutes * 60_000) o.onIteration?.(await trainer.step());
+    o.say?.(
+      `base on ${testRows.length} held-out questions (greedy): exact match ${pct(before.em)}, ${before.toolCalls.toFixed(2)} tool calls, ${before.responseTokens.toFixed(0)} response tokens`,
+    );
+    while (trainer.iteration < cfg.train.iterations && Date.now() - t0 < o.budgetMinutes * 60_000)
+      o.onIteration?.(await trainer.step());
     if (trainer.iteration < cfg.train.iterations) {
       o.say?.(`main: time budget reached after ${trainer.iteration} iterations`);
       await trainer.checkpoint(trainer.iteration);
@@ -63,7 +81,10 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
     const after = await evaluate();
     const minutes = (Date.now() - t0) / 60_000;
     const result: MainJobResult = { out: o.out, before, after, iterations: trainer.iteration, minutes, algorithm };
-    writeFileSync(join(o.out, "eval.json"), JSON.stringify({ split: "test", rows: testRows.length, greedy: true, ...result }, null, 2) + "\n");
+    writeFileSync(
+      join(o.out, "eval.json"),
+      JSON.stringify({ split: "test", rows: testRows.length, greedy: true, ...result }, null, 2) + "\n",
+    );
     return result;
   } finally {
     await trainer.close();

@@ -36,22 +36,47 @@ export interface PreparedBatch {
   klRef?: number;
 }
 
-export async function prepareBatch(trajectories: Trajectory[], cfg: TrainConfig, models: BatchModels, klCoef: number): Promise<PreparedBatch> {
+export async function prepareBatch(
+  trajectories: Trajectory[],
+  cfg: TrainConfig,
+  models: BatchModels,
+  klCoef: number,
+): Promise<PreparedBatch> {
   const alg = cfg.algorithm;
   const estimator = advantageEstimator(alg.estimator);
-  const scored = trajectories.filter((t) => t.metrics.actionTokens > 0).map((t) => scoreEpisode(t, alg.processRewardWeight));
+  const scored = trajectories
+    .filter((t) => t.metrics.actionTokens > 0)
+    .map((t) => scoreEpisode(t, alg.processRewardWeight));
   const episodes = alg.filterConstantGroups ? varyingGroups(scored) : scored;
-  const overlong = alg.maskOverlong ? maskOverlong(episodes.map((e) => (e.trajectory.endReason === "done" ? "stop" : "length"))) : { weights: undefined, masked: 0 };
-  const batch = batchDatums(episodes.map((e) => e.trajectory), overlong.weights);
+  const overlong = alg.maskOverlong
+    ? maskOverlong(episodes.map((e) => (e.trajectory.endReason === "done" ? "stop" : "length")))
+    : { weights: undefined, masked: 0 };
+  const batch = batchDatums(
+    episodes.map((e) => e.trajectory),
+    overlong.weights,
+  );
   const mask = actionMask(batch.steps);
   const signal = await rewardSignal(episodes, batch, mask, alg, models, klCoef);
-  const values = estimator.needsValues && models.values && batch.datums.length > 0 ? await models.values(batch.datums.map((d) => d.tokens)) : undefined;
+  const values =
+    estimator.needsValues && models.values && batch.datums.length > 0
+      ? await models.values(batch.datums.map((d) => d.tokens))
+      : undefined;
   const out = estimator.compute({
     trajectories: episodes.map((e, j) => ({ group: e.trajectory.rowIndex, score: signal.scores[j] })),
-    trajectory: batch.trajectory, mask, rewards: signal.rewards, values, steps: batch.steps, gamma: alg.gamma, lambda: alg.lambda,
+    trajectory: batch.trajectory,
+    mask,
+    rewards: signal.rewards,
+    values,
+    steps: batch.steps,
+    gamma: alg.gamma,
+    lambda: alg.lambda,
   });
   const klLossRef = !alg.kl.inReward && klCoef > 0 ? signal.ref : undefined;
-  const datums = batch.datums.map((d, j) => ({ ...d, advantages: out.advantages[j], ...(klLossRef ? { refLogprobs: onMask(klLossRef[j], mask[j]) } : {}) }));
+  const datums = batch.datums.map((d, j) => ({
+    ...d,
+    advantages: out.advantages[j],
+    ...(klLossRef ? { refLogprobs: onMask(klLossRef[j], mask[j]) } : {}),
+  }));
   return {
     datums,
     valueDatums: values ? criticTargets(datums, values, out) : [],
@@ -64,7 +89,10 @@ export async function prepareBatch(trajectories: Trajectory[], cfg: TrainConfig,
 
 /** The episodes of groups whose scores differ. */
 function varyingGroups(episodes: ScoredEpisode[]): ScoredEpisode[] {
-  return dropUniformGroups(episodes.map((e) => e.score), episodes.map((e) => e.trajectory.rowIndex)).keep.map((i) => episodes[i]);
+  return dropUniformGroups(
+    episodes.map((e) => e.score),
+    episodes.map((e) => e.trajectory.rowIndex),
+  ).keep.map((i) => episodes[i]);
 }
 
 interface RewardSignal {
@@ -81,15 +109,29 @@ interface RewardSignal {
  * Token rewards (outcome + weighted process rewards) and scores, both minus β·KL when the KL is
  * in the reward; the reference logprobs and the batch KL when there is a reference.
  */
-async function rewardSignal(episodes: ScoredEpisode[], batch: BatchDatums, mask: number[][], alg: TrainConfig["algorithm"], models: BatchModels, klCoef: number): Promise<RewardSignal> {
+async function rewardSignal(
+  episodes: ScoredEpisode[],
+  batch: BatchDatums,
+  mask: number[][],
+  alg: TrainConfig["algorithm"],
+  models: BatchModels,
+  klCoef: number,
+): Promise<RewardSignal> {
   const rowsOf = (j: number) => batch.steps.filter((_, d) => batch.trajectory[d] === j);
-  const perTrajectory = combineRewards(episodes.map((e, j) => ({ steps: rowsOf(j), outcome: e.outcome, stepRewards: e.process })), { processWeight: alg.processRewardWeight });
+  const perTrajectory = combineRewards(
+    episodes.map((e, j) => ({ steps: rowsOf(j), outcome: e.outcome, stepRewards: e.process })),
+    { processWeight: alg.processRewardWeight },
+  );
   const rewards = perTrajectory.flat(1); // trajectories in order, each one's datums in order: the batch's datum order
   const scores = episodes.map((e) => e.score);
   if (!models.refLogprobs || batch.datums.length === 0) return { rewards, scores };
   const ref = await referenceLogprobs(models.refLogprobs, batch.datums);
   const logprobs = batch.datums.map((d) => d.logprobs!);
-  const kl = applyKlToRewards({ rewards, logprobs, refLogprobs: ref, mask, trajectory: batch.trajectory }, alg.kl.inReward ? klCoef : 0, alg.kl.form);
+  const kl = applyKlToRewards(
+    { rewards, logprobs, refLogprobs: ref, mask, trajectory: batch.trajectory },
+    alg.kl.inReward ? klCoef : 0,
+    alg.kl.form,
+  );
   if (!alg.kl.inReward) return { rewards, scores, ref, klRef: kl.meanKl };
   return { rewards: kl.rewards, scores: scores.map((s, j) => s - klCoef * kl.trajectoryKl[j]), ref, klRef: kl.meanKl };
 }
@@ -103,7 +145,12 @@ async function referenceLogprobs(score: NonNullable<BatchModels["refLogprobs"]>,
 /** The critic's targets: the estimator's returns where its return mask is 1; the values it was read at as the old values. */
 function criticTargets(datums: Datum[], values: number[][], out: AdvantageOutput): ValueDatum[] {
   if (!out.returns || !out.returnMask) return [];
-  return datums.map((d, j) => ({ tokens: d.tokens, weights: out.returnMask![j], returns: out.returns![j], oldValues: values[j].slice() }));
+  return datums.map((d, j) => ({
+    tokens: d.tokens,
+    weights: out.returnMask![j],
+    returns: out.returns![j],
+    oldValues: values[j].slice(),
+  }));
 }
 
 const onMask = (row: readonly number[], mask: readonly number[]) => row.map((x, i) => (mask[i] > 0 ? x : 0));

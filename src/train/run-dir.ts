@@ -16,19 +16,30 @@ export const RUN_ENTRIES = ["config.yaml", "metrics.jsonl", "samples", "checkpoi
 /** True when `dir` looks like a run directory of ours: a config next to metrics or a checkpoint with our manifest. */
 export function isRunDir(dir: string): boolean {
   if (!existsSync(join(dir, "config.yaml"))) return false;
-  return existsSync(join(dir, "metrics.jsonl")) || listCheckpoints(dir).some((s) => existsSync(join(checkpointsDir(dir), `step-${s}`, MANIFEST)));
+  return (
+    existsSync(join(dir, "metrics.jsonl")) ||
+    listCheckpoints(dir).some((s) => existsSync(join(checkpointsDir(dir), `step-${s}`, MANIFEST)))
+  );
 }
 
 /**
  * Checks `out` for a new run; returns true when it must be emptied first (--force over a
  * non-empty directory). Throws a one-line InputError when the run may not start there.
  */
-export function checkNewRunDir(out: string, o: { command?: string; force?: boolean; inputs?: OutCheck["inputs"] }): boolean {
+export function checkNewRunDir(
+  out: string,
+  o: { command?: string; force?: boolean; inputs?: OutCheck["inputs"] },
+): boolean {
   if (!o.force && existsSync(out) && isRunDir(out)) {
-    throw new InputError(`${out} already holds a run`, "continue it with --resume, start it over with --force, or pick a new --out");
+    throw new InputError(
+      `${out} already holds a run`,
+      "continue it with --resume, start it over with --force, or pick a new --out",
+    );
   }
   const notEmpty = (listing: string) =>
-    new InputError(`${out} is not empty and is not a run directory (${listing})`, "pick a new --out, or pass --force to replace the directory and everything in it");
+    new InputError(
+      `${out} is not empty and is not a run directory (${listing})`,
+      "pick a new --out, or pass --force to replace the directory and everything in it",
+    );
   return checkOutDir(out, { command: o.command ?? "train", force: o.force, inputs: o.inputs, notEmpty }) === "replace";
 }
-

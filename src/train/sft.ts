@@ -21,24 +21,40 @@ import { Rng } from "../util/rng.js";
 import { learningRate } from "./lr-schedule.js";
 
 /** The trajectory a rollout records when the policy writes exactly the demonstration's assistant turns. */
-export function demonstrationTrajectory(chat: ChatSetup, demo: readonly ChatMessage[], tools: ToolSchema[] | undefined, id = "demo"): Trajectory {
+export function demonstrationTrajectory(
+  chat: ChatSetup,
+  demo: readonly ChatMessage[],
+  tools: ToolSchema[] | undefined,
+  id = "demo",
+): Trajectory {
   const firstAssistant = demo.findIndex((m) => m.role === "assistant");
-  if (firstAssistant <= 0) throw new InputError(`demonstration ${id}: needs prompt messages followed by an assistant turn`);
+  if (firstAssistant <= 0)
+    throw new InputError(`demonstration ${id}: needs prompt messages followed by an assistant turn`);
   const history: AgentMessage[] = demo.slice(0, firstAssistant);
   const rec = new TrajectoryBuilder(id, 0, 0);
   let context = chat.tokenizer.encode(renderMessages(chat, history, { tools, addGenerationPrompt: true }));
-  for (let i = firstAssistant; i < demo.length; ) {
+  for (let i = firstAssistant; i < demo.length;) {
     const turn = demo[i];
     const action = [...chat.tokenizer.encode(turn.content), chat.endOfTurnId];
     let j = i + 1;
     while (j < demo.length && demo[j].role !== "assistant") j++;
     const last = j >= demo.length;
     const messages = demo.slice(i + 1, j);
-    if (last && messages.length > 0) throw new InputError(`demonstration ${id}: ends with a ${messages[messages.length - 1].role} message; it must end with the assistant's answer`);
+    if (last && messages.length > 0)
+      throw new InputError(
+        `demonstration ${id}: ends with a ${messages[messages.length - 1].role} message; it must end with the assistant's answer`,
+      );
     const observation = last ? [] : observationDeltaTokens(chat, { history, messages, tools, actionClosed: true });
     rec.add(context, {
-      action, logprobs: action.map(() => 0), stopReason: "stop", observation, reward: 0, done: last,
-      toolCalls: [], info: {}, timing: { sampleMs: 0, envMs: 0 },
+      action,
+      logprobs: action.map(() => 0),
+      stopReason: "stop",
+      observation,
+      reward: 0,
+      done: last,
+      toolCalls: [],
+      info: {},
+      timing: { sampleMs: 0, envMs: 0 },
     });
     history.push(turn, ...messages);
     context = [...context, ...action, ...observation];
@@ -48,7 +64,12 @@ export function demonstrationTrajectory(chat: ChatSetup, demo: readonly ChatMess
 }
 
 /** SFT datums of a task's demonstrations for `rows` (the env's tools are listed in each prompt). */
-export function sftDatums(task: Task, rows: TaskRow[], tokenizer: Tokenizer, opts: { seed: number; quality: number }): Datum[] {
+export function sftDatums(
+  task: Task,
+  rows: TaskRow[],
+  tokenizer: Tokenizer,
+  opts: { seed: number; quality: number },
+): Datum[] {
   const chat = chatSetup(tokenizer);
   const demos = task.demonstrations(rows, opts);
   return demos.flatMap((demo, i) => {
@@ -60,10 +81,13 @@ export function sftDatums(task: Task, rows: TaskRow[], tokenizer: Tokenizer, opt
 /** Mean cross-entropy (nats per weighted target token) of the datums under the engine's weights. */
 export async function meanCrossEntropy(engine: Engine, datums: Datum[]): Promise<number> {
   const lps = await engine.computeLogprobs(datums.map((d) => [...d.tokens, d.targetTokens[d.targetTokens.length - 1]]));
-  let sum = 0, n = 0;
-  datums.forEach((d, k) => d.weights.forEach((w, i) => {
-    if (w > 0) [sum, n] = [sum - w * (lps[k][i + 1] ?? 0), n + w];
-  }));
+  let sum = 0,
+    n = 0;
+  datums.forEach((d, k) =>
+    d.weights.forEach((w, i) => {
+      if (w > 0) [sum, n] = [sum - w * (lps[k][i + 1] ?? 0), n + w];
+    }),
+  );
   return n > 0 ? sum / n : 0;
 }
 
@@ -81,11 +105,19 @@ export interface SftOptions {
 /** Optimizer steps over reshuffled passes of the datums; returns the mean loss of the last tenth of the steps. */
 export async function trainSft(engine: Engine, datums: Datum[], o: SftOptions): Promise<{ finalLoss: number }> {
   if (datums.length === 0) throw new InputError("sft: no demonstrations to train on");
-  if (!(Number.isInteger(o.steps) && o.steps > 0)) throw new InputError(`sft: steps must be a positive integer, got ${o.steps}`);
-  if (!(Number.isInteger(o.batchSize) && o.batchSize > 0)) throw new InputError(`sft: batch size must be a positive integer, got ${o.batchSize}`);
+  if (!(Number.isInteger(o.steps) && o.steps > 0))
+    throw new InputError(`sft: steps must be a positive integer, got ${o.steps}`);
+  if (!(Number.isInteger(o.batchSize) && o.batchSize > 0))
+    throw new InputError(`sft: batch size must be a positive integer, got ${o.batchSize}`);
   const rng = new Rng(o.seed ?? 0, 17);
-  const schedule = { lr: o.lr, schedule: "cosine" as const, warmupSteps: o.warmupSteps ?? Math.min(10, Math.floor(o.steps / 10)), minLrRatio: 0.1 };
-  let order: number[] = [], at = 0;
+  const schedule = {
+    lr: o.lr,
+    schedule: "cosine" as const,
+    warmupSteps: o.warmupSteps ?? Math.min(10, Math.floor(o.steps / 10)),
+    minLrRatio: 0.1,
+  };
+  let order: number[] = [],
+    at = 0;
   const losses: number[] = [];
   for (let step = 0; step < o.steps; step++) {
     const batch: Datum[] = [];

@@ -35,7 +35,10 @@ export interface TaskTokenizerOptions {
 export const TASK_CHAT_TEMPLATE = COMPACT_CHAT_TEMPLATE;
 
 export type TaskTokenizerSplit = "words" | "gpt";
-export const TASK_TOKENIZER_SPLITS: Record<TaskTokenizerSplit, string> = { words: WORD_SPLIT_REGEX, gpt: PRETOKENIZE_REGEX };
+export const TASK_TOKENIZER_SPLITS: Record<TaskTokenizerSplit, string> = {
+  words: WORD_SPLIT_REGEX,
+  gpt: PRETOKENIZE_REGEX,
+};
 
 interface AddedToken {
   id: number;
@@ -67,10 +70,15 @@ export function* taskTokenizerCorpus(tasks: Task | Task[], seed = 0): Generator<
 }
 
 /** `tasks`: one task, or several (demonstration worlds) whose text is pooled. */
-export async function buildTaskTokenizer(tasks: Task | Task[], opts: TaskTokenizerOptions): Promise<{ dir: string; vocabSize: number }> {
+export async function buildTaskTokenizer(
+  tasks: Task | Task[],
+  opts: TaskTokenizerOptions,
+): Promise<{ dir: string; vocabSize: number }> {
   const { added, config } = shippedTokenizer();
   if (!(Number.isInteger(opts.vocabSize) && opts.vocabSize >= 256 + added.length)) {
-    throw new InputError(`tokenizer: --vocab must be an integer of at least ${256 + added.length} (256 bytes + ${added.length} special tokens), got ${opts.vocabSize}`);
+    throw new InputError(
+      `tokenizer: --vocab must be an integer of at least ${256 + added.length} (256 bytes + ${added.length} special tokens), got ${opts.vocabSize}`,
+    );
   }
   const json = trainByteLevelBpe(taskTokenizerCorpus(tasks, opts.seed ?? 0), {
     vocabSize: opts.vocabSize,
@@ -81,11 +89,21 @@ export async function buildTaskTokenizer(tasks: Task | Task[], opts: TaskTokeniz
   }) as { added_tokens: AddedToken[] };
   const decoder: Record<string, object> = {};
   for (const t of json.added_tokens) {
-    decoder[String(t.id)] = { content: t.content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: t.special };
+    decoder[String(t.id)] = {
+      content: t.content,
+      lstrip: false,
+      normalized: false,
+      rstrip: false,
+      single_word: false,
+      special: t.special,
+    };
   }
   writeDirectory(opts.out, (tmp) => {
     writeFileSync(join(tmp, "tokenizer.json"), JSON.stringify(json, null, 2) + "\n");
-    writeFileSync(join(tmp, "tokenizer_config.json"), JSON.stringify({ ...config, chat_template: TASK_CHAT_TEMPLATE, added_tokens_decoder: decoder }, null, 2) + "\n");
+    writeFileSync(
+      join(tmp, "tokenizer_config.json"),
+      JSON.stringify({ ...config, chat_template: TASK_CHAT_TEMPLATE, added_tokens_decoder: decoder }, null, 2) + "\n",
+    );
   });
   const tok = Tokenizer.fromDir(opts.out);
   return { dir: opts.out, vocabSize: tok.vocabSize };

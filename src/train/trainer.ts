@@ -20,7 +20,13 @@ import { decodeTrajectory } from "../agent/trajectory-view.js";
 import type { Task, TaskRow } from "../tasks/types.js";
 import type { TrainConfig } from "./config.js";
 import { nextBatch, type DataCursor } from "./data-order.js";
-import { removeUnfinishedCheckpoints, scanCheckpoints, writeCheckpoint, type FoundCheckpoint, type StateParser } from "./checkpoint.js";
+import {
+  removeUnfinishedCheckpoints,
+  scanCheckpoints,
+  writeCheckpoint,
+  type FoundCheckpoint,
+  type StateParser,
+} from "./checkpoint.js";
 import { prepareBatch } from "./prepare-batch.js";
 import { checkNewRunDir } from "./run-dir.js";
 import { clearDirectory } from "../util/out-path.js";
@@ -50,7 +56,8 @@ export const parseTrainState: StateParser<TrainState> = (raw, step) => {
     const issue = res.error.issues[0];
     return { error: `state.json: ${issue.path.map(String).join(".") || "(top)"}: ${issue.message}` };
   }
-  if (res.data.iteration !== step) return { error: `state.json: iteration ${res.data.iteration} is not the checkpoint's step ${step}` };
+  if (res.data.iteration !== step)
+    return { error: `state.json: iteration ${res.data.iteration} is not the checkpoint's step ${step}` };
   return { state: res.data };
 };
 
@@ -89,7 +96,11 @@ export class Trainer {
   private trainRows: TaskRow[] = [];
   private valRows: TaskRow[] = [];
 
-  private constructor(readonly cfg: TrainConfig, private engine: PolicyEngine, private opts: TrainOptions) {}
+  private constructor(
+    readonly cfg: TrainConfig,
+    private engine: PolicyEngine,
+    private opts: TrainOptions,
+  ) {}
 
   /**
    * Sets up (or reopens) the run directory and the models. Everything that
@@ -105,11 +116,15 @@ export class Trainer {
     if (opts.resume) {
       const scan = scanCheckpoints<TrainState>(out, (raw, step) => {
         const res = parseTrainState(raw, step);
-        const models = "state" in res ? checkpointModelsProblem(opts.engines, join(out, "checkpoints", `step-${step}`)) : undefined;
+        const models =
+          "state" in res ? checkpointModelsProblem(opts.engines, join(out, "checkpoints", `step-${step}`)) : undefined;
         return models ? { error: models } : res;
       });
       const why = scan.skipped.map((s) => `${join(out, "checkpoints", `step-${s.step}`)}: ${s.reason}`);
-      if (!scan.found) throw new InputError(`${out}: no complete checkpoint to resume from${why.length ? ` (${why.join("; ")})` : ""}`);
+      if (!scan.found)
+        throw new InputError(
+          `${out}: no complete checkpoint to resume from${why.length ? ` (${why.join("; ")})` : ""}`,
+        );
       found = scan.found;
       notes.push(...why.map((w) => `skipping checkpoint ${w}; resuming from step-${scan.found!.step}`));
     }
@@ -144,7 +159,8 @@ export class Trainer {
     if (found) {
       t.state = found.state;
       truncateMetrics(out, found.state.iteration);
-      for (const n of removeUnfinishedCheckpoints(out)) notes.push(`removed ${join(out, "checkpoints", n)} (a checkpoint write that never finished)`);
+      for (const n of removeUnfinishedCheckpoints(out))
+        notes.push(`removed ${join(out, "checkpoints", n)} (a checkpoint write that never finished)`);
     }
     for (const n of notes) opts.log?.(n);
     return t;
@@ -171,7 +187,15 @@ export class Trainer {
     this.reportFailedEpisodes(it, rows, ro.result.trajectories, ro.result.failed);
     const t1 = performance.now();
     const batch = await prepareBatch(ro.result.trajectories, this.cfg, this.batchModels(), this.cfg.algorithm.kl.coef);
-    const upd = await updatePolicy(this.engine, batch.datums, this.cfg, this.cfg.algorithm.kl.coef, this.state.optimizerSteps, this.totalSteps(), this.cfg.train.seed * 7919 + it);
+    const upd = await updatePolicy(
+      this.engine,
+      batch.datums,
+      this.cfg,
+      this.cfg.algorithm.kl.coef,
+      this.state.optimizerSteps,
+      this.totalSteps(),
+      this.cfg.train.seed * 7919 + it,
+    );
     this.state.optimizerSteps += upd.steps;
     const valueLoss = this.critic ? await updateCritic(this.critic, batch.valueDatums, this.cfg, it) : undefined;
     const t2 = performance.now();
@@ -209,7 +233,12 @@ export class Trainer {
   }
 
   private nextRows(): TaskRow[] {
-    const { indices, cursor } = nextBatch(this.trainRows.length, this.cfg.train.seed, this.state.cursor, this.cfg.train.batchSize);
+    const { indices, cursor } = nextBatch(
+      this.trainRows.length,
+      this.cfg.train.seed,
+      this.state.cursor,
+      this.cfg.train.batchSize,
+    );
     this.state.cursor = cursor;
     return indices.map((i) => this.trainRows[i]);
   }
@@ -225,9 +254,14 @@ export class Trainer {
     const what = describeFailure(rows, failed[0], "of the batch");
     const total = failed.length + ok.length;
     if (ok.length === 0) {
-      throw new AgentR1Error(`iteration ${it}: all ${total} episodes failed; first: ${what}`, "fix the task's environment, then continue with --resume (the run directory holds the last checkpoint)");
+      throw new AgentR1Error(
+        `iteration ${it}: all ${total} episodes failed; first: ${what}`,
+        "fix the task's environment, then continue with --resume (the run directory holds the last checkpoint)",
+      );
     }
-    this.opts.log?.(`iteration ${it}: ${failed.length} of ${total} episodes failed and were left out of the batch; first: ${what}`);
+    this.opts.log?.(
+      `iteration ${it}: ${failed.length} of ${total} episodes failed and were left out of the batch; first: ${what}`,
+    );
   }
 
   private rolloutStage(rows: TaskRow[], it: number) {
@@ -290,10 +324,16 @@ export class Trainer {
 
   /** Throws a CheckpointError when the write fails (earlier checkpoints stay as they were). */
   async checkpoint(it: number): Promise<string> {
-    return writeCheckpoint(this.opts.out, it, this.state, async (dir) => {
-      await this.engine.save(join(dir, "policy"));
-      if (this.critic) await this.critic.save(join(dir, "critic"));
-    }, this.cfg.train.keepCheckpoints);
+    return writeCheckpoint(
+      this.opts.out,
+      it,
+      this.state,
+      async (dir) => {
+        await this.engine.save(join(dir, "policy"));
+        if (this.critic) await this.critic.save(join(dir, "critic"));
+      },
+      this.cfg.train.keepCheckpoints,
+    );
   }
 
   async close(): Promise<void> {
@@ -307,7 +347,8 @@ export class Trainer {
 async function readRows(cfg: TrainConfig, task: Task, notes: string[]): Promise<{ train: TaskRow[]; val: TaskRow[] }> {
   const fromFile = async (file: string) => {
     const r = await readTaskRowsFile(file, { skipBadRows: cfg.data.skipBadRows });
-    if (r.rows.length === 0) throw new InputError(`${file}: no rows left${r.skipped ? ` (all ${r.skipped} were bad and skipped)` : ""}`);
+    if (r.rows.length === 0)
+      throw new InputError(`${file}: no rows left${r.skipped ? ` (all ${r.skipped} were bad and skipped)` : ""}`);
     const note = skippedRowsNote(file, r);
     if (note) notes.push(note);
     return r.rows;
@@ -322,7 +363,13 @@ async function readRows(cfg: TrainConfig, task: Task, notes: string[]): Promise<
 async function baseModel(cfg: TrainConfig, out: string, engines: EngineFactory): Promise<string> {
   if (cfg.model.path) return cfg.model.path;
   const dir = join(out, "base-model");
-  if (!existsSync(join(dir, "config.json"))) await engines.initModel({ preset: cfg.model.preset!, out: dir, tokenizer: cfg.model.tokenizer, seed: cfg.train.seed });
+  if (!existsSync(join(dir, "config.json")))
+    await engines.initModel({
+      preset: cfg.model.preset!,
+      out: dir,
+      tokenizer: cfg.model.tokenizer,
+      seed: cfg.train.seed,
+    });
   return dir;
 }
 
@@ -333,14 +380,16 @@ async function baseModel(cfg: TrainConfig, out: string, engines: EngineFactory):
 function truncateMetrics(out: string, iteration: number): void {
   const file = join(out, "metrics.jsonl");
   if (!existsSync(file)) return;
-  const kept = readFileSync(file, "utf8").split("\n").filter((l) => {
-    try {
-      const it = (JSON.parse(l) as { iteration?: unknown }).iteration;
-      return typeof it === "number" && it <= iteration;
-    } catch {
-      return false;
-    }
-  });
+  const kept = readFileSync(file, "utf8")
+    .split("\n")
+    .filter((l) => {
+      try {
+        const it = (JSON.parse(l) as { iteration?: unknown }).iteration;
+        return typeof it === "number" && it <= iteration;
+      } catch {
+        return false;
+      }
+    });
   writeFileSync(file, kept.map((l) => l + "\n").join(""));
 }
 
@@ -363,4 +412,3 @@ function std(xs: number[]): number {
   const m = xs.reduce((a, b) => a + b, 0) / xs.length;
   return Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / xs.length);
 }
-

@@ -49,7 +49,8 @@ function sequences(datums: Datum[]): Datum[][] {
 }
 
 export function lossSpec(cfg: TrainConfig, klCoef: number): LossSpec {
-  const l = cfg.loss, kl = cfg.algorithm.kl;
+  const l = cfg.loss,
+    kl = cfg.algorithm.kl;
   return {
     type: l.type,
     clipLow: l.clipLow,
@@ -67,7 +68,15 @@ export function lossSpec(cfg: TrainConfig, klCoef: number): LossSpec {
  * A mini-batch whose gradients are not finite leaves the weights as they were (the engine skips the step);
  * it is counted in `skippedSteps` and its (non-finite) loss and statistics are left out of the means.
  */
-export async function updatePolicy(engine: Engine, datums: Datum[], cfg: TrainConfig, klCoef: number, step: number, totalSteps: number, seed: number): Promise<UpdateResult> {
+export async function updatePolicy(
+  engine: Engine,
+  datums: Datum[],
+  cfg: TrainConfig,
+  klCoef: number,
+  step: number,
+  totalSteps: number,
+  seed: number,
+): Promise<UpdateResult> {
   const rng = new Rng(seed, 7);
   const spec = lossSpec(cfg, klCoef);
   const acc = { loss: 0, entropy: 0, clip: 0, approxKl: 0, klRef: 0, gradNorm: 0, skipped: 0, n: 0 };
@@ -77,7 +86,13 @@ export async function updatePolicy(engine: Engine, datums: Datum[], cfg: TrainCo
       if (mb.every((d) => d.weights.every((w) => w === 0))) continue;
       lr = learningRate(cfg.optim, step, totalSteps);
       const fb = await engine.forwardBackward(mb, spec);
-      const os = await engine.optimStep({ lr, beta1: cfg.optim.beta1, beta2: cfg.optim.beta2, weightDecay: cfg.optim.weightDecay, gradClipNorm: cfg.optim.gradClipNorm });
+      const os = await engine.optimStep({
+        lr,
+        beta1: cfg.optim.beta1,
+        beta2: cfg.optim.beta2,
+        weightDecay: cfg.optim.weightDecay,
+        gradClipNorm: cfg.optim.gradClipNorm,
+      });
       if (os.skipped) {
         acc.skipped++;
         continue;
@@ -106,10 +121,16 @@ export async function updatePolicy(engine: Engine, datums: Datum[], cfg: TrainCo
   };
 }
 
-export async function updateCritic(critic: Critic, datums: ValueDatum[], cfg: TrainConfig, seed: number): Promise<number | undefined> {
+export async function updateCritic(
+  critic: Critic,
+  datums: ValueDatum[],
+  cfg: TrainConfig,
+  seed: number,
+): Promise<number | undefined> {
   if (datums.length === 0) return undefined;
   const rng = new Rng(seed, 11);
-  let loss = 0, n = 0;
+  let loss = 0,
+    n = 0;
   for (let epoch = 0; epoch < cfg.train.ppoEpochs; epoch++) {
     for (const mb of miniBatches(datums, cfg.train.miniBatches, rng)) {
       const fb = await critic.forwardBackward(mb, { clip: cfg.critic.valueClip });

@@ -70,7 +70,18 @@ export interface WarmStartResult {
  * questions (`--option bridge=0.4 --option comparison=0.3 --option numeric=0.3`).
  */
 export const WARM_START_DEFAULTS = {
-  preset: "small", vocabSize: 1024, quality: 0.3, copySteps: 1200, copyLr: 1e-3, copyBlend: 0.5, steps: 1500, batchSize: 8, lr: 1e-3, seed: 0, trainQuestions: 8192, worlds: 64,
+  preset: "small",
+  vocabSize: 1024,
+  quality: 0.3,
+  copySteps: 1200,
+  copyLr: 1e-3,
+  copyBlend: 0.5,
+  steps: 1500,
+  batchSize: 8,
+  lr: 1e-3,
+  seed: 0,
+  trainQuestions: 8192,
+  worlds: 64,
   // the tokenizer it trains when none is given: on the text of 8,192 questions, a lower threshold turns names into tokens
   tokenizerMinFrequency: 2000,
 } as const;
@@ -87,11 +98,19 @@ export const WORLD_SEED_OFFSET = 1000;
  * exact match after expert-only SFT (docs/main-job.md, "demonstrations from many small worlds"). Small worlds draw names
  * afresh, so the same name stands for different facts in different worlds.
  */
-export function demonstrationWorlds(name: string, options: Record<string, unknown>, worlds: number, questions: number): Task[] {
-  if (!(Number.isInteger(worlds) && worlds >= 1)) throw new InputError(`demonstration worlds: need a whole number >= 1, got ${worlds}`);
+export function demonstrationWorlds(
+  name: string,
+  options: Record<string, unknown>,
+  worlds: number,
+  questions: number,
+): Task[] {
+  if (!(Number.isInteger(worlds) && worlds >= 1))
+    throw new InputError(`demonstration worlds: need a whole number >= 1, got ${worlds}`);
   const seed = Number(options.seed ?? 0);
   const train = Math.ceil(questions / worlds);
-  return Array.from({ length: worlds }, (_, k) => getTask(name, { ...options, seed: seed + WORLD_SEED_OFFSET + k, train, val: 0, test: 0 }));
+  return Array.from({ length: worlds }, (_, k) =>
+    getTask(name, { ...options, seed: seed + WORLD_SEED_OFFSET + k, train, val: 0, test: 0 }),
+  );
 }
 
 export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
@@ -100,7 +119,16 @@ export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
   try {
     let initDir = o.init;
     if (initDir === undefined) {
-      const tokDir = o.tokenizer ?? (await buildTaskTokenizer(demoTasks, { vocabSize: o.vocabSize ?? WARM_START_DEFAULTS.vocabSize, minFrequency: WARM_START_DEFAULTS.tokenizerMinFrequency, out: join(scratch, "tokenizer"), seed: o.seed })).dir;
+      const tokDir =
+        o.tokenizer ??
+        (
+          await buildTaskTokenizer(demoTasks, {
+            vocabSize: o.vocabSize ?? WARM_START_DEFAULTS.vocabSize,
+            minFrequency: WARM_START_DEFAULTS.tokenizerMinFrequency,
+            out: join(scratch, "tokenizer"),
+            seed: o.seed,
+          })
+        ).dir;
       initDir = join(scratch, "init");
       await o.engines.initModel({ preset: o.preset, out: initDir, tokenizer: tokDir, seed: o.seed });
     }
@@ -109,13 +137,34 @@ export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
     try {
       if ((o.copySteps ?? 0) > 0) {
         const words = corpusWords(trainCorpus(demoTasks));
-        const copies = copyDatums(engine.tokenizer, words, { count: 20_000, minWords: 3, maxWords: 12, seed: o.seed, blend: o.copyBlend ?? WARM_START_DEFAULTS.copyBlend });
-        await trainSft(engine, copies, { steps: o.copySteps!, batchSize: 32, lr: o.copyLr ?? WARM_START_DEFAULTS.copyLr, warmupSteps: 50, seed: o.seed, onStep: o.onCopyStep });
+        const copies = copyDatums(engine.tokenizer, words, {
+          count: 20_000,
+          minWords: 3,
+          maxWords: 12,
+          seed: o.seed,
+          blend: o.copyBlend ?? WARM_START_DEFAULTS.copyBlend,
+        });
+        await trainSft(engine, copies, {
+          steps: o.copySteps!,
+          batchSize: 32,
+          lr: o.copyLr ?? WARM_START_DEFAULTS.copyLr,
+          warmupSteps: 50,
+          seed: o.seed,
+          onStep: o.onCopyStep,
+        });
       }
-      const datums = demoTasks.flatMap((t, k) => sftDatums(t, t.rows("train"), engine.tokenizer, { seed: o.seed + k, quality: o.quality }));
+      const datums = demoTasks.flatMap((t, k) =>
+        sftDatums(t, t.rows("train"), engine.tokenizer, { seed: o.seed + k, quality: o.quality }),
+      );
       const probe = datums.slice(0, 64);
       const lossBefore = await meanCrossEntropy(engine, probe);
-      await trainSft(engine, datums, { steps: o.steps, batchSize: o.batchSize, lr: o.lr, seed: o.seed, onStep: o.onStep });
+      await trainSft(engine, datums, {
+        steps: o.steps,
+        batchSize: o.batchSize,
+        lr: o.lr,
+        seed: o.seed,
+        onStep: o.onStep,
+      });
       const lossAfter = await meanCrossEntropy(engine, probe);
       await engine.save(o.out);
       for (const f of [OPTIMIZER_FILE, STATE_FILE]) rmSync(join(o.out, f), { force: true });
@@ -133,5 +182,7 @@ export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
  * world (another world may reuse one of its names, with facts drawn again).
  */
 function* trainCorpus(tasks: Task[]): Generator<string> {
-  for (const task of tasks) for (const demo of task.demonstrations(task.rows("train"), { seed: 0, quality: 1 })) for (const m of demo) yield m.content;
+  for (const task of tasks)
+    for (const demo of task.demonstrations(task.rows("train"), { seed: 0, quality: 1 }))
+      for (const m of demo) yield m.content;
 }

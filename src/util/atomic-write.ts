@@ -22,7 +22,11 @@ export function writeDirectory(dir: string, fill: (tmp: string) => void): void {
   } catch (e) {
     rmSync(tmp, { recursive: true, force: true });
     const err = e as NodeJS.ErrnoException;
-    if (err.code && err.syscall) throw new AgentR1Error(`${dir}: cannot write the directory: ${err.message}`, "check the path, the permissions and the free disk space");
+    if (err.code && err.syscall)
+      throw new AgentR1Error(
+        `${dir}: cannot write the directory: ${err.message}`,
+        "check the path, the permissions and the free disk space",
+      );
     throw e;
   }
 }
@@ -52,7 +56,11 @@ export function writeFileAtomic(path: string, data: string | Uint8Array): void {
   } catch (e) {
     rmSync(tmp, { force: true });
     const err = e as NodeJS.ErrnoException;
-    if (err.code && err.syscall) throw new AgentR1Error(`${path}: cannot write the file: ${err.message}`, "check the path, the permissions and the free disk space");
+    if (err.code && err.syscall)
+      throw new AgentR1Error(
+        `${path}: cannot write the file: ${err.message}`,
+        "check the path, the permissions and the free disk space",
+      );
     throw e;
   }
 }

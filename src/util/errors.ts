@@ -3,7 +3,10 @@
  * so the CLI can print one line and exit non-zero instead of a stack trace.
  */
 export class AgentR1Error extends Error {
-  constructor(message: string, readonly hint?: string) {
+  constructor(
+    message: string,
+    readonly hint?: string,
+  ) {
     super(message);
     this.name = new.target.name;
   }
@@ -11,7 +14,12 @@ export class AgentR1Error extends Error {
 
 /** A model directory or one of its files is missing, malformed or inconsistent. */
 export class ModelFormatError extends AgentR1Error {
-  constructor(readonly file: string, readonly field: string | undefined, message: string, hint?: string) {
+  constructor(
+    readonly file: string,
+    readonly field: string | undefined,
+    message: string,
+    hint?: string,
+  ) {
     super(`${file}${field ? ` (${field})` : ""}: ${message}`, hint);
   }
 }

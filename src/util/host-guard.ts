@@ -54,14 +54,22 @@ export class HostGuard {
     for (const name of opts.allowHosts ?? []) {
       if (name === "*") continue;
       const canon = canonicalHost(name);
-      if (canon === undefined) throw new InputError(`${this.flags.host} '${name}' is not a host name`, "give a name or an IP address, without scheme or port");
+      if (canon === undefined)
+        throw new InputError(
+          `${this.flags.host} '${name}' is not a host name`,
+          "give a name or an IP address, without scheme or port",
+        );
       this.hosts.add(canon);
     }
     this.anyHost = opts.allowHosts?.includes("*") ?? false;
     for (const origin of opts.allowOrigins ?? []) {
       if (origin === "*") continue;
       const canon = canonicalOrigin(origin);
-      if (canon === undefined) throw new InputError(`${this.flags.origin} '${origin}' is not an origin`, "write it as scheme://host[:port], e.g. https://app.example:3000");
+      if (canon === undefined)
+        throw new InputError(
+          `${this.flags.origin} '${origin}' is not an origin`,
+          "write it as scheme://host[:port], e.g. https://app.example:3000",
+        );
       this.origins.add(canon);
     }
     this.anyOrigin = opts.allowOrigins?.includes("*") ?? false;
@@ -74,14 +82,21 @@ export class HostGuard {
     const name = hostOfHeader(host);
     if (name === undefined) return { ok: false, message: `the Host header '${host}' is malformed` };
     if (!this.anyHost && !this.hosts.has(name) && !(this.anyIp && isIP(name) !== 0)) {
-      return { ok: false, message: `this server does not answer to Host '${name}'; if that is how you reach it, start it with ${this.flags.host} ${name}` };
+      return {
+        ok: false,
+        message: `this server does not answer to Host '${name}'; if that is how you reach it, start it with ${this.flags.host} ${name}`,
+      };
     }
     const origin = headers.origin;
     if (origin === undefined) return { ok: true, headers: {} };
     const canon = canonicalOrigin(origin);
     if (canon !== undefined && canon !== "null" && sameHostPort(canon, host)) return { ok: true, headers: {} };
-    if (canon !== undefined && (this.anyOrigin || this.origins.has(canon))) return { ok: true, headers: { "Access-Control-Allow-Origin": origin, Vary: "Origin" } };
-    return { ok: false, message: `requests from pages on ${origin} are refused (cross-site); to allow them, start the server with ${this.flags.origin} ${canon ?? origin}` };
+    if (canon !== undefined && (this.anyOrigin || this.origins.has(canon)))
+      return { ok: true, headers: { "Access-Control-Allow-Origin": origin, Vary: "Origin" } };
+    return {
+      ok: false,
+      message: `requests from pages on ${origin} are refused (cross-site); to allow them, start the server with ${this.flags.origin} ${canon ?? origin}`,
+    };
   }
 }
 
@@ -102,7 +117,10 @@ function canonicalHost(name: string): string | undefined {
   try {
     const url = new URL(`http://${isIP(bare) === 6 ? `[${bare}]` : bare}`);
     if (url.port !== "") return undefined;
-    return url.hostname.replace(/^\[(.*)\]$/, "$1").replace(/\.$/, "").toLowerCase();
+    return url.hostname
+      .replace(/^\[(.*)\]$/, "$1")
+      .replace(/\.$/, "")
+      .toLowerCase();
   } catch {
     return undefined;
   }
@@ -141,5 +159,10 @@ function isWildcard(host: string): boolean {
 }
 
 function isLoopback(host: string): boolean {
-  return host === "localhost" || (isIP(host) === 4 && host.startsWith("127.")) || host === "::1" || host === "::ffff:127.0.0.1";
+  return (
+    host === "localhost" ||
+    (isIP(host) === 4 && host.startsWith("127.")) ||
+    host === "::1" ||
+    host === "::ffff:127.0.0.1"
+  );
 }

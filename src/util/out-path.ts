@@ -61,7 +61,10 @@ function checkPlace(out: string, o: OutCheck): string {
     const src = canonicalPath(input.path);
     if (overlaps(target, src)) {
       const how = target === src ? "is" : target.startsWith(src + sep) ? "lies inside" : "contains";
-      throw new InputError(`${o.command}: ${flag} ${out} ${how} the ${input.label} it reads (${input.path}); writing there would destroy it`, `pick a ${flag} outside ${input.path}`);
+      throw new InputError(
+        `${o.command}: ${flag} ${out} ${how} the ${input.label} it reads (${input.path}); writing there would destroy it`,
+        `pick a ${flag} outside ${input.path}`,
+      );
     }
   }
   return target;
@@ -80,15 +83,25 @@ export function checkOutDir(out: string, o: OutCheck): OutState {
     }
     return "absent";
   }
-  if (!statSync(out).isDirectory()) throw new InputError(`${o.command}: ${flag} ${out} is a file; the output is a directory`, `pick a new ${flag}`);
+  if (!statSync(out).isDirectory())
+    throw new InputError(`${o.command}: ${flag} ${out} is a file; the output is a directory`, `pick a new ${flag}`);
   const entries = entriesOf(out);
   if (entries.length === 0) return "empty";
   const cwd = canonicalPath(process.cwd());
   if (target === cwd || cwd.startsWith(target.endsWith(sep) ? target : target + sep)) {
-    throw new InputError(`${o.command}: ${flag} ${out} is ${target === cwd ? "the current directory" : "a parent of the current directory"} and is not empty; it is never replaced`, `pick a new, empty ${flag}`);
+    throw new InputError(
+      `${o.command}: ${flag} ${out} is ${target === cwd ? "the current directory" : "a parent of the current directory"} and is not empty; it is never replaced`,
+      `pick a new, empty ${flag}`,
+    );
   }
   if (!o.force) {
-    throw o.notEmpty?.(listing(entries)) ?? new InputError(`${o.command}: ${flag} ${out} is not empty (${listing(entries)})`, `pick a new ${flag}, or pass --force to replace the directory and everything in it`);
+    throw (
+      o.notEmpty?.(listing(entries)) ??
+      new InputError(
+        `${o.command}: ${flag} ${out} is not empty (${listing(entries)})`,
+        `pick a new ${flag}, or pass --force to replace the directory and everything in it`,
+      )
+    );
   }
   return "replace";
 }
@@ -100,12 +113,22 @@ export function checkOutFile(out: string, o: OutCheck): "absent" | "replace" {
   const st = lstatSync(out, { throwIfNoEntry: false });
   if (!st) {
     const parent = lstatSync(dirname(resolve(out)), { throwIfNoEntry: false });
-    if (parent && !parent.isDirectory()) throw new InputError(`${o.command}: ${flag} ${out}: ${dirname(out)} is not a directory`);
+    if (parent && !parent.isDirectory())
+      throw new InputError(`${o.command}: ${flag} ${out}: ${dirname(out)} is not a directory`);
     return "absent";
   }
-  if (st.isDirectory()) throw new InputError(`${o.command}: ${flag} ${out} is a directory; the output is a file`, `give a file path for ${flag}`);
-  if (!st.isFile()) throw new InputError(`${o.command}: ${flag} ${out} exists and is not a regular file`, `pick a new ${flag}`);
-  if (!o.force) throw new InputError(`${o.command}: ${flag} ${out} already exists`, `pick a new ${flag}, or pass --force to replace it`);
+  if (st.isDirectory())
+    throw new InputError(
+      `${o.command}: ${flag} ${out} is a directory; the output is a file`,
+      `give a file path for ${flag}`,
+    );
+  if (!st.isFile())
+    throw new InputError(`${o.command}: ${flag} ${out} exists and is not a regular file`, `pick a new ${flag}`);
+  if (!o.force)
+    throw new InputError(
+      `${o.command}: ${flag} ${out} already exists`,
+      `pick a new ${flag}, or pass --force to replace it`,
+    );
   return "replace";
 }
 

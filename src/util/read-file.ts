@@ -19,12 +19,17 @@ export function fileProblem(path: string): string | undefined {
 export function fsErrorWords(e: unknown): string {
   const code = (e as NodeJS.ErrnoException)?.code;
   switch (code) {
-    case "ENOENT": return "file not found";
-    case "ENOTDIR": return "a part of the path is a file, not a directory";
-    case "EISDIR": return "is a directory, not a file";
+    case "ENOENT":
+      return "file not found";
+    case "ENOTDIR":
+      return "a part of the path is a file, not a directory";
+    case "EISDIR":
+      return "is a directory, not a file";
     case "EACCES":
-    case "EPERM": return "permission denied";
-    default: return `cannot read (${code ?? (e instanceof Error ? e.message : String(e))})`;
+    case "EPERM":
+      return "permission denied";
+    default:
+      return `cannot read (${code ?? (e instanceof Error ? e.message : String(e))})`;
   }
 }
 

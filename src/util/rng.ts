@@ -42,7 +42,8 @@ export class Rng {
 
   /** Standard normal (Box-Muller). */
   normal(): number {
-    const u = 1 - this.next(), v = this.next();
+    const u = 1 - this.next(),
+      v = this.next();
     return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v);
   }
 }

@@ -14,7 +14,8 @@ export function isForbiddenKey(key: string): boolean {
 
 /** Throws an InputError naming `where` when `key` is one of the prototype keys. */
 export function checkKey(key: string, where: string): void {
-  if (FORBIDDEN.has(key)) throw new InputError(`${where}: the key '${key}' is not allowed (it would reach the object's prototype)`);
+  if (FORBIDDEN.has(key))
+    throw new InputError(`${where}: the key '${key}' is not allowed (it would reach the object's prototype)`);
 }
 
 /** The dotted path of the first prototype key anywhere in a parsed document (own keys only), or undefined. */

@@ -33,7 +33,9 @@ function integer(env: Env, name: string, min: number, max = Number.MAX_SAFE_INTE
   if (raw === undefined || raw === "") return undefined;
   const n = Number(raw);
   if (!Number.isInteger(n) || n < min || n > max) {
-    throw new InputError(`${name} must be an integer ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `in [${min}, ${max}]`}, got '${raw}'`);
+    throw new InputError(
+      `${name} must be an integer ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `in [${min}, ${max}]`}, got '${raw}'`,
+    );
   }
   return n;
 }
@@ -55,8 +57,14 @@ export function settings(env: Env = process.env): Settings {
 
 /** The variables, for the reference (docs/reference.md). */
 export const SETTINGS_DOC: [string, string][] = [
-  ["AGENT_R1_BACKEND", "compute backend when neither `--backend` nor `engine.backend` names one: `auto` (default), `native`, `tfjs`"],
-  ["AGENT_R1_WORKERS", "engine worker threads when neither the code nor `engine.workers` says; 0 runs the engine in the calling thread"],
+  [
+    "AGENT_R1_BACKEND",
+    "compute backend when neither `--backend` nor `engine.backend` names one: `auto` (default), `native`, `tfjs`",
+  ],
+  [
+    "AGENT_R1_WORKERS",
+    "engine worker threads when neither the code nor `engine.workers` says; 0 runs the engine in the calling thread",
+  ],
   ["AGENT_R1_BLAS_THREADS", "BLAS threads per matrix product on the native backend (default: cores / replicas)"],
   ["AGENT_R1_FUSED", "`0` replaces the fused native kernels with their TF.js compositions"],
   ["AGENT_R1_FUSED_THREADS", "threads of the fused native kernels, 1 to 16"],

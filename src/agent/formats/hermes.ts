@@ -6,7 +6,14 @@
  * templates without a tool role, as that user message directly).
  */
 import type { AgentMessage } from "../chat-setup.js";
-import { callFromJson, isOk, type ParsedAction, type ParsedToolCall, type ToolCallFormat, type ToolResultText } from "./types.js";
+import {
+  callFromJson,
+  isOk,
+  type ParsedAction,
+  type ParsedToolCall,
+  type ToolCallFormat,
+  type ToolResultText,
+} from "./types.js";
 import { templateJson } from "./json-text.js";
 
 const OPEN = "<tool_call>";
@@ -63,18 +70,28 @@ export function createHermesFormat(opts: HermesOptions = {}): ToolCallFormat {
     name: asUser ? "hermes-user" : "hermes",
     usage: USAGE,
     parse,
-    write: (call) => `${OPEN}\n{"name": ${JSON.stringify(call.name)}, "arguments": ${templateJson(call.arguments)}}\n${CLOSE}`,
+    write: (call) =>
+      `${OPEN}\n{"name": ${JSON.stringify(call.name)}, "arguments": ${templateJson(call.arguments)}}\n${CLOSE}`,
     join: (calls) => calls.join("\n"),
     resultMessages(results: ToolResultText[]): AgentMessage[] {
-      if (asUser) return [{ role: "user", content: results.map((r) => `<tool_response>\n${r.text}\n</tool_response>`).join("\n") }];
-      return results.map((r) => (r.name === null ? { role: "tool", content: r.text } : { role: "tool", name: r.name, content: r.text }));
+      if (asUser)
+        return [
+          { role: "user", content: results.map((r) => `<tool_response>\n${r.text}\n</tool_response>`).join("\n") },
+        ];
+      return results.map((r) =>
+        r.name === null ? { role: "tool", content: r.text } : { role: "tool", name: r.name, content: r.text },
+      );
     },
     assistantMessage(text: string): AgentMessage {
       const { content, calls } = parse(text);
       const ok = calls.filter(isOk);
       // A call that cannot be parsed has no structured form: keep the text as written.
       if (ok.length === 0 || ok.length < calls.length) return { role: "assistant", content: text };
-      return { role: "assistant", content, tool_calls: ok.map((c) => ({ type: "function" as const, function: { name: c.name, arguments: c.arguments } })) };
+      return {
+        role: "assistant",
+        content,
+        tool_calls: ok.map((c) => ({ type: "function" as const, function: { name: c.name, arguments: c.arguments } })),
+      };
     },
   };
 }

@@ -24,7 +24,9 @@ export function scanJsonObject(text: string, start: number): number {
 export function templateJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(templateJson).join(", ")}]`;
   if (typeof value === "object" && value !== null) {
-    const parts = Object.entries(value).filter(([, v]) => v !== undefined).map(([k, v]) => `${JSON.stringify(k)}: ${templateJson(v)}`);
+    const parts = Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => `${JSON.stringify(k)}: ${templateJson(v)}`);
     return `{${parts.join(", ")}}`;
   }
   return JSON.stringify(value) ?? "null";

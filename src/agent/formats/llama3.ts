@@ -6,7 +6,14 @@
  * plain text (an answer), not a call.
  */
 import type { AgentMessage } from "../chat-setup.js";
-import { callFromJson, isOk, type ParsedAction, type ParsedToolCall, type ToolCallFormat, type ToolResultText } from "./types.js";
+import {
+  callFromJson,
+  isOk,
+  type ParsedAction,
+  type ParsedToolCall,
+  type ToolCallFormat,
+  type ToolResultText,
+} from "./types.js";
 import { scanJsonObject, templateJson } from "./json-text.js";
 
 const PYTHON_TAG = "<|python_tag|>";
@@ -47,11 +54,16 @@ export const llama3JsonFormat: ToolCallFormat = {
   parse,
   write: (call) => `{"name": ${JSON.stringify(call.name)}, "parameters": ${templateJson(call.arguments)}}`,
   join: (calls) => calls.join("; "),
-  resultMessages: (results: ToolResultText[]): AgentMessage[] => results.map((r) => ({ role: "ipython", content: r.text })),
+  resultMessages: (results: ToolResultText[]): AgentMessage[] =>
+    results.map((r) => ({ role: "ipython", content: r.text })),
   assistantMessage(text: string): AgentMessage {
     const { content, calls } = parse(text);
     const ok = calls.filter(isOk);
     if (ok.length === 0 || ok.length < calls.length || content !== "") return { role: "assistant", content: text };
-    return { role: "assistant", content: "", tool_calls: ok.map((c) => ({ type: "function" as const, function: { name: c.name, arguments: c.arguments } })) };
+    return {
+      role: "assistant",
+      content: "",
+      tool_calls: ok.map((c) => ({ type: "function" as const, function: { name: c.name, arguments: c.arguments } })),
+    };
   },
 };

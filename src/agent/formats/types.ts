@@ -47,13 +47,19 @@ export const isOk = (c: ParsedToolCall): c is Extract<ParsedToolCall, { ok: true
  */
 export function callFromJson(value: unknown, argKeys: readonly string[], raw: string): ParsedToolCall {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return { ok: false, raw, error: `expected a JSON object, got ${Array.isArray(value) ? "an array" : typeof value === "object" ? "null" : typeof value}` };
+    return {
+      ok: false,
+      raw,
+      error: `expected a JSON object, got ${Array.isArray(value) ? "an array" : typeof value === "object" ? "null" : typeof value}`,
+    };
   }
   const obj = value as Record<string, unknown>;
-  if (typeof obj.name !== "string" || obj.name.length === 0) return { ok: false, raw, error: 'missing "name" (a non-empty string)' };
+  if (typeof obj.name !== "string" || obj.name.length === 0)
+    return { ok: false, raw, error: 'missing "name" (a non-empty string)' };
   const name = obj.name;
   const key = argKeys.find((k) => k in obj);
-  if (key === undefined) return { ok: false, raw, name, error: `missing ${argKeys.map((k) => `"${k}"`).join(" or ")} (an object)` };
+  if (key === undefined)
+    return { ok: false, raw, name, error: `missing ${argKeys.map((k) => `"${k}"`).join(" or ")} (an object)` };
   let args = obj[key];
   if (typeof args === "string") {
     try {
@@ -62,6 +68,7 @@ export function callFromJson(value: unknown, argKeys: readonly string[], raw: st
       return { ok: false, raw, name, error: `"${key}" is a string that is not valid JSON: ${(err as Error).message}` };
     }
   }
-  if (typeof args !== "object" || args === null || Array.isArray(args)) return { ok: false, raw, name, error: `"${key}" must be an object` };
+  if (typeof args !== "object" || args === null || Array.isArray(args))
+    return { ok: false, raw, name, error: `"${key}" must be an object` };
   return { ok: true, name, arguments: args as Record<string, unknown>, raw };
 }

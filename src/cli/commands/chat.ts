@@ -37,7 +37,11 @@ export interface ChatOptions {
 /** The first row of the task (its system prompt and tool list are what every question is asked with). */
 export function templateRow(task: Task): TaskRow {
   const row = SPLIT_NAMES.map((s) => task.rows(s)[0]).find((r) => r !== undefined);
-  if (!row) throw new InputError(`chat: task '${task.name}' has no rows to take its prompt from`, "do not set every split size to 0 with --option");
+  if (!row)
+    throw new InputError(
+      `chat: task '${task.name}' has no rows to take its prompt from`,
+      "do not set every split size to 0 with --option",
+    );
   return row;
 }
 
@@ -48,12 +52,21 @@ export function questionRow(template: TaskRow, question: string, index: number):
   prompt.forEach((m, i) => (m.role === "user" ? (user = i) : undefined));
   if (user < 0) prompt.push({ role: "user", content: question });
   else prompt[user] = { ...prompt[user], content: question };
-  return { ...template, prompt, reward_model: { style: "rule", ground_truth: "" }, extra_info: { split: "chat", index, question } };
+  return {
+    ...template,
+    prompt,
+    reward_model: { style: "rule", ground_truth: "" },
+    extra_info: { split: "chat", index, question },
+  };
 }
 
 /** The task's env with every step shown as it happens: the assistant's turn, then each tool call with its response. */
 class LiveEnv implements Env<TaskRow> {
-  constructor(private readonly inner: Env<TaskRow>, private readonly show: (lines: string[]) => void, private readonly color: boolean) {}
+  constructor(
+    private readonly inner: Env<TaskRow>,
+    private readonly show: (lines: string[]) => void,
+    private readonly color: boolean,
+  ) {}
 
   get tools() {
     return this.inner.tools;
@@ -80,7 +93,14 @@ class LiveEnv implements Env<TaskRow> {
 }
 
 /** Plays one episode per question, printing as it goes. Returns how many questions were answered (episodes run). */
-export async function chatSession(engine: Engine, chat: ChatSetup, task: Task, questions: AsyncIterable<string>, out: (line: string) => void, o: ChatOptions): Promise<number> {
+export async function chatSession(
+  engine: Engine,
+  chat: ChatSetup,
+  task: Task,
+  questions: AsyncIterable<string>,
+  out: (line: string) => void,
+  o: ChatOptions,
+): Promise<number> {
   const loop = new AgentLoop<TaskRow>(engine, chat, {
     temperature: o.temperature,
     topP: 1,
@@ -111,9 +131,23 @@ const FLAGS: FlagSpec = {
   model: { type: "string", value: "DIR", description: "the model directory (required)" },
   ...TASK_FLAGS,
   temperature: { type: "string", value: "T", description: "sampling temperature; 0 is greedy", fallback: 0 },
-  "max-turns": { type: "string", value: "N", description: "assistant turns per question", fallback: EVAL_DEFAULTS.maxTurns },
-  "max-tokens-per-turn": { type: "string", value: "N", description: "tokens the model may write per turn", fallback: EVAL_DEFAULTS.maxTokensPerTurn },
-  seed: { type: "string", value: "S", description: "sampling seed (question i samples with seeds derived from S and i)" },
+  "max-turns": {
+    type: "string",
+    value: "N",
+    description: "assistant turns per question",
+    fallback: EVAL_DEFAULTS.maxTurns,
+  },
+  "max-tokens-per-turn": {
+    type: "string",
+    value: "N",
+    description: "tokens the model may write per turn",
+    fallback: EVAL_DEFAULTS.maxTokensPerTurn,
+  },
+  seed: {
+    type: "string",
+    value: "S",
+    description: "sampling seed (question i samples with seeds derived from S and i)",
+  },
   ...BACKEND_FLAG,
 };
 
@@ -137,7 +171,8 @@ export const chatCommand: Command = {
     const maxTurns = positiveInt("max-turns", EVAL_DEFAULTS.maxTurns);
     const maxTokensPerTurn = positiveInt("max-tokens-per-turn", EVAL_DEFAULTS.maxTokensPerTurn);
     const seed = optionalNumber("chat", flags, "seed");
-    if (seed !== undefined && !Number.isInteger(seed)) throw usageError("chat", `--seed must be an integer, got ${seed}`);
+    if (seed !== undefined && !Number.isInteger(seed))
+      throw usageError("chat", `--seed must be an integer, got ${seed}`);
 
     // One trajectory at a time: one worker thread keeps the terminal responsive without a second model copy.
     const backend = backendFromFlags("chat", flags, io);

@@ -4,9 +4,24 @@ import type { Command } from "../command.js";
 
 const FLAGS: FlagSpec = {
   port: { type: "string", value: "N", description: "port to listen on; 0 picks a free one", fallback: DEFAULT_PORT },
-  host: { type: "string", value: "HOST", description: "address to listen on; 0.0.0.0 exposes the page to the network", fallback: DEFAULT_HOST },
-  "allow-host": { type: "string", value: "NAME", multiple: true, description: "also answer under this Host name ('*' for any)" },
-  "allow-origin": { type: "string", value: "ORIGIN", multiple: true, description: "let pages of this origin read the JSON API ('*' for any)" },
+  host: {
+    type: "string",
+    value: "HOST",
+    description: "address to listen on; 0.0.0.0 exposes the page to the network",
+    fallback: DEFAULT_HOST,
+  },
+  "allow-host": {
+    type: "string",
+    value: "NAME",
+    multiple: true,
+    description: "also answer under this Host name ('*' for any)",
+  },
+  "allow-origin": {
+    type: "string",
+    value: "ORIGIN",
+    multiple: true,
+    description: "let pages of this origin read the JSON API ('*' for any)",
+  },
 };
 
 export const dashboardCommand: Command = {
@@ -17,12 +32,20 @@ export const dashboardCommand: Command = {
   async run(argv, io) {
     const { flags, positionals } = parseFlags("dashboard", argv, FLAGS);
     if (positionals.length === 0) throw usageError("dashboard", "RUN_DIR is required", helpHint("dashboard"));
-    if (positionals.length > 1) throw usageError("dashboard", `unexpected argument '${positionals[1]}'`, "give one RUN_DIR");
+    if (positionals.length > 1)
+      throw usageError("dashboard", `unexpected argument '${positionals[1]}'`, "give one RUN_DIR");
     const run = positionals[0];
     const port = optionalNumber("dashboard", flags, "port") ?? DEFAULT_PORT;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw usageError("dashboard", `--port must be an integer from 0 to 65535, got '${flags.port}'`);
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw usageError("dashboard", `--port must be an integer from 0 to 65535, got '${flags.port}'`);
     const host = (flags.host as string | undefined) ?? DEFAULT_HOST;
-    const dash = await startDashboard({ runDir: run, port, host, allowHosts: flags["allow-host"] as string[] | undefined, allowOrigins: flags["allow-origin"] as string[] | undefined });
+    const dash = await startDashboard({
+      runDir: run,
+      port,
+      host,
+      allowHosts: flags["allow-host"] as string[] | undefined,
+      allowOrigins: flags["allow-origin"] as string[] | undefined,
+    });
     io.out(`dashboard for ${run} on ${dash.url}`);
     // Serve until interrupted, then close cleanly so the command returns (exit code 0).
     await new Promise<void>((done) => {

@@ -9,7 +9,11 @@ import { splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags } from "./task-fla
 const FLAGS: FlagSpec = {
   ...TASK_FLAGS,
   ...splitFlag("the split to write", "test"),
-  out: { type: "string", value: "FILE.jsonl|FILE.parquet", description: "the file to write; its extension picks the format (required)" },
+  out: {
+    type: "string",
+    value: "FILE.jsonl|FILE.parquet",
+    description: "the file to write; its extension picks the format (required)",
+  },
   ...forceFlag("replace an existing --out file"),
 };
 
@@ -25,7 +29,8 @@ export const dataCommand: Command = {
     const split = splitFromFlags("data", flags);
     const out = requireString("data", flags, "out");
     const ext = extname(out).toLowerCase();
-    if (ext !== ".jsonl" && ext !== ".parquet") throw usageError("data", `--out ${out}: unknown file type '${ext}'; expected .jsonl or .parquet`);
+    if (ext !== ".jsonl" && ext !== ".parquet")
+      throw usageError("data", `--out ${out}: unknown file type '${ext}'; expected .jsonl or .parquet`);
     checkOutFile(out, { command: "data", force: flags.force === true });
     const rows = task.rows(split);
     if (ext === ".jsonl") writeTaskRowsJsonl(out, rows);

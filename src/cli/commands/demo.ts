@@ -22,7 +22,12 @@ const DEMO_ENTRIES = ["model", "final"];
 const D = { iterations: 40, group: 16, seed: 0 };
 
 const FLAGS: FlagSpec = {
-  out: { type: "string", value: "DIR", default: "runs/demo", description: "where the model and the final weights go: new, empty, or an earlier demo's (its model is reused)" },
+  out: {
+    type: "string",
+    value: "DIR",
+    default: "runs/demo",
+    description: "where the model and the final weights go: new, empty, or an earlier demo's (its model is reused)",
+  },
   iterations: { type: "string", value: "N", description: "RL iterations", fallback: D.iterations },
   group: { type: "string", value: "N", description: "samples per iteration (one group)", fallback: D.group },
   seed: { type: "string", value: "N", description: "seed of the model's weights and of sampling", fallback: D.seed },
@@ -49,18 +54,28 @@ export const demoCommand: Command = {
     const seed = optionalNumber("demo", flags, "seed") ?? D.seed;
     const backend = parseBackendFlag("demo", flags);
     announceBackend(backend, io);
-    const out = flags.out as string, modelDir = join(out, "model");
+    const out = flags.out as string,
+      modelDir = join(out, "model");
     // An earlier demo's directory (its model/ and final/ only) is reused; anything else follows the --out rule.
-    const earlierDemo = existsSync(out) && statSync(out).isDirectory() && readdirSync(out).every((n) => DEMO_ENTRIES.includes(n));
-    if (!earlierDemo && checkOutDir(out, { command: "demo", force: flags.force === true }) === "replace") clearDirectory(out);
+    const earlierDemo =
+      existsSync(out) && statSync(out).isDirectory() && readdirSync(out).every((n) => DEMO_ENTRIES.includes(n));
+    if (!earlierDemo && checkOutDir(out, { command: "demo", force: flags.force === true }) === "replace")
+      clearDirectory(out);
     if (!existsSync(join(modelDir, "config.json"))) await initModel({ preset: "tiny", out: modelDir, seed });
     const engine = await LocalEngine.load(modelDir, { backend });
     const prompt = encodeChat(engine.tokenizer, [{ role: "user", content: "Say a number." }]);
-    io.out(`demo: tiny model (${modelDir}), ${iterations} iterations x ${group} samples, reward = share of digits in the answer`);
+    io.out(
+      `demo: tiny model (${modelDir}), ${iterations} iterations x ${group} samples, reward = share of digits in the answer`,
+    );
     const rewards: number[] = [];
     for (let it = 0; it < iterations; it++) {
       const t0 = Date.now();
-      const { sequences } = await engine.sample(prompt, { n: group, maxTokens: 12, temperature: 1, seed: seed * 100003 + it });
+      const { sequences } = await engine.sample(prompt, {
+        n: group,
+        maxTokens: 12,
+        temperature: 1,
+        seed: seed * 100003 + it,
+      });
       const r = sequences.map((s) => digitReward(engine.tokenizer.decode(s.tokens, { skipSpecialTokens: true })));
       const mean = r.reduce((a, b) => a + b, 0) / r.length;
       const std = Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / r.length);
@@ -68,7 +83,8 @@ export const demoCommand: Command = {
       if (std > 1e-6) {
         const datums: Datum[] = sequences.map((s, i) => {
           const full = [...prompt, ...s.tokens];
-          const n = full.length - 1, p = prompt.length - 1;
+          const n = full.length - 1,
+            p = prompt.length - 1;
           const adv = (r[i] - mean) / std;
           return {
             tokens: full.slice(0, -1),
@@ -87,7 +103,9 @@ export const demoCommand: Command = {
     const first = rewards.slice(0, k).reduce((a, b) => a + b, 0) / k;
     const last = rewards.slice(-k).reduce((a, b) => a + b, 0) / k;
     await engine.save(join(out, "final"));
-    io.out(`mean reward: first ${k} iterations ${first.toFixed(3)} → last ${k} ${last.toFixed(3)}; model saved to ${join(out, "final")}`);
+    io.out(
+      `mean reward: first ${k} iterations ${first.toFixed(3)} → last ${k} ${last.toFixed(3)}; model saved to ${join(out, "final")}`,
+    );
     engine.dispose();
   },
 };

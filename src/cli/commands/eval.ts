@@ -3,7 +3,15 @@ import { LocalEngine } from "../../engine/local/local-engine.js";
 import type { TaskRow } from "../../tasks/types.js";
 import { checkPlayed, playRows, type EpisodeSummary } from "../../train/evaluate.js";
 import { InputError } from "../../util/errors.js";
-import { noPositionals, optionalInt, optionalNumber, parseFlags, requireString, usageError, type FlagSpec } from "../args.js";
+import {
+  noPositionals,
+  optionalInt,
+  optionalNumber,
+  parseFlags,
+  requireString,
+  usageError,
+  type FlagSpec,
+} from "../args.js";
 import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 import type { Command } from "../command.js";
 import { splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags } from "./task-flags.js";
@@ -18,8 +26,26 @@ export async function readRowsFile(path: string): Promise<TaskRow[]> {
 
 /** One table row per labelled summary: exact match (or success), F1, turns, tool calls, tool errors, response tokens. */
 export function summaryTable(rows: [string, EpisodeSummary][], taskName: string): string[] {
-  const head = ["", taskName === "calc" ? "success" : "exact match", "F1", "turns", "tool calls", "tool errors", "tokens", "episodes"];
-  const body = rows.map(([label, s]) => [label, pct(s.em), pct(s.f1), s.turns.toFixed(2), s.toolCalls.toFixed(2), s.toolErrors.toFixed(2), s.responseTokens.toFixed(1), String(s.episodes)]);
+  const head = [
+    "",
+    taskName === "calc" ? "success" : "exact match",
+    "F1",
+    "turns",
+    "tool calls",
+    "tool errors",
+    "tokens",
+    "episodes",
+  ];
+  const body = rows.map(([label, s]) => [
+    label,
+    pct(s.em),
+    pct(s.f1),
+    s.turns.toFixed(2),
+    s.toolCalls.toFixed(2),
+    s.toolErrors.toFixed(2),
+    s.responseTokens.toFixed(1),
+    String(s.episodes),
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
   return [line(head), ...body.map(line)];
@@ -29,7 +55,17 @@ const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 
 /** The one JSON line `eval --json` ends with. */
 export function summaryJson(s: EpisodeSummary): string {
-  return JSON.stringify({ em: s.em, f1: s.f1, turns: s.turns, tool_calls: s.toolCalls, tool_errors: s.toolErrors, response_tokens: s.responseTokens, reward: s.reward, episodes: s.episodes, failed: s.failed });
+  return JSON.stringify({
+    em: s.em,
+    f1: s.f1,
+    turns: s.turns,
+    tool_calls: s.toolCalls,
+    tool_errors: s.toolErrors,
+    response_tokens: s.responseTokens,
+    reward: s.reward,
+    episodes: s.episodes,
+    failed: s.failed,
+  });
 }
 
 const FLAGS: FlagSpec = {
@@ -37,11 +73,25 @@ const FLAGS: FlagSpec = {
   ...TASK_FLAGS,
   ...splitFlag("the task's split to play", "test"),
   data: { type: "string", value: "FILE", description: "play the rows of a .parquet or .jsonl file instead of a split" },
-  "skip-bad-rows": { type: "boolean", default: false, description: "with --data: skip and count rows that fail the schema instead of stopping" },
+  "skip-bad-rows": {
+    type: "boolean",
+    default: false,
+    description: "with --data: skip and count rows that fail the schema instead of stopping",
+  },
   limit: { type: "string", value: "N", description: "play only the first N rows" },
   json: { type: "boolean", default: false, description: "end with one JSON line of the summary" },
-  "max-turns": { type: "string", value: "N", description: "assistant turns per episode", fallback: EVAL_DEFAULTS.maxTurns },
-  "max-tokens-per-turn": { type: "string", value: "N", description: "tokens the model may write per turn", fallback: EVAL_DEFAULTS.maxTokensPerTurn },
+  "max-turns": {
+    type: "string",
+    value: "N",
+    description: "assistant turns per episode",
+    fallback: EVAL_DEFAULTS.maxTurns,
+  },
+  "max-tokens-per-turn": {
+    type: "string",
+    value: "N",
+    description: "tokens the model may write per turn",
+    fallback: EVAL_DEFAULTS.maxTokensPerTurn,
+  },
   seed: { type: "string", value: "N", description: "rollout seed", fallback: 0 },
   ...BACKEND_FLAG,
 };
@@ -56,8 +106,10 @@ export const evalCommand: Command = {
     noPositionals("eval", positionals);
     const modelDir = requireString("eval", flags, "model");
     const task = taskFromFlags("eval", flags);
-    if (flags.data !== undefined && flags.split !== undefined) throw usageError("eval", "give --split or --data, not both");
-    if (flags["skip-bad-rows"] && flags.data === undefined) throw usageError("eval", "--skip-bad-rows applies to --data FILE only");
+    if (flags.data !== undefined && flags.split !== undefined)
+      throw usageError("eval", "give --split or --data, not both");
+    if (flags["skip-bad-rows"] && flags.data === undefined)
+      throw usageError("eval", "--skip-bad-rows applies to --data FILE only");
     const split = flags.data === undefined ? splitFromFlags("eval", flags) : undefined;
     const limit = optionalInt("eval", flags, "limit", 1);
     const maxTurns = optionalInt("eval", flags, "max-turns", 1) ?? EVAL_DEFAULTS.maxTurns;
@@ -73,7 +125,8 @@ export const evalCommand: Command = {
       rows = read.rows;
     }
     if (limit !== undefined) rows = rows.slice(0, limit);
-    if (rows.length === 0) throw new InputError(`eval: no rows to evaluate (${split ? `split '${split}'` : String(flags.data)})`);
+    if (rows.length === 0)
+      throw new InputError(`eval: no rows to evaluate (${split ? `split '${split}'` : String(flags.data)})`);
     announceBackend(backend, io);
     const engine = await LocalEngine.load(modelDir, { backend });
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
@@ -85,9 +138,11 @@ export const evalCommand: Command = {
         maxTotalTokens: Math.min(EVAL_DEFAULTS.maxTotalTokens, engine.config.maxPositionEmbeddings),
         seed,
       });
-    const failures = checkPlayed("eval", rows, result);
+      const failures = checkPlayed("eval", rows, result);
       if (failures) io.err(failures);
-      io.out(`eval: ${modelDir} on '${task.name}' ${split ? `${split} split` : String(flags.data)} (${rows.length} rows, greedy)`);
+      io.out(
+        `eval: ${modelDir} on '${task.name}' ${split ? `${split} split` : String(flags.data)} (${rows.length} rows, greedy)`,
+      );
       for (const l of summaryTable([["model", summary]], task.name)) io.out(l);
       if (flags.json) io.out(summaryJson(summary));
     } finally {

@@ -12,9 +12,18 @@ import { FORCE_FLAG } from "./force-flag.js";
 const DTYPES: Record<string, DType> = { f32: "F32", bf16: "BF16", f16: "F16" };
 
 const FLAGS: FlagSpec = {
-  checkpoint: { type: "string", value: "DIR", description: "a checkpoint (RUN/checkpoints/step-N) or a model directory (required)" },
+  checkpoint: {
+    type: "string",
+    value: "DIR",
+    description: "a checkpoint (RUN/checkpoints/step-N) or a model directory (required)",
+  },
   out: { type: "string", value: "DIR", description: "the model directory to write: new or empty (required)" },
-  dtype: { type: "string", value: Object.keys(DTYPES).join("|"), default: "f32", description: "weight dtype of the written model.safetensors" },
+  dtype: {
+    type: "string",
+    value: Object.keys(DTYPES).join("|"),
+    default: "f32",
+    description: "weight dtype of the written model.safetensors",
+  },
   ...FORCE_FLAG,
 };
 
@@ -39,11 +48,16 @@ export const exportCommand: Command = {
     const { flags, positionals } = parseFlags("export", argv, FLAGS);
     noPositionals("export", positionals);
     const dtype = Object.hasOwn(DTYPES, flags.dtype as string) ? DTYPES[flags.dtype as string] : undefined;
-    if (!dtype) throw usageError("export", `--dtype must be one of ${Object.keys(DTYPES).join(", ")}, got '${flags.dtype}'`);
+    if (!dtype)
+      throw usageError("export", `--dtype must be one of ${Object.keys(DTYPES).join(", ")}, got '${flags.dtype}'`);
     const checkpoint = requireString("export", flags, "checkpoint");
     const out = requireString("export", flags, "out");
     const src = policyDir(checkpoint);
-    checkOutDir(out, { command: "export", force: flags.force === true, inputs: [{ label: "checkpoint", path: checkpoint }] });
+    checkOutDir(out, {
+      command: "export",
+      force: flags.force === true,
+      inputs: [{ label: "checkpoint", path: checkpoint }],
+    });
     const m = loadModelDir(src);
     writeModelDir(out, { config: m.config.raw, weights: m.weights, tokenizerFrom: src, dtype });
     io.out(`wrote ${out} (${flags.dtype}, from ${src})`);

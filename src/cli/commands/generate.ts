@@ -11,8 +11,18 @@ const FLAGS: FlagSpec = {
   prompt: { type: "string", value: "TEXT", description: "the user message (required)" },
   system: { type: "string", value: "TEXT", description: "a system message before it" },
   "max-tokens": { type: "string", value: "N", description: "tokens to generate at most", fallback: D.maxTokens },
-  temperature: { type: "string", value: "T", description: "sampling temperature; 0 is greedy", fallback: D.temperature },
-  "top-p": { type: "string", value: "P", description: "nucleus sampling: keep the most likely tokens up to this probability mass", fallback: D.topP },
+  temperature: {
+    type: "string",
+    value: "T",
+    description: "sampling temperature; 0 is greedy",
+    fallback: D.temperature,
+  },
+  "top-p": {
+    type: "string",
+    value: "P",
+    description: "nucleus sampling: keep the most likely tokens up to this probability mass",
+    fallback: D.topP,
+  },
   "top-k": { type: "string", value: "K", description: "keep the K most likely tokens; 0 keeps all", fallback: D.topK },
   seed: { type: "string", value: "N", description: "sampling seed (the same seed gives the same text)" },
   ...BACKEND_FLAG,
@@ -29,7 +39,13 @@ export const generateCommand: Command = {
     const prompt = requireString("generate", flags, "prompt");
     const modelDir = requireString("generate", flags, "model");
     const num = (name: string) => optionalNumber("generate", flags, name);
-    const sampling = { maxTokens: num("max-tokens") ?? D.maxTokens, temperature: num("temperature") ?? D.temperature, topP: num("top-p") ?? D.topP, topK: num("top-k") ?? D.topK, seed: num("seed") };
+    const sampling = {
+      maxTokens: num("max-tokens") ?? D.maxTokens,
+      temperature: num("temperature") ?? D.temperature,
+      topP: num("top-p") ?? D.topP,
+      topK: num("top-k") ?? D.topK,
+      seed: num("seed"),
+    };
     const backend = parseBackendFlag("generate", flags);
     announceBackend(backend, io);
     const engine = await LocalEngine.load(modelDir, { backend });

@@ -38,8 +38,17 @@ export interface MainJobCommandOptions {
 
 /** The main job from a recipe file: checks the inputs, builds the engines the recipe names, shows progress. */
 export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<MainJobResult> {
-  for (const [what, path] of [["recipe", o.recipe], ["base checkpoint", join(o.base, "config.json")]]) {
-    if (!existsSync(path)) throw new InputError(`main: ${what} not found: ${path}`, what === "recipe" ? "pass --config RECIPE.yaml" : "run 'agent-r1 pretrain --task multihop --out assets/base/multihop' or pass --base DIR");
+  for (const [what, path] of [
+    ["recipe", o.recipe],
+    ["base checkpoint", join(o.base, "config.json")],
+  ]) {
+    if (!existsSync(path))
+      throw new InputError(
+        `main: ${what} not found: ${path}`,
+        what === "recipe"
+          ? "pass --config RECIPE.yaml"
+          : "run 'agent-r1 pretrain --task multihop --out assets/base/multihop' or pass --base DIR",
+      );
   }
   const cfg = loadConfig(o.recipe, [`model.path=${o.base}`, ...(o.overrides ?? [])]);
   announceBackend(cfg.engine.backend, io);
@@ -58,7 +67,12 @@ export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<
       },
       log: (line) => io.err(line),
       onIteration: (m) => {
-        const figs: Record<string, number> = { reward: m.reward, em: m.em, tools: m.tool_calls, tokens: m.response_tokens };
+        const figs: Record<string, number> = {
+          reward: m.reward,
+          em: m.em,
+          tools: m.tool_calls,
+          tokens: m.response_tokens,
+        };
         if (m["val/em"] !== undefined) figs["val em"] = m["val/em"];
         progress.update(m.iteration, figs);
       },
@@ -71,7 +85,13 @@ export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<
 export function reportLines(res: MainJobResult, taskName: string): string[] {
   const { before: b, after: a } = res;
   return [
-    ...summaryTable([["base", b], [`after ${res.algorithm}`, a]], taskName),
+    ...summaryTable(
+      [
+        ["base", b],
+        [`after ${res.algorithm}`, a],
+      ],
+      taskName,
+    ),
     `held-out exact match: ${pct(b.em)} → ${pct(a.em)}`,
     `tool calls per episode: ${b.toolCalls.toFixed(2)} → ${a.toolCalls.toFixed(2)}`,
     `response length (tokens per episode): ${b.responseTokens.toFixed(1)} → ${a.responseTokens.toFixed(1)}`,
@@ -81,9 +101,24 @@ export function reportLines(res: MainJobResult, taskName: string): string[] {
 
 const FLAGS: FlagSpec = {
   config: { type: "string", value: "RECIPE.yaml", description: "the recipe", fallback: "recipes/multihop-grpo.yaml" },
-  base: { type: "string", value: "DIR", description: "the base model RL starts from", fallback: "assets/base/multihop" },
-  out: { type: "string", value: "RUN_DIR", description: "the run directory: new or empty", fallback: "runs/main-TIMESTAMP" },
-  "budget-minutes": { type: "string", value: "M", description: "stop training after M minutes, then evaluate", fallback: MAIN_JOB_DEFAULTS.budgetMinutes },
+  base: {
+    type: "string",
+    value: "DIR",
+    description: "the base model RL starts from",
+    fallback: "assets/base/multihop",
+  },
+  out: {
+    type: "string",
+    value: "RUN_DIR",
+    description: "the run directory: new or empty",
+    fallback: "runs/main-TIMESTAMP",
+  },
+  "budget-minutes": {
+    type: "string",
+    value: "M",
+    description: "stop training after M minutes, then evaluate",
+    fallback: MAIN_JOB_DEFAULTS.budgetMinutes,
+  },
   ...forceFlag("start a new run over a non-empty --out"),
   ...BACKEND_FLAG,
 };
@@ -100,14 +135,17 @@ export const mainJobCommand: Command = {
     const backend = parseBackendFlag("main", flags);
     const budgetMinutes = optionalNumber("main", flags, "budget-minutes") ?? MAIN_JOB_DEFAULTS.budgetMinutes;
     if (!(budgetMinutes >= 0)) throw usageError("main", `--budget-minutes must be >= 0, got ${budgetMinutes}`);
-    const res = await mainJob({
-      recipe: (flags.config as string | undefined) ?? MAIN_JOB_DEFAULTS.recipe(),
-      base: (flags.base as string | undefined) ?? MAIN_JOB_DEFAULTS.base(),
-      out: (flags.out as string | undefined) ?? `runs/main-${new Date().toISOString().replace(/[:.]/g, "-")}`,
-      overrides: [...positionals, ...(backend ? [`engine.backend=${backend}`] : [])],
-      budgetMinutes,
-      force: flags.force === true,
-    }, io);
+    const res = await mainJob(
+      {
+        recipe: (flags.config as string | undefined) ?? MAIN_JOB_DEFAULTS.recipe(),
+        base: (flags.base as string | undefined) ?? MAIN_JOB_DEFAULTS.base(),
+        out: (flags.out as string | undefined) ?? `runs/main-${new Date().toISOString().replace(/[:.]/g, "-")}`,
+        overrides: [...positionals, ...(backend ? [`engine.backend=${backend}`] : [])],
+        budgetMinutes,
+        force: flags.force === true,
+      },
+      io,
+    );
     for (const l of reportLines(res, "multihop")) io.out(l);
   },
 };

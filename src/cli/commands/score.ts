@@ -7,27 +7,33 @@ import { BACKEND_FLAG, backendFromFlags } from "./backend-flag.js";
 
 const FLAGS: FlagSpec = {
   model: { type: "string", value: "DIR", description: "the model directory (required)" },
-  input: { type: "string", value: "FILE.jsonl", description: 'lines {"tokens":[...]}; each prints a line {"logprobs":[null, ...]} (required)' },
+  input: {
+    type: "string",
+    value: "FILE.jsonl",
+    description: 'lines {"tokens":[...]}; each prints a line {"logprobs":[null, ...]} (required)',
+  },
   ...BACKEND_FLAG,
 };
 
 /** Reads `{"tokens":[...]}` lines; errors name the file and the line. */
 export function readTokenLines(file: string): number[][] {
   const rows: number[][] = [];
-  readTextInput(file, (words) => new InputError(`${file}: ${words}`)).split("\n").forEach((line, i) => {
-    if (line.trim() === "") return;
-    let obj: unknown;
-    try {
-      obj = JSON.parse(line);
-    } catch {
-      throw new InputError(`${file}:${i + 1}: not valid JSON`);
-    }
-    const tokens = (obj as { tokens?: unknown })?.tokens;
-    if (!Array.isArray(tokens) || tokens.length === 0 || !tokens.every((t) => Number.isInteger(t))) {
-      throw new InputError(`${file}:${i + 1}: field 'tokens' must be a non-empty array of integers`);
-    }
-    rows.push(tokens as number[]);
-  });
+  readTextInput(file, (words) => new InputError(`${file}: ${words}`))
+    .split("\n")
+    .forEach((line, i) => {
+      if (line.trim() === "") return;
+      let obj: unknown;
+      try {
+        obj = JSON.parse(line);
+      } catch {
+        throw new InputError(`${file}:${i + 1}: not valid JSON`);
+      }
+      const tokens = (obj as { tokens?: unknown })?.tokens;
+      if (!Array.isArray(tokens) || tokens.length === 0 || !tokens.every((t) => Number.isInteger(t))) {
+        throw new InputError(`${file}:${i + 1}: field 'tokens' must be a non-empty array of integers`);
+      }
+      rows.push(tokens as number[]);
+    });
   return rows;
 }
 
@@ -39,7 +45,8 @@ export const scoreCommand: Command = {
   async run(argv, io) {
     const { flags, positionals } = parseFlags("score", argv, FLAGS);
     noPositionals("score", positionals);
-    const input = requireString("score", flags, "input"), modelDir = requireString("score", flags, "model");
+    const input = requireString("score", flags, "input"),
+      modelDir = requireString("score", flags, "model");
     const backend = backendFromFlags("score", flags, io);
     const rows = readTokenLines(input);
     const engine = await LocalEngine.load(modelDir, { backend });

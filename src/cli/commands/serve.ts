@@ -1,6 +1,14 @@
 import { startServer } from "../../serve/server.js";
 import { DEFAULT_REQUEST_LIMITS } from "../../serve/request-limits.js";
-import { noPositionals, optionalNumber, parseFlags, requireString, usageError, type FlagSpec, type Parsed } from "../args.js";
+import {
+  noPositionals,
+  optionalNumber,
+  parseFlags,
+  requireString,
+  usageError,
+  type FlagSpec,
+  type Parsed,
+} from "../args.js";
 import type { Command } from "../command.js";
 import { settings } from "../../util/settings.js";
 import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
@@ -10,15 +18,54 @@ const D = DEFAULT_REQUEST_LIMITS;
 const FLAGS: FlagSpec = {
   model: { type: "string", value: "DIR", description: "the model directory (required)" },
   port: { type: "string", value: "N", description: "port to listen on; 0 picks a free one", fallback: 8000 },
-  host: { type: "string", value: "HOST", description: "address to listen on; 0.0.0.0 listens on every interface (set an API key then)", fallback: "127.0.0.1" },
+  host: {
+    type: "string",
+    value: "HOST",
+    description: "address to listen on; 0.0.0.0 listens on every interface (set an API key then)",
+    fallback: "127.0.0.1",
+  },
   name: { type: "string", value: "ID", description: "the model id clients see; default the directory's basename" },
-  "max-tokens": { type: "string", value: "N", description: "new tokens a chat request gets when it sets no max_tokens; default what is left of the context window" },
-  "api-key": { type: "string", value: "KEY", description: "require 'Authorization: Bearer KEY' on /v1/*; default env AGENT_R1_API_KEY" },
-  "allow-host": { type: "string", value: "NAME", multiple: true, description: "also answer requests whose Host is NAME ('*' for any)" },
-  "allow-origin": { type: "string", value: "ORIGIN", multiple: true, description: "let pages of this origin call the API, with CORS ('*' for any)" },
-  "max-sequences": { type: "string", value: "N", description: "sequences one request may sample (prompts x n)", fallback: D.maxSequences },
-  "max-request-tokens": { type: "string", value: "N", description: "tokens one request may cost the engine", fallback: D.maxRequestTokens },
-  "max-response-bytes": { type: "string", value: "N", description: "bytes of one response, streamed or not", fallback: D.maxResponseBytes },
+  "max-tokens": {
+    type: "string",
+    value: "N",
+    description:
+      "new tokens a chat request gets when it sets no max_tokens; default what is left of the context window",
+  },
+  "api-key": {
+    type: "string",
+    value: "KEY",
+    description: "require 'Authorization: Bearer KEY' on /v1/*; default env AGENT_R1_API_KEY",
+  },
+  "allow-host": {
+    type: "string",
+    value: "NAME",
+    multiple: true,
+    description: "also answer requests whose Host is NAME ('*' for any)",
+  },
+  "allow-origin": {
+    type: "string",
+    value: "ORIGIN",
+    multiple: true,
+    description: "let pages of this origin call the API, with CORS ('*' for any)",
+  },
+  "max-sequences": {
+    type: "string",
+    value: "N",
+    description: "sequences one request may sample (prompts x n)",
+    fallback: D.maxSequences,
+  },
+  "max-request-tokens": {
+    type: "string",
+    value: "N",
+    description: "tokens one request may cost the engine",
+    fallback: D.maxRequestTokens,
+  },
+  "max-response-bytes": {
+    type: "string",
+    value: "N",
+    description: "bytes of one response, streamed or not",
+    fallback: D.maxResponseBytes,
+  },
   ...BACKEND_FLAG,
 };
 
@@ -32,7 +79,8 @@ export const serveCommand: Command = {
     noPositionals("serve", positionals);
     const model = requireString("serve", flags, "model");
     const port = optionalNumber("serve", flags, "port") ?? 8000;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw usageError("serve", `--port must be an integer in [0, 65535], got '${flags.port}'`);
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw usageError("serve", `--port must be an integer in [0, 65535], got '${flags.port}'`);
     const maxTokens = positiveInt(flags, "max-tokens");
     const maxSequences = positiveInt(flags, "max-sequences");
     const maxRequestTokens = positiveInt(flags, "max-request-tokens");
@@ -60,7 +108,9 @@ export const serveCommand: Command = {
     });
     io.out(`serving ${server.modelId} on ${server.url}`);
     if (apiKey === undefined && !isLoopback(host)) {
-      io.err(`warning: serving on ${host} without an API key: anyone who can reach this port can use the model (set --api-key or AGENT_R1_API_KEY)`);
+      io.err(
+        `warning: serving on ${host} without an API key: anyone who can reach this port can use the model (set --api-key or AGENT_R1_API_KEY)`,
+      );
     }
     const signal = await new Promise<NodeJS.Signals>((resolve) => {
       const stop = (s: NodeJS.Signals) => {
@@ -78,7 +128,8 @@ export const serveCommand: Command = {
 
 function positiveInt(flags: Parsed["flags"], name: string): number | undefined {
   const v = optionalNumber("serve", flags, name);
-  if (v !== undefined && !(Number.isSafeInteger(v) && v > 0)) throw usageError("serve", `--${name} must be a positive integer, got '${flags[name]}'`);
+  if (v !== undefined && !(Number.isSafeInteger(v) && v > 0))
+    throw usageError("serve", `--${name} must be a positive integer, got '${flags[name]}'`);
   return v;
 }
 

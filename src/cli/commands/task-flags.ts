@@ -8,8 +8,17 @@ import { usageError, type FlagSpec, type Parsed } from "../args.js";
 export const SPLIT_NAMES: readonly Split[] = ["train", "val", "test"];
 
 export const TASK_FLAGS: FlagSpec = {
-  task: { type: "string", value: Object.keys(TASKS).join("|"), description: "the task: its rows, tools, env and reward (required)" },
-  option: { type: "string", value: "NAME=VALUE", multiple: true, description: "a task option, such as a split size: --option test=128" },
+  task: {
+    type: "string",
+    value: Object.keys(TASKS).join("|"),
+    description: "the task: its rows, tools, env and reward (required)",
+  },
+  option: {
+    type: "string",
+    value: "NAME=VALUE",
+    multiple: true,
+    description: "a task option, such as a split size: --option test=128",
+  },
 };
 
 /** The --split flag of the commands that read one split of a task. */
@@ -22,7 +31,8 @@ export function taskOptions(command: string, flags: Parsed["flags"]): Record<str
   const out: Record<string, unknown> = {};
   for (const o of (flags.option as string[] | undefined) ?? []) {
     const eq = o.indexOf("=");
-    if (eq <= 0) throw usageError(command, `--option '${o}' must look like name=value`, "for example --option test=128");
+    if (eq <= 0)
+      throw usageError(command, `--option '${o}' must look like name=value`, "for example --option test=128");
     const name = o.slice(0, eq);
     checkKey(name, `${command}: --option '${o}'`);
     const value = parseYaml(o.slice(eq + 1)) as unknown;
@@ -47,6 +57,7 @@ export function taskFromFlags(command: string, flags: Parsed["flags"], defaults:
 
 export function splitFromFlags(command: string, flags: Parsed["flags"], fallback: Split = "test"): Split {
   const s = (flags.split as string | undefined) ?? fallback;
-  if (!SPLIT_NAMES.includes(s as Split)) throw usageError(command, `unknown --split '${s}'; splits: ${SPLIT_NAMES.join(", ")}`);
+  if (!SPLIT_NAMES.includes(s as Split))
+    throw usageError(command, `unknown --split '${s}'; splits: ${SPLIT_NAMES.join(", ")}`);
   return s as Split;
 }

@@ -11,8 +11,16 @@ import type { Command } from "../command.js";
 const FLAGS: FlagSpec = {
   model: { type: "string", value: "DIR", description: "the model directory whose tokenizer to use (required)" },
   text: { type: "string", value: "TEXT", description: "encode this text as it is (give --text or --messages)" },
-  messages: { type: "string", value: "FILE.json", description: 'encode a chat: a JSON array of messages (or {"messages": [...]}) rendered with the generation prompt' },
-  tools: { type: "string", value: "FILE.json", description: "with --messages: a JSON array of tool schemas for the template" },
+  messages: {
+    type: "string",
+    value: "FILE.json",
+    description: 'encode a chat: a JSON array of messages (or {"messages": [...]}) rendered with the generation prompt',
+  },
+  tools: {
+    type: "string",
+    value: "FILE.json",
+    description: "with --messages: a JSON array of tool schemas for the template",
+  },
   show: { type: "boolean", default: false, description: "print the encoded text before the ids" },
 };
 
@@ -31,8 +39,10 @@ function readMessages(file: string): ChatMessage[] {
   if (!Array.isArray(list)) throw new InputError(`${file}: expected a JSON array of messages (or {"messages": [...]})`);
   list.forEach((m, i) => {
     const role = (m as ChatMessage)?.role;
-    if (!["system", "user", "assistant", "tool"].includes(role)) throw new InputError(`${file}: message ${i}: role must be system, user, assistant or tool`);
-    if (typeof (m as ChatMessage).content !== "string" && !(m as ChatMessage).tool_calls) throw new InputError(`${file}: message ${i}: content must be a string`);
+    if (!["system", "user", "assistant", "tool"].includes(role))
+      throw new InputError(`${file}: message ${i}: role must be system, user, assistant or tool`);
+    if (typeof (m as ChatMessage).content !== "string" && !(m as ChatMessage).tool_calls)
+      throw new InputError(`${file}: message ${i}: content must be a string`);
   });
   return list as ChatMessage[];
 }
@@ -44,7 +54,14 @@ function readTools(file: string): ToolSchema[] {
     // Accept both the OpenAI shape {type:"function", function:{...}} and a bare {name, description, parameters}.
     const fn = (t as ToolSchema)?.function ?? t;
     if (typeof fn?.name !== "string") throw new InputError(`${file}: tool ${i}: missing 'name'`);
-    return { type: "function", function: { name: fn.name, description: fn.description, parameters: fn.parameters ?? { type: "object", properties: {} } } };
+    return {
+      type: "function",
+      function: {
+        name: fn.name,
+        description: fn.description,
+        parameters: fn.parameters ?? { type: "object", properties: {} },
+      },
+    };
   });
 }
 
@@ -57,10 +74,14 @@ export const tokenizeCommand: Command = {
     const { flags, positionals } = parseFlags("tokenize", argv, FLAGS);
     noPositionals("tokenize", positionals);
     const dir = requireString("tokenize", flags, "model");
-    if (flags.text === undefined && flags.messages === undefined) throw usageError("tokenize", "give --text TEXT or --messages FILE.json", helpHint("tokenize"));
-    if (flags.text !== undefined && flags.messages !== undefined) throw usageError("tokenize", "give --text or --messages, not both");
-    if (flags.tools !== undefined && flags.messages === undefined) throw usageError("tokenize", "--tools applies to --messages FILE.json only");
-    if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
+    if (flags.text === undefined && flags.messages === undefined)
+      throw usageError("tokenize", "give --text TEXT or --messages FILE.json", helpHint("tokenize"));
+    if (flags.text !== undefined && flags.messages !== undefined)
+      throw usageError("tokenize", "give --text or --messages, not both");
+    if (flags.tools !== undefined && flags.messages === undefined)
+      throw usageError("tokenize", "--tools applies to --messages FILE.json only");
+    if (!existsSync(join(dir, "tokenizer.json")))
+      throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
     const tok = Tokenizer.fromDir(dir);
     let text: string;
     if (typeof flags.text === "string") text = flags.text;

@@ -13,9 +13,22 @@ import { forceFlag } from "./force-flag.js";
 
 const FLAGS: FlagSpec = {
   config: { type: "string", value: "RECIPE.yaml", description: "the recipe; without one, the built-in defaults" },
-  out: { type: "string", value: "RUN_DIR", description: "the run directory: new or empty", fallback: "runs/run-TIMESTAMP" },
-  resume: { type: "string", value: "RUN_DIR", description: "continue this run from its newest checkpoint that verifies (its config.yaml unless --config)" },
-  "skip-bad-rows": { type: "boolean", default: false, description: "skip and count data.train / data.val rows that fail the schema instead of stopping at the first" },
+  out: {
+    type: "string",
+    value: "RUN_DIR",
+    description: "the run directory: new or empty",
+    fallback: "runs/run-TIMESTAMP",
+  },
+  resume: {
+    type: "string",
+    value: "RUN_DIR",
+    description: "continue this run from its newest checkpoint that verifies (its config.yaml unless --config)",
+  },
+  "skip-bad-rows": {
+    type: "boolean",
+    default: false,
+    description: "skip and count data.train / data.val rows that fail the schema instead of stopping at the first",
+  },
   ...forceFlag("start a new run over a non-empty --out (not with --resume)"),
   ...BACKEND_FLAG,
 };
@@ -23,7 +36,8 @@ const FLAGS: FlagSpec = {
 export const trainCommand: Command = {
   name: "train",
   summary: "train an agent with RL from a YAML recipe (resumable)",
-  usage: "agent-r1 train [flags] [key.path=value ...]  (overrides of the recipe; data.train=FILE reads rows from .jsonl or .parquet)",
+  usage:
+    "agent-r1 train [flags] [key.path=value ...]  (overrides of the recipe; data.train=FILE reads rows from .jsonl or .parquet)",
   flags: FLAGS,
   async run(argv, io) {
     const { flags, positionals } = parseFlags("train", argv, FLAGS);
@@ -31,12 +45,15 @@ export const trainCommand: Command = {
     if (stray) throw usageError("train", `unexpected argument '${stray}'`, "overrides look like key.path=value");
     const backend = parseBackendFlag("train", flags);
     const resume = flags.resume as string | undefined;
-    if (resume && flags.force) throw usageError("train", "give --resume (continue the run) or --force (start over), not both");
-    const out = resume ?? (flags.out as string | undefined) ?? `runs/run-${new Date().toISOString().replace(/[:.]/g, "-")}`;
+    if (resume && flags.force)
+      throw usageError("train", "give --resume (continue the run) or --force (start over), not both");
+    const out =
+      resume ?? (flags.out as string | undefined) ?? `runs/run-${new Date().toISOString().replace(/[:.]/g, "-")}`;
     let recipe = flags.config as string | undefined;
     if (resume) {
       if (!existsSync(resume)) throw new InputError(`train: --resume ${resume}: run directory not found`);
-      if (!statSync(resume).isDirectory()) throw new InputError(`train: --resume ${resume} is a file, not a run directory`);
+      if (!statSync(resume).isDirectory())
+        throw new InputError(`train: --resume ${resume} is a file, not a run directory`);
       recipe ??= join(resume, "config.yaml");
     }
     const overrides = positionals.filter((p) => p.includes("="));
@@ -45,8 +62,17 @@ export const trainCommand: Command = {
     const cfg = loadConfig(recipe, overrides);
     announceBackend(cfg.engine.backend, io);
     const task = getTask(cfg.task.name, cfg.task.options);
-    const trainer = await Trainer.open(cfg, { out, task, engines: enginesFor(cfg.engine), resume: Boolean(resume), force: flags.force === true, log: (l) => io.err(l) });
-    io.out(`training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${trainer.iteration})` : ""}`);
+    const trainer = await Trainer.open(cfg, {
+      out,
+      task,
+      engines: enginesFor(cfg.engine),
+      resume: Boolean(resume),
+      force: flags.force === true,
+      log: (l) => io.err(l),
+    });
+    io.out(
+      `training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${trainer.iteration})` : ""}`,
+    );
     const progress = new Progress({ label: "train", total: cfg.train.iterations });
     try {
       while (trainer.iteration < cfg.train.iterations) {

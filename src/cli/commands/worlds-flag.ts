@@ -21,9 +21,15 @@ export function worldsFlag(fallback: number): FlagSpec {
  * many worlds of the same task from other seeds sharing its train questions (--option train=N,
  * default WARM_START_DEFAULTS.trainQuestions).
  */
-export function worldsFromFlags(command: string, flags: Parsed["flags"], task: Task, fallback: number): { worlds: number; tasks: Task[] } {
+export function worldsFromFlags(
+  command: string,
+  flags: Parsed["flags"],
+  task: Task,
+  fallback: number,
+): { worlds: number; tasks: Task[] } {
   const worlds = optionalNumber(command, flags, "worlds") ?? fallback;
-  if (!(Number.isInteger(worlds) && worlds >= 1)) throw usageError(command, `--worlds must be a whole number >= 1, got ${worlds}`);
+  if (!(Number.isInteger(worlds) && worlds >= 1))
+    throw usageError(command, `--worlds must be a whole number >= 1, got ${worlds}`);
   if (worlds === 1) return { worlds, tasks: [task] };
   const options = { train: WARM_START_DEFAULTS.trainQuestions, ...taskOptions(command, flags) };
   return { worlds, tasks: demonstrationWorlds(task.name, options, worlds, Number(options.train)) };

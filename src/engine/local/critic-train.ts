@@ -22,7 +22,8 @@ export function criticValues(m: Transformer, sequences: number[][], plan: MicroB
   const out: number[][] = new Array(sequences.length);
   for (const idx of plan(sequences.map((s) => s.length))) {
     const group = idx.map((i) => sequences[i]);
-    const B = group.length, T = Math.max(...group.map((s) => s.length));
+    const B = group.length,
+      T = Math.max(...group.map((s) => s.length));
     const v = tf.tidy(() => run(m, padTokenRows(group, T), B, T));
     const data = v.dataSync();
     v.dispose();
@@ -40,18 +41,44 @@ export interface RawValuePass {
 }
 
 /** Accumulates the value-loss gradient; `total` is Σ w over the whole call. */
-export function criticPass(tr: Trainable, datums: ValueDatum[], clip: number, total: number, plan: MicroBatchPlanner): RawValuePass {
+export function criticPass(
+  tr: Trainable,
+  datums: ValueDatum[],
+  clip: number,
+  total: number,
+  plan: MicroBatchPlanner,
+): RawValuePass {
   const values: number[][] = new Array(datums.length);
-  let lossSum = 0, clipped = 0, tokens = 0;
+  let lossSum = 0,
+    clipped = 0,
+    tokens = 0;
   for (const idx of plan(datums.map((d) => d.tokens.length))) {
     const group = idx.map((i) => datums[i]);
-    const B = group.length, T = Math.max(...group.map((d) => d.tokens.length));
-    const w = padRows(group.map((d) => d.weights.map((x) => x / Math.max(total, 1e-12))), T);
-    const R = padRows(group.map((d) => d.returns), T);
-    const old = padRows(group.map((d) => d.oldValues ?? []), T);
+    const B = group.length,
+      T = Math.max(...group.map((d) => d.tokens.length));
+    const w = padRows(
+      group.map((d) => d.weights.map((x) => x / Math.max(total, 1e-12))),
+      T,
+    );
+    const R = padRows(
+      group.map((d) => d.returns),
+      T,
+    );
+    const old = padRows(
+      group.map((d) => d.oldValues ?? []),
+      T,
+    );
     let kept: tf.Tensor1D | undefined;
     const { value, grads } = tf.variableGrads(() => {
-      const V = run(tr.model, padTokenRows(group.map((d) => d.tokens), T), B, T);
+      const V = run(
+        tr.model,
+        padTokenRows(
+          group.map((d) => d.tokens),
+          T,
+        ),
+        B,
+        T,
+      );
       kept = tf.keep(V);
       const Rt = tf.tensor1d(R);
       let sq = V.sub(Rt).square();

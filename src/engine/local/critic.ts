@@ -11,12 +11,20 @@ import { InputError } from "../../util/errors.js";
 import { assertFinite, assertTokens } from "../validate.js";
 
 export class LocalCritic implements Critic {
-  constructor(private engine: LocalEngine, private replicas: ReplicaApi[]) {}
+  constructor(
+    private engine: LocalEngine,
+    private replicas: ReplicaApi[],
+  ) {}
 
   async values(sequences: number[][]): Promise<number[][]> {
     sequences.forEach((s, i) => assertTokens(s, this.engine.config.vocabSize, `sequence ${i}`));
-    const parts = splitByCost(sequences.map((s) => s.length), this.replicas.length);
-    const res = await Promise.all(parts.map((idx, r) => (idx.length ? this.replicas[r].criticValues(idx.map((i) => sequences[i])) : [])));
+    const parts = splitByCost(
+      sequences.map((s) => s.length),
+      this.replicas.length,
+    );
+    const res = await Promise.all(
+      parts.map((idx, r) => (idx.length ? this.replicas[r].criticValues(idx.map((i) => sequences[i])) : [])),
+    );
     return gather(parts, res, sequences.length);
   }
 
@@ -24,16 +32,36 @@ export class LocalCritic implements Critic {
     const clip = opts.clip ?? 0;
     datums.forEach((d, i) => {
       assertTokens(d.tokens, this.engine.config.vocabSize, `value datum ${i} tokens`);
-      for (const k of ["weights", "returns", "oldValues"] as const) if (d[k]) assertFinite(d[k]!, `value datum ${i}: ${k}`);
+      for (const k of ["weights", "returns", "oldValues"] as const)
+        if (d[k]) assertFinite(d[k]!, `value datum ${i}: ${k}`);
       for (const k of ["weights", "returns"] as const) {
-        if (d[k].length !== d.tokens.length) throw new InputError(`value datum ${i}: ${k} has length ${d[k].length}, tokens has ${d.tokens.length}`);
+        if (d[k].length !== d.tokens.length)
+          throw new InputError(`value datum ${i}: ${k} has length ${d[k].length}, tokens has ${d.tokens.length}`);
       }
-      if (clip > 0 && d.oldValues?.length !== d.tokens.length) throw new InputError(`value datum ${i}: oldValues is required (same length as tokens) when clip > 0`);
+      if (clip > 0 && d.oldValues?.length !== d.tokens.length)
+        throw new InputError(`value datum ${i}: oldValues is required (same length as tokens) when clip > 0`);
     });
     const total = datums.reduce((s, d) => s + d.weights.reduce((a, w) => a + w, 0), 0);
-    const parts = splitByCost(datums.map((d) => d.tokens.length), this.replicas.length);
-    const raws = await Promise.all(parts.map((idx, r) => (idx.length ? this.replicas[r].criticForwardBackward(idx.map((i) => datums[i]), clip, total) : undefined)));
-    const values = gather(parts, raws.map((x) => x?.values ?? []), datums.length);
+    const parts = splitByCost(
+      datums.map((d) => d.tokens.length),
+      this.replicas.length,
+    );
+    const raws = await Promise.all(
+      parts.map((idx, r) =>
+        idx.length
+          ? this.replicas[r].criticForwardBackward(
+              idx.map((i) => datums[i]),
+              clip,
+              total,
+            )
+          : undefined,
+      ),
+    );
+    const values = gather(
+      parts,
+      raws.map((x) => x?.values ?? []),
+      datums.length,
+    );
     const tokens = raws.reduce((s, x) => s + (x?.tokens ?? 0), 0);
     const clipped = raws.reduce((s, x) => s + (x?.clipped ?? 0), 0);
     const loss = raws.reduce((s, x) => s + (x?.lossSum ?? 0), 0);

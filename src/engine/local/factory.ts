@@ -35,7 +35,8 @@ export function localEngines(options: LocalEngineOptions = {}): EngineFactory {
     policy: (dir) => LocalEngine.load(dir, options),
     reference: (dir) => LocalEngine.load(dir, options),
     async critic(policy: PolicyEngine) {
-      if (!(policy instanceof LocalEngine)) throw new InputError("the local critic runs beside a local policy engine (engine.kind: local)");
+      if (!(policy instanceof LocalEngine))
+        throw new InputError("the local critic runs beside a local policy engine (engine.kind: local)");
       return policy.createCritic();
     },
     checkSaved(dir) {

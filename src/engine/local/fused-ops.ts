@@ -73,13 +73,20 @@ export function attentionSoftmax<T extends tf.Tensor>(scores: T, mask: tf.Tensor
 
 /** SwiGLU: silu(gate) · up = gate · sigmoid(gate) · up, for gate and up of one shape. */
 export function swiglu<T extends tf.Tensor>(gate: T, up: T): T {
-  if (fusedOpsActive() && allFloat32(gate, up) && sameShape(gate.shape, up.shape)) return run(K.swiglu, { gate, up }, {}) as T;
+  if (fusedOpsActive() && allFloat32(gate, up) && sameShape(gate.shape, up.shape))
+    return run(K.swiglu, { gate, up }, {}) as T;
   return gate.mul(gate.sigmoid()).mul(up) as T;
 }
 
 /** x (..., n) + bias (n); the bias gradient (column sums of dy) is one native pass. */
 export function biasAdd<T extends tf.Tensor>(x: T, bias: tf.Tensor): T {
-  if (fusedOpsActive() && allFloat32(x, bias) && bias.rank === 1 && x.rank >= 1 && x.shape[x.rank - 1] === bias.shape[0]) {
+  if (
+    fusedOpsActive() &&
+    allFloat32(x, bias) &&
+    bias.rank === 1 &&
+    x.rank >= 1 &&
+    x.shape[x.rank - 1] === bias.shape[0]
+  ) {
     return run(K.biasAdd, { x, bias }, {}) as T;
   }
   return x.add(bias) as T;
@@ -118,7 +125,8 @@ export function maskRows(scores: number[], mask: number[]): { div: number; mod: 
     else if (m[i] !== 1) return undefined; // neither equal nor broadcast
   }
   if (kept.length === 0) return { div: 1, mod: 1 };
-  const first = kept[0], last = kept[kept.length - 1];
+  const first = kept[0],
+    last = kept[kept.length - 1];
   if (last - first + 1 !== kept.length) {
     // Size-1 axes inside the block are harmless; other gaps are not expressible.
     for (let i = first; i <= last; i++) if (!kept.includes(i) && scores[i] !== 1) return undefined;
@@ -144,8 +152,13 @@ function run(name: string, inputs: Record<string, tf.Tensor>, attrs: Record<stri
 }
 
 /** Runs a registered kernel by name (the kernel plumbing below is shared with ./train-ops.ts). */
-export function runKernel(name: string, inputs: Record<string, tf.Tensor>, attrs: Record<string, unknown>): tf.Tensor | tf.Tensor[] {
-  return tf.engine().runKernel(name, inputs as unknown as tf.NamedTensorMap, attrs as tf.NamedAttrMap) as tf.Tensor | tf.Tensor[];
+export function runKernel(
+  name: string,
+  inputs: Record<string, tf.Tensor>,
+  attrs: Record<string, unknown>,
+): tf.Tensor | tf.Tensor[] {
+  return tf.engine().runKernel(name, inputs as unknown as tf.NamedTensorMap, attrs as tf.NamedAttrMap) as
+    tf.Tensor | tf.Tensor[];
 }
 
 export function addon(): NativeAddon {
@@ -163,10 +176,18 @@ export const lastDim = (t: TensorInfo) => t.shape[t.shape.length - 1] ?? 1;
  * outputs (taken after every allocation: growing the heap detaches older views). A throwing
  * fill (a shape check in C) frees the outputs before the error propagates.
  */
-export function withOutputs(backend: WasmBackend, inputs: TensorInfo[], shapes: number[][], fill: (ins: Float32Array[], outs: Float32Array[]) => void): TensorInfo[] {
+export function withOutputs(
+  backend: WasmBackend,
+  inputs: TensorInfo[],
+  shapes: number[][],
+  fill: (ins: Float32Array[], outs: Float32Array[]) => void,
+): TensorInfo[] {
   const outs = shapes.map((s) => backend.makeOutput(s, "float32"));
   try {
-    fill(inputs.map((t) => f32(backend, t)), outs.map((t) => f32(backend, t)));
+    fill(
+      inputs.map((t) => f32(backend, t)),
+      outs.map((t) => f32(backend, t)),
+    );
   } catch (e) {
     for (const o of outs) backend.disposeData(o.dataId);
     throw e;
@@ -184,15 +205,19 @@ export function requireFloat32(kernel: string, inputs: Record<string, TensorInfo
 function rmsNormKernel({ inputs, backend, attrs }: Args): TensorInfo {
   const { x, weight } = inputs;
   requireFloat32(K.rmsNorm, inputs);
-  const cols = lastDim(x), rows = cols ? sizeOf(x.shape) / cols : 0;
-  return withOutputs(backend, [x, weight], [x.shape], ([xv, wv], [yv]) => addon().rmsNormForward(xv, wv, yv, rows, cols, attrs!.eps as number))[0];
+  const cols = lastDim(x),
+    rows = cols ? sizeOf(x.shape) / cols : 0;
+  return withOutputs(backend, [x, weight], [x.shape], ([xv, wv], [yv]) =>
+    addon().rmsNormForward(xv, wv, yv, rows, cols, attrs!.eps as number),
+  )[0];
 }
 
 /** x (rows, H), weight (H), dy (rows, H) → [dx (rows, H), dweight (H)]. */
 function rmsNormGradKernel({ inputs, backend, attrs }: Args): TensorInfo[] {
   const { x, weight, dy } = inputs;
   requireFloat32(K.rmsNormGrad, inputs);
-  const cols = lastDim(x), rows = cols ? sizeOf(x.shape) / cols : 0;
+  const cols = lastDim(x),
+    rows = cols ? sizeOf(x.shape) / cols : 0;
   return withOutputs(backend, [x, weight, dy], [x.shape, weight.shape], ([xv, wv, dyv], [dxv, dwv]) =>
     addon().rmsNormBackward(xv, wv, dyv, dxv, dwv, rows, cols, attrs!.eps as number),
   );
@@ -202,17 +227,23 @@ function rmsNormGradKernel({ inputs, backend, attrs }: Args): TensorInfo[] {
 function softmaxKernel({ inputs, backend, attrs }: Args): TensorInfo {
   const { x, mask } = inputs;
   requireFloat32(K.softmax, inputs);
-  const cols = lastDim(x), rows = cols ? sizeOf(x.shape) / cols : 0;
+  const cols = lastDim(x),
+    rows = cols ? sizeOf(x.shape) / cols : 0;
   const a = attrs as { scale: number; maskDiv: number; maskMod: number };
-  return withOutputs(backend, [x, mask], [x.shape], ([xv, mv], [yv]) => addon().softmaxForward(xv, mv, yv, rows, cols, a.scale, a.maskDiv, a.maskMod))[0];
+  return withOutputs(backend, [x, mask], [x.shape], ([xv, mv], [yv]) =>
+    addon().softmaxForward(xv, mv, yv, rows, cols, a.scale, a.maskDiv, a.maskMod),
+  )[0];
 }
 
 /** y (rows, S), dy (rows, S) → dx (rows, S). */
 function softmaxGradKernel({ inputs, backend, attrs }: Args): TensorInfo {
   const { y, dy } = inputs;
   requireFloat32(K.softmaxGrad, inputs);
-  const cols = lastDim(y), rows = cols ? sizeOf(y.shape) / cols : 0;
-  return withOutputs(backend, [y, dy], [y.shape], ([yv, dyv], [dxv]) => addon().softmaxBackward(yv, dyv, dxv, rows, cols, attrs!.scale as number))[0];
+  const cols = lastDim(y),
+    rows = cols ? sizeOf(y.shape) / cols : 0;
+  return withOutputs(backend, [y, dy], [y.shape], ([yv, dyv], [dxv]) =>
+    addon().softmaxBackward(yv, dyv, dxv, rows, cols, attrs!.scale as number),
+  )[0];
 }
 
 /** RoPE: x (B, T, h, hd), cos / sin (R, T, 1, hd/2) → y (B, T, h, hd); `inverse` for the gradient. */
@@ -220,45 +251,59 @@ function ropeKernel({ inputs, backend, attrs }: Args): TensorInfo {
   const { x, cos, sin } = inputs;
   requireFloat32(K.rope, inputs);
   const R = ropeTableRows(x.shape, cos.shape, sin.shape);
-  if (R === undefined) throw new Error(`${K.rope}: x [${x.shape}] and the tables [${cos.shape}], [${sin.shape}] do not fit (B, T, h, hd) and (1 or B, T, 1, hd/2)`);
+  if (R === undefined)
+    throw new Error(
+      `${K.rope}: x [${x.shape}] and the tables [${cos.shape}], [${sin.shape}] do not fit (B, T, h, hd) and (1 or B, T, 1, hd/2)`,
+    );
   const [B, T, h, hd] = x.shape;
-  return withOutputs(backend, [x, cos, sin], [x.shape], ([xv, cv, sv], [yv]) => addon().ropeForward(xv, cv, sv, yv, B, T, h, hd, R, Boolean(attrs!.inverse)))[0];
+  return withOutputs(backend, [x, cos, sin], [x.shape], ([xv, cv, sv], [yv]) =>
+    addon().ropeForward(xv, cv, sv, yv, B, T, h, hd, R, Boolean(attrs!.inverse)),
+  )[0];
 }
 
 /** SwiGLU: gate, up (n) → y (n). */
 function swigluKernel({ inputs, backend }: Args): TensorInfo {
   const { gate, up } = inputs;
   requireFloat32(K.swiglu, inputs);
-  return withOutputs(backend, [gate, up], [gate.shape], ([gv, uv], [yv]) => addon().swigluForward(gv, uv, yv, sizeOf(gate.shape)))[0];
+  return withOutputs(backend, [gate, up], [gate.shape], ([gv, uv], [yv]) =>
+    addon().swigluForward(gv, uv, yv, sizeOf(gate.shape)),
+  )[0];
 }
 
 /** gate, up, dy (n) → [dgate (n), dup (n)]. */
 function swigluGradKernel({ inputs, backend }: Args): TensorInfo[] {
   const { gate, up, dy } = inputs;
   requireFloat32(K.swigluGrad, inputs);
-  return withOutputs(backend, [gate, up, dy], [gate.shape, up.shape], ([gv, uv, dyv], [dgv, duv]) => addon().swigluBackward(gv, uv, dyv, dgv, duv, sizeOf(gate.shape)));
+  return withOutputs(backend, [gate, up, dy], [gate.shape, up.shape], ([gv, uv, dyv], [dgv, duv]) =>
+    addon().swigluBackward(gv, uv, dyv, dgv, duv, sizeOf(gate.shape)),
+  );
 }
 
 /** x (rows, n), bias (n) → y (rows, n). */
 function biasAddKernel({ inputs, backend }: Args): TensorInfo {
   const { x, bias } = inputs;
   requireFloat32(K.biasAdd, inputs);
-  const cols = lastDim(x), rows = cols ? sizeOf(x.shape) / cols : 0;
-  return withOutputs(backend, [x, bias], [x.shape], ([xv, bv], [yv]) => addon().biasAddForward(xv, bv, yv, rows, cols))[0];
+  const cols = lastDim(x),
+    rows = cols ? sizeOf(x.shape) / cols : 0;
+  return withOutputs(backend, [x, bias], [x.shape], ([xv, bv], [yv]) =>
+    addon().biasAddForward(xv, bv, yv, rows, cols),
+  )[0];
 }
 
 /** x (rows, n) → column sums (n). */
 function sumRowsKernel({ inputs, backend }: Args): TensorInfo {
   const { x } = inputs;
   requireFloat32(K.sumRows, inputs);
-  const cols = lastDim(x), rows = cols ? sizeOf(x.shape) / cols : 0;
+  const cols = lastDim(x),
+    rows = cols ? sizeOf(x.shape) / cols : 0;
   return withOutputs(backend, [x], [[cols]], ([xv], [ov]) => addon().sumRows(xv, ov, rows, cols))[0];
 }
 
 /** Registers kernels for the wasm backend under their names (skipping any already registered). */
 export function registerWasmKernels(kernels: [string, (a: Args) => TensorInfo | TensorInfo[]][]): void {
   for (const [kernelName, fn] of kernels) {
-    if (!tf.getKernel(kernelName, "wasm")) tf.registerKernel({ kernelName, backendName: "wasm", kernelFunc: fn as unknown as tf.KernelFunc });
+    if (!tf.getKernel(kernelName, "wasm"))
+      tf.registerKernel({ kernelName, backendName: "wasm", kernelFunc: fn as unknown as tf.KernelFunc });
   }
 }
 
@@ -294,7 +339,11 @@ function registerFusedGradients(): void {
     inputsToSave: ["x", "weight"],
     gradFunc: (dy, saved, attrs) => {
       const [x, weight] = saved;
-      const [dx, dw] = run(K.rmsNormGrad, { x, weight, dy: dy as tf.Tensor }, { eps: (attrs as { eps: number }).eps }) as tf.Tensor[];
+      const [dx, dw] = run(
+        K.rmsNormGrad,
+        { x, weight, dy: dy as tf.Tensor },
+        { eps: (attrs as { eps: number }).eps },
+      ) as tf.Tensor[];
       return { x: () => dx, weight: () => dw };
     },
   });
@@ -322,7 +371,8 @@ function registerFusedGradients(): void {
       // cos and sin are constants in the model; their gradients are here for completeness.
       const halves = () => {
         const half = g.shape[3] / 2;
-        const [x1, x2] = tf.split(x, [half, half], 3), [g1, g2] = tf.split(g, [half, half], 3);
+        const [x1, x2] = tf.split(x, [half, half], 3),
+          [g1, g2] = tf.split(g, [half, half], 3);
         return { x1, x2, g1, g2 };
       };
       return {
@@ -352,8 +402,12 @@ function registerFusedGradients(): void {
     kernelName: K.biasAdd,
     inputsToSave: ["bias"],
     gradFunc: (dy, saved) => {
-      const g = dy as tf.Tensor, [bias] = saved;
-      return { x: () => g.reshape(g.shape), bias: () => (run(K.sumRows, { x: g }, {}) as tf.Tensor).reshape(bias.shape) };
+      const g = dy as tf.Tensor,
+        [bias] = saved;
+      return {
+        x: () => g.reshape(g.shape),
+        bias: () => (run(K.sumRows, { x: g }, {}) as tf.Tensor).reshape(bias.shape),
+      };
     },
   });
 }

@@ -51,7 +51,11 @@ export interface HeapPlanInput {
 }
 
 /** The micro-batch of `lengths` (as `plan` packs them) whose tape is the largest. */
-export function largestMicroBatch(shape: ActivationShape, plan: MicroBatchPlanner, lengths: number[]): MicroBatchSize | undefined {
+export function largestMicroBatch(
+  shape: ActivationShape,
+  plan: MicroBatchPlanner,
+  lengths: number[],
+): MicroBatchSize | undefined {
   let best: MicroBatchSize | undefined;
   for (const idx of plan(lengths)) {
     const tokens = Math.max(...idx.map((i) => lengths[i]));
@@ -62,7 +66,12 @@ export function largestMicroBatch(shape: ActivationShape, plan: MicroBatchPlanne
 }
 
 /** The estimate's three parts, in bytes. */
-export function trainingHeapBytes(p: HeapPlanInput): { weights: number; activations: number; prefixCache: number; total: number } {
+export function trainingHeapBytes(p: HeapPlanInput): {
+  weights: number;
+  activations: number;
+  prefixCache: number;
+  total: number;
+} {
   const f = HEAP_FACTORS[p.backend];
   const weights = f.weights * 4 * p.parameters.reduce((a, b) => a + b, 0);
   const activations = f.activations * (p.microBatch?.activationBytes ?? 0);
@@ -90,7 +99,10 @@ export function checkTrainingHeap(p: HeapPlanInput): void {
 
 function fix(p: HeapPlanInput, need: ReturnType<typeof trainingHeapBytes>, room: number): string {
   const params = p.parameters.reduce((a, b) => a + b, 0);
-  const native = p.backend === "tfjs" && trainingHeapBytes({ ...p, backend: "native" }).total <= room ? "; or train on the native backend (engine.backend: native), which needs less" : "";
+  const native =
+    p.backend === "tfjs" && trainingHeapBytes({ ...p, backend: "native" }).total <= room
+      ? "; or train on the native backend (engine.backend: native), which needs less"
+      : "";
   if (need.weights + need.prefixCache > room) {
     const most = (room - need.prefixCache) / (HEAP_FACTORS[p.backend].weights * 4);
     const size = `${Math.floor(most / 1e6)}M parameters at most, this one has ${Math.round(params / 1e6)}M`;
@@ -98,8 +110,13 @@ function fix(p: HeapPlanInput, need: ReturnType<typeof trainingHeapBytes>, room:
   }
   const mb = p.microBatch!;
   // Sequences of a micro-batch are padded to one length, so each costs the same.
-  const alone = trainingHeapBytes({ ...p, microBatch: { ...mb, sequences: 1, activationBytes: mb.activationBytes / mb.sequences } }).total;
-  if (mb.sequences > 1 && alone <= room) return `lower engine.microBatchMb, so that a micro-batch holds fewer than ${mb.sequences} sequences of ${mb.tokens} tokens${native}`;
-  if (need.total - need.prefixCache <= room) return `lower engine.prefixCacheMb (now ${Math.round(p.prefixCacheBytes / 2 ** 20)})${native}`;
+  const alone = trainingHeapBytes({
+    ...p,
+    microBatch: { ...mb, sequences: 1, activationBytes: mb.activationBytes / mb.sequences },
+  }).total;
+  if (mb.sequences > 1 && alone <= room)
+    return `lower engine.microBatchMb, so that a micro-batch holds fewer than ${mb.sequences} sequences of ${mb.tokens} tokens${native}`;
+  if (need.total - need.prefixCache <= room)
+    return `lower engine.prefixCacheMb (now ${Math.round(p.prefixCacheBytes / 2 ** 20)})${native}`;
   return `shorten the sequences (rollout.maxTotalTokens): this one has ${mb.tokens} tokens${native}`;
 }

@@ -26,7 +26,16 @@ import { aggregationCoefficients } from "../../rl/aggregation.js";
 import { summarizeForwardBackward } from "../../rl/loss-metrics.js";
 import { resolvedLoss } from "../../rl/policy-loss.js";
 import { validateDatums } from "../validate-datums.js";
-import type { AdamParams, Datum, Engine, ForwardBackwardResult, LossSpec, OptimStepResult, SampleResult, SamplingParams } from "../types.js";
+import type {
+  AdamParams,
+  Datum,
+  Engine,
+  ForwardBackwardResult,
+  LossSpec,
+  OptimStepResult,
+  SampleResult,
+  SamplingParams,
+} from "../types.js";
 import { InputError, ModelFormatError } from "../../util/errors.js";
 import { settings } from "../../util/settings.js";
 import { assertScoringTemperature, assertTokens } from "../validate.js";
@@ -91,7 +100,8 @@ export class LocalEngine implements Engine {
     }
     const config = readModelConfig(dir);
     checkModelFits(config, join(dir, "config.json")); // here, not seconds later in every worker
-    if (!existsSync(join(dir, "tokenizer.json"))) throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
+    if (!existsSync(join(dir, "tokenizer.json")))
+      throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
     const tokenizer = Tokenizer.fromDir(dir);
     const started = await Promise.allSettled(Array.from({ length: workers }, () => WorkerReplica.start(dir, opts)));
     const ok = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
@@ -110,7 +120,8 @@ export class LocalEngine implements Engine {
   /** @internal The in-process replica's policy (single-replica engines only; tests). */
   get trainable(): Trainable {
     const r = this.replicas[0];
-    if (!(r instanceof Replica)) throw new Error("the model lives in worker threads; load with { workers: 0 } to reach it");
+    if (!(r instanceof Replica))
+      throw new Error("the model lives in worker threads; load with { workers: 0 } to reach it");
     return r.trainable;
   }
 
@@ -155,7 +166,9 @@ export class LocalEngine implements Engine {
       if (count === 0) return Promise.resolve({ sequences: [] });
       // Each replica numbers its sequences from 0: shift the indices it reports by where its share starts.
       const onToken = params.onToken;
-      const part: SamplingParams = onToken ? { ...params, n: count, seed, onToken: (e) => onToken({ ...e, index: e.index + start }) } : { ...params, n: count, seed };
+      const part: SamplingParams = onToken
+        ? { ...params, n: count, seed, onToken: (e) => onToken({ ...e, index: e.index + start }) }
+        : { ...params, n: count, seed };
       return this.replicas[i].sample(prompt, part, start);
     });
     return { sequences: (await Promise.all(parts)).flatMap((p) => p.sequences) };
@@ -164,8 +177,20 @@ export class LocalEngine implements Engine {
   async computeLogprobs(sequences: number[][], opts: { temperature?: number } = {}): Promise<(number | null)[][]> {
     sequences.forEach((s, i) => assertTokens(s, this.config.vocabSize, `sequence ${i}`));
     if (opts.temperature !== undefined) assertScoringTemperature(opts.temperature, "computeLogprobs: temperature");
-    const parts = splitByCost(sequences.map((s) => s.length), this.replicas.length);
-    const res = await Promise.all(parts.map((idx, r) => (idx.length ? this.replicas[r].computeLogprobs(idx.map((i) => sequences[i]), opts.temperature ?? 1) : [])));
+    const parts = splitByCost(
+      sequences.map((s) => s.length),
+      this.replicas.length,
+    );
+    const res = await Promise.all(
+      parts.map((idx, r) =>
+        idx.length
+          ? this.replicas[r].computeLogprobs(
+              idx.map((i) => sequences[i]),
+              opts.temperature ?? 1,
+            )
+          : [],
+      ),
+    );
     return gather(parts, res, sequences.length);
   }
 
@@ -178,11 +203,26 @@ export class LocalEngine implements Engine {
       assertTokens(d.targetTokens, this.config.vocabSize, `datum ${i} targetTokens`);
     });
     const coef = aggregationCoefficients(datums, spec.aggregation, spec.normalizer);
-    const parts = splitByCost(datums.map((d) => d.tokens.length), this.replicas.length);
-    const raws = await Promise.all(
-      parts.map((idx, r) => (idx.length ? this.replicas[r].forwardBackward(idx.map((i) => datums[i]), spec, idx.map((i) => coef[i])) : undefined)),
+    const parts = splitByCost(
+      datums.map((d) => d.tokens.length),
+      this.replicas.length,
     );
-    const logprobs = gather(parts, raws.map((x) => x?.logprobs ?? []), datums.length);
+    const raws = await Promise.all(
+      parts.map((idx, r) =>
+        idx.length
+          ? this.replicas[r].forwardBackward(
+              idx.map((i) => datums[i]),
+              spec,
+              idx.map((i) => coef[i]),
+            )
+          : undefined,
+      ),
+    );
+    const logprobs = gather(
+      parts,
+      raws.map((x) => x?.logprobs ?? []),
+      datums.length,
+    );
     const lossSum = raws.reduce((s, x) => s + (x?.lossSum ?? 0), 0);
     const entropySum = raws.reduce((s, x) => s + (x?.entropySum ?? 0), 0);
     return summarizeForwardBackward(datums, spec, logprobs, lossSum, entropySum);

@@ -27,7 +27,19 @@ export interface NativeAddon {
    * For i < batch: c[i] (m, n) = op(a[aIndex[i] ?? i]) @ op(b[bIndex[i] ?? i]), where a's items
    * are (m, k) — (k, m) when transA — and b's are (k, n) — (n, k) when transB. Throws on a bad shape.
    */
-  gemm(a: Float32Array, b: Float32Array, c: Float32Array, batch: number, m: number, n: number, k: number, transA: boolean, transB: boolean, aIndex?: Int32Array | null, bIndex?: Int32Array | null): void;
+  gemm(
+    a: Float32Array,
+    b: Float32Array,
+    c: Float32Array,
+    batch: number,
+    m: number,
+    n: number,
+    k: number,
+    transA: boolean,
+    transB: boolean,
+    aIndex?: Int32Array | null,
+    bIndex?: Int32Array | null,
+  ): void;
   /** BLAS threads per call (process-wide). */
   setThreads(n: number): void;
   getThreads(): number;
@@ -41,20 +53,56 @@ export interface NativeAddon {
   /** y (rows, cols) = x (rows, cols) · rsqrt(mean(x², row) + eps) · weight (cols). */
   rmsNormForward(x: Float32Array, weight: Float32Array, y: Float32Array, rows: number, cols: number, eps: number): void;
   /** dx (rows, cols) and dweight (cols) of rmsNormForward, given dy (rows, cols). */
-  rmsNormBackward(x: Float32Array, weight: Float32Array, dy: Float32Array, dx: Float32Array, dweight: Float32Array, rows: number, cols: number, eps: number): void;
+  rmsNormBackward(
+    x: Float32Array,
+    weight: Float32Array,
+    dy: Float32Array,
+    dx: Float32Array,
+    dweight: Float32Array,
+    rows: number,
+    cols: number,
+    eps: number,
+  ): void;
   /** y (rows, cols) = softmax over each row of x·scale + mask[(row / maskDiv) % maskMod] (mask (maskMod, cols), or null for none). */
-  softmaxForward(x: Float32Array, mask: Float32Array | null, y: Float32Array, rows: number, cols: number, scale: number, maskDiv: number, maskMod: number): void;
+  softmaxForward(
+    x: Float32Array,
+    mask: Float32Array | null,
+    y: Float32Array,
+    rows: number,
+    cols: number,
+    scale: number,
+    maskDiv: number,
+    maskMod: number,
+  ): void;
   /** dx (rows, cols) of softmaxForward with respect to x, from its output y and dy (rows, cols). */
   softmaxBackward(y: Float32Array, dy: Float32Array, dx: Float32Array, rows: number, cols: number, scale: number): void;
   /**
    * Rotate-half rotary embedding: x, y (batch, seq, heads, headDim); cos, sin (tableRows, seq, headDim/2),
    * tableRows 1 (shared) or batch (per row). `inverse` rotates by the negative angle (the gradient).
    */
-  ropeForward(x: Float32Array, cos: Float32Array, sin: Float32Array, y: Float32Array, batch: number, seq: number, heads: number, headDim: number, tableRows: number, inverse: boolean): void;
+  ropeForward(
+    x: Float32Array,
+    cos: Float32Array,
+    sin: Float32Array,
+    y: Float32Array,
+    batch: number,
+    seq: number,
+    heads: number,
+    headDim: number,
+    tableRows: number,
+    inverse: boolean,
+  ): void;
   /** y (n) = gate · sigmoid(gate) · up. */
   swigluForward(gate: Float32Array, up: Float32Array, y: Float32Array, n: number): void;
   /** dgate, dup (n) of swigluForward, given dy (n). */
-  swigluBackward(gate: Float32Array, up: Float32Array, dy: Float32Array, dgate: Float32Array, dup: Float32Array, n: number): void;
+  swigluBackward(
+    gate: Float32Array,
+    up: Float32Array,
+    dy: Float32Array,
+    dgate: Float32Array,
+    dup: Float32Array,
+    n: number,
+  ): void;
   /** y (rows, cols) = x (rows, cols) + bias (cols). */
   biasAddForward(x: Float32Array, bias: Float32Array, y: Float32Array, rows: number, cols: number): void;
   /** out (cols) = column sums of x (rows, cols) (accumulated in double). */
@@ -68,11 +116,48 @@ export interface NativeAddon {
    * entropy[r] of softmax(z), stats (rows, 2) = max z and log Σ exp(z - max) (the backward's input).
    * A target outside [0, cols) throws a RangeError naming it.
    */
-  tokenLogprobsForward(logits: Float32Array, targets: Int32Array, picked: Float32Array, entropy: Float32Array, stats: Float32Array, rows: number, cols: number, temperature: number): void;
+  tokenLogprobsForward(
+    logits: Float32Array,
+    targets: Int32Array,
+    picked: Float32Array,
+    entropy: Float32Array,
+    stats: Float32Array,
+    rows: number,
+    cols: number,
+    temperature: number,
+  ): void;
   /** dlogits (rows, cols) of tokenLogprobsForward, given dpicked (rows) and dentropy (rows, or null for zeros). */
-  tokenLogprobsBackward(logits: Float32Array, targets: Int32Array, stats: Float32Array, entropy: Float32Array, dpicked: Float32Array, dentropy: Float32Array | null, dlogits: Float32Array, rows: number, cols: number, temperature: number): void;
+  tokenLogprobsBackward(
+    logits: Float32Array,
+    targets: Int32Array,
+    stats: Float32Array,
+    entropy: Float32Array,
+    dpicked: Float32Array,
+    dentropy: Float32Array | null,
+    dlogits: Float32Array,
+    rows: number,
+    cols: number,
+    temperature: number,
+  ): void;
   /** AdamW on n floats: writes wOut, mOut, vOut (see train-ops.ts adamwUpdate for the formula). */
-  adamwStep(w: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, wOut: Float32Array, mOut: Float32Array, vOut: Float32Array, n: number, lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, bc1: number, bc2: number, gradScale: number): void;
+  adamwStep(
+    w: Float32Array,
+    g: Float32Array,
+    m: Float32Array,
+    v: Float32Array,
+    wOut: Float32Array,
+    mOut: Float32Array,
+    vOut: Float32Array,
+    n: number,
+    lr: number,
+    beta1: number,
+    beta2: number,
+    eps: number,
+    weightDecay: number,
+    bc1: number,
+    bc2: number,
+    gradScale: number,
+  ): void;
   /** Σ x², accumulated in double. */
   sumSquares(x: Float32Array): number;
   /** out[i] += src[srcOffset + i] for i < out.length, in float32; a too-short src throws a RangeError. */
@@ -113,13 +198,17 @@ export function loadNative(): NativeStatus {
   const root = packageRoot();
   const path = root ? join(root, ADDON_FILE) : undefined;
   if (!path || !existsSync(path)) {
-    loaded = { ok: false, reason: `the addon is not built: ${path ?? ADDON_FILE} is missing; build it with 'npm run build:native', which needs a C compiler, make, python3 and libopenblas-dev` };
+    loaded = {
+      ok: false,
+      reason: `the addon is not built: ${path ?? ADDON_FILE} is missing; build it with 'npm run build:native', which needs a C compiler, make, python3 and libopenblas-dev`,
+    };
     return loaded;
   }
   try {
     const addon = createRequire(import.meta.url)(path) as NativeAddon;
     if (typeof addon.gemm !== "function") throw new Error("it exports no gemm function");
-    if (typeof addon.rmsNormForward !== "function") throw new Error("it exports no fused kernels (an old build: rebuild it with 'npm run build:native')");
+    if (typeof addon.rmsNormForward !== "function")
+      throw new Error("it exports no fused kernels (an old build: rebuild it with 'npm run build:native')");
     loaded = { ok: true, addon, path };
   } catch (e) {
     loaded = { ok: false, reason: `${path} failed to load: ${(e as Error).message.split("\n")[0]}` };
@@ -153,7 +242,10 @@ export function resolveBackend(choice?: BackendChoice): ResolvedBackend {
   const st = loadNative();
   if (st.ok) return { backend: "native" };
   if (want === "native") {
-    throw new InputError(`the native backend is unavailable: ${st.reason}`, "use --backend tfjs (or engine.backend=tfjs), or build the addon");
+    throw new InputError(
+      `the native backend is unavailable: ${st.reason}`,
+      "use --backend tfjs (or engine.backend=tfjs), or build the addon",
+    );
   }
   return { backend: "tfjs", fallback: st.reason };
 }

@@ -29,21 +29,48 @@ export interface RawForwardBackward {
  * aggregation coefficients of the whole call (computed here when omitted), so
  * a call split across micro-batches or replicas adds up to the same loss.
  */
-export function policyPass(tr: Trainable, datums: Datum[], loss: ResolvedLoss, plan: number | MicroBatchPlanner, coef?: number[][]): RawForwardBackward {
+export function policyPass(
+  tr: Trainable,
+  datums: Datum[],
+  loss: ResolvedLoss,
+  plan: number | MicroBatchPlanner,
+  coef?: number[][],
+): RawForwardBackward {
   const model = tr.model;
   coef ??= aggregationCoefficients(datums, loss.aggregation, loss.normalizer);
   const logprobs: number[][] = new Array(datums.length);
-  let lossSum = 0, entropySum = 0;
+  let lossSum = 0,
+    entropySum = 0;
   const vars = [...model.params.values()];
   for (const idx of toPlanner(plan)(datums.map((d) => d.tokens.length))) {
     const group = idx.map((i) => datums[i]);
-    const B = group.length, T = Math.max(...group.map((d) => d.tokens.length)), N = B * T;
-    const tokens = padTokenRows(group.map((d) => d.tokens), T);
-    const targets = padTokenRows(group.map((d) => d.targetTokens), T);
-    const c = padRows(idx.map((i) => coef![i]), T);
-    const q = padRows(group.map((d) => d.logprobs ?? []), T);
-    const a = padRows(group.map((d) => d.advantages ?? []), T);
-    const ref = padRows(group.map((d) => d.refLogprobs ?? []), T);
+    const B = group.length,
+      T = Math.max(...group.map((d) => d.tokens.length)),
+      N = B * T;
+    const tokens = padTokenRows(
+      group.map((d) => d.tokens),
+      T,
+    );
+    const targets = padTokenRows(
+      group.map((d) => d.targetTokens),
+      T,
+    );
+    const c = padRows(
+      idx.map((i) => coef![i]),
+      T,
+    );
+    const q = padRows(
+      group.map((d) => d.logprobs ?? []),
+      T,
+    );
+    const a = padRows(
+      group.map((d) => d.advantages ?? []),
+      T,
+    );
+    const ref = padRows(
+      group.map((d) => d.refLogprobs ?? []),
+      T,
+    );
     let picked: tf.Tensor1D | undefined, entropy: tf.Tensor1D | undefined;
     const { value, grads } = tf.variableGrads(() => {
       const { hidden } = model.forward(tf.tensor2d(tokens, [B, T], "int32"));
@@ -56,7 +83,8 @@ export function policyPass(tr: Trainable, datums: Datum[], loss: ResolvedLoss, p
     lossSum += value.dataSync()[0];
     value.dispose();
     tr.accumulate(grads as Record<string, tf.Tensor>);
-    const p = picked!.dataSync(), ent = entropy!.dataSync();
+    const p = picked!.dataSync(),
+      ent = entropy!.dataSync();
     tf.dispose([picked!, entropy!]);
     group.forEach((d, b) => {
       logprobs[idx[b]] = Array.from(p.subarray(b * T, b * T + d.tokens.length));
@@ -67,13 +95,24 @@ export function policyPass(tr: Trainable, datums: Datum[], loss: ResolvedLoss, p
 }
 
 /** forwardBackward on one in-process model: the pass plus its metrics. */
-export function policyForwardBackward(tr: Trainable, datums: Datum[], loss: ResolvedLoss, plan: number | MicroBatchPlanner): ForwardBackwardResult {
+export function policyForwardBackward(
+  tr: Trainable,
+  datums: Datum[],
+  loss: ResolvedLoss,
+  plan: number | MicroBatchPlanner,
+): ForwardBackwardResult {
   const raw = policyPass(tr, datums, loss, plan);
   return summarizeForwardBackward(datums, loss, raw.logprobs, raw.lossSum, raw.entropySum);
 }
 
 /** The per-token loss of rl/policy-loss.ts and rl/kl.ts, on tensors; differentiable in p. Constants are padded (N) arrays. */
-function tokenLossTensor(p: tf.Tensor1D, loss: ResolvedLoss, q: Float32Array, a: Float32Array, ref: Float32Array): tf.Tensor1D {
+function tokenLossTensor(
+  p: tf.Tensor1D,
+  loss: ResolvedLoss,
+  q: Float32Array,
+  a: Float32Array,
+  ref: Float32Array,
+): tf.Tensor1D {
   let l: tf.Tensor1D;
   if (loss.type === "cross_entropy") l = p.neg();
   else {
@@ -82,17 +121,24 @@ function tokenLossTensor(p: tf.Tensor1D, loss: ResolvedLoss, q: Float32Array, a:
     if (loss.type === "importance_sampling") l = r.mul(A).neg() as tf.Tensor1D;
     else {
       const unclipped = r.mul(A).neg();
-      const clipped = r.clipByValue(1 - loss.clipLow, 1 + loss.clipHigh).mul(A).neg();
+      const clipped = r
+        .clipByValue(1 - loss.clipLow, 1 + loss.clipHigh)
+        .mul(A)
+        .neg();
       l = tf.maximum(unclipped, clipped);
       if (loss.dualClip > 0) {
         // Masks come from constants, outside the gradient path.
-        const neg = new Float32Array(a.length), cap = new Float32Array(a.length);
+        const neg = new Float32Array(a.length),
+          cap = new Float32Array(a.length);
         a.forEach((x, i) => {
           neg[i] = x < 0 ? 1 : 0;
           cap[i] = x < 0 ? -x * loss.dualClip : 0;
         });
         const negT = tf.tensor1d(neg);
-        l = tf.minimum(l, tf.tensor1d(cap)).mul(negT).add(l.mul(tf.scalar(1).sub(negT)));
+        l = tf
+          .minimum(l, tf.tensor1d(cap))
+          .mul(negT)
+          .add(l.mul(tf.scalar(1).sub(negT)));
       }
     }
   }
@@ -108,11 +154,18 @@ function klTensor(p: tf.Tensor1D, ref: tf.Tensor1D, form: "k1" | "k2" | "k3"): t
 }
 
 /** Logprobs of each token given the ones before it (entry 0 null), batched by the token budget. */
-export function computeLogprobs(model: Transformer, sequences: number[][], temperature: number, plan: number | MicroBatchPlanner): (number | null)[][] {
+export function computeLogprobs(
+  model: Transformer,
+  sequences: number[][],
+  temperature: number,
+  plan: number | MicroBatchPlanner,
+): (number | null)[][] {
   const out: (number | null)[][] = new Array(sequences.length);
   for (const idx of toPlanner(plan)(sequences.map((s) => s.length))) {
     const group = idx.map((i) => sequences[i]);
-    const B = group.length, T = Math.max(...group.map((s) => s.length)), N = B * T;
+    const B = group.length,
+      T = Math.max(...group.map((s) => s.length)),
+      N = B * T;
     const tokens = padTokenRows(group, T);
     const targets = new Int32Array(N);
     group.forEach((s, b) => s.forEach((tok, t) => t > 0 && (targets[b * T + t - 1] = tok)));

@@ -32,7 +32,10 @@ export class PrefixCache {
   private counters = { lookups: 0, hits: 0, promptTokens: 0, reusedTokens: 0, evictions: 0 };
 
   /** bytesPerToken: layers x 2 x kvHeads x headDim x 4. */
-  constructor(readonly maxBytes: number, readonly bytesPerToken: number) {}
+  constructor(
+    readonly maxBytes: number,
+    readonly bytesPerToken: number,
+  ) {}
 
   get enabled(): boolean {
     return this.maxBytes >= this.bytesPerToken;
@@ -54,7 +57,8 @@ export class PrefixCache {
     this.entries.set(id, e);
     this.counters.hits++;
     this.counters.reusedTokens += bestLen;
-    const slice = (t: tf.Tensor4D) => (bestLen === e.kv.length ? t.clone() : t.slice([0, 0, 0, 0], [1, -1, bestLen, -1]));
+    const slice = (t: tf.Tensor4D) =>
+      bestLen === e.kv.length ? t.clone() : t.slice([0, 0, 0, 0], [1, -1, bestLen, -1]);
     return { k: e.kv.k.map(slice), v: e.kv.v.map(slice), length: bestLen };
   }
 

@@ -35,7 +35,10 @@ Replica.load(dir, opts).then(
         if (call.method === "sample") {
           const controller = new AbortController();
           sampling.set(call.id, controller);
-          const onToken = call.stream ? (e: TokenEvent) => port.postMessage({ kind: "token", id: call.id, index: e.index, token: e.token, logprob: e.logprob }) : undefined;
+          const onToken = call.stream
+            ? (e: TokenEvent) =>
+                port.postMessage({ kind: "token", id: call.id, index: e.index, token: e.token, logprob: e.logprob })
+            : undefined;
           args = [args[0], { ...(args[1] as SamplingParams), onToken, signal: controller.signal }, ...args.slice(2)];
         }
         const result = await fn.apply(replica, args);

@@ -98,7 +98,13 @@ export class Replica implements ReplicaApi {
     loadTrainableState(policy, dir);
     const c = m.config;
     const plan = memoryPlanner(
-      { vocabSize: c.vocabSize, hiddenSize: c.hiddenSize, intermediateSize: c.intermediateSize, numLayers: c.numLayers, numHeads: c.numHeads },
+      {
+        vocabSize: c.vocabSize,
+        hiddenSize: c.hiddenSize,
+        intermediateSize: c.intermediateSize,
+        numLayers: c.numLayers,
+        numHeads: c.numHeads,
+      },
       opts.microBatchBytes ?? DEFAULT_ACTIVATION_BUDGET,
       opts.microBatchTokens ?? Infinity,
     );
@@ -131,7 +137,12 @@ export class Replica implements ReplicaApi {
 
   async createCritic(): Promise<void> {
     this.critic?.dispose();
-    const model = Transformer.fromHostWeights(this.policy.model.config, this.policy.model.toHostWeights(), "(policy weights)", "value");
+    const model = Transformer.fromHostWeights(
+      this.policy.model.config,
+      this.policy.model.toHostWeights(),
+      "(policy weights)",
+      "value",
+    );
     this.critic = new Trainable(model);
   }
 
@@ -157,10 +168,21 @@ export class Replica implements ReplicaApi {
   /** Training must fit the wasm heap (heap-plan.ts): refused before any tensor work, instead of aborting the process. */
   private checkHeap(lengths?: number[]): void {
     const c = this.policy.model.config;
-    const shape = { vocabSize: c.vocabSize, hiddenSize: c.hiddenSize, intermediateSize: c.intermediateSize, numLayers: c.numLayers, numHeads: c.numHeads };
+    const shape = {
+      vocabSize: c.vocabSize,
+      hiddenSize: c.hiddenSize,
+      intermediateSize: c.intermediateSize,
+      numLayers: c.numLayers,
+      numHeads: c.numHeads,
+    };
     const parameters = [this.policy, this.critic].flatMap((t) => (t ? [t.size] : []));
     const microBatch = lengths && largestMicroBatch(shape, this.plan, lengths);
-    checkTrainingHeap({ backend: this.backend, parameters, prefixCacheBytes: this.scheduler.prefix.maxBytes, microBatch });
+    checkTrainingHeap({
+      backend: this.backend,
+      parameters,
+      prefixCacheBytes: this.scheduler.prefix.maxBytes,
+      microBatch,
+    });
   }
 
   /** Cached keys/values were computed with the old policy weights: drop them once the weights move. */
@@ -190,7 +212,12 @@ export class Replica implements ReplicaApi {
 
   async load(role: Role, dir: string) {
     const m = loadModelDir(dir);
-    const model = Transformer.fromHostWeights(m.config, m.weights, join(dir, "model.safetensors"), role === "policy" ? "lm" : "value");
+    const model = Transformer.fromHostWeights(
+      m.config,
+      m.weights,
+      join(dir, "model.safetensors"),
+      role === "policy" ? "lm" : "value",
+    );
     const next = new Trainable(model);
     loadTrainableState(next, dir);
     if (role === "policy") {

@@ -13,7 +13,8 @@ export function splitCount(n: number, k: number): number[] {
 export function splitByCost(costs: number[], k: number): number[][] {
   const parts: number[][] = Array.from({ length: k }, () => []);
   const total = costs.reduce((a, b) => a + b, 0);
-  let acc = 0, r = 0;
+  let acc = 0,
+    r = 0;
   costs.forEach((c, i) => {
     // Move on once this replica's share is filled, keeping at least the remaining replicas' worth of items.
     while (r < k - 1 && acc + c / 2 > (total * (r + 1)) / k) r++;
@@ -32,13 +33,17 @@ export class AffinityRouter {
   private seen: number[][][];
   private load: number[];
 
-  constructor(replicas: number, private readonly memory = 256) {
+  constructor(
+    replicas: number,
+    private readonly memory = 256,
+  ) {
     this.seen = Array.from({ length: replicas }, () => []);
     this.load = new Array(replicas).fill(0);
   }
 
   pick(prompt: number[]): number {
-    let best = -1, bestLen = Math.min(32, Math.floor(prompt.length / 2));
+    let best = -1,
+      bestLen = Math.min(32, Math.floor(prompt.length / 2));
     this.seen.forEach((contexts, r) => {
       for (const c of contexts) {
         const l = commonPrefix(prompt, c);

@@ -14,7 +14,8 @@ export interface StopSet {
 /** Stop ids and strings; by default the tokenizer's end-of-turn token. */
 export function resolveStops(stop: (string | number)[] | undefined, tokenizer: Tokenizer): StopSet {
   const list = stop ?? (tokenizer.eosTokenId !== undefined ? [tokenizer.eosTokenId] : []);
-  const ids = new Set<number>(), strings: string[] = [];
+  const ids = new Set<number>(),
+    strings: string[] = [];
   for (const s of list) {
     if (typeof s === "number") ids.add(s);
     else if (s.length > 0) strings.push(s);
@@ -25,13 +26,23 @@ export function resolveStops(stop: (string | number)[] | undefined, tokenizer: T
 /** Most alternatives `topLogprobs` may ask for per sampled token. */
 export const MAX_TOP_LOGPROBS = 20;
 
-export function checkSamplingParams(prompt: number[], n: number, maxTokens: number, d: DrawParams, vocab: number, topLogprobs = 0): void {
+export function checkSamplingParams(
+  prompt: number[],
+  n: number,
+  maxTokens: number,
+  d: DrawParams,
+  vocab: number,
+  topLogprobs = 0,
+): void {
   assertTokens(prompt, vocab, "sample: the prompt");
   if (!Number.isInteger(n) || n < 1) throw new InputError(`sample: n must be a positive integer, got ${n}`);
-  if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new InputError(`sample: maxTokens must be a positive integer, got ${maxTokens}`);
-  if (!(d.temperature >= 0 && d.temperature < Infinity)) throw new InputError(`sample: temperature must be a finite number >= 0, got ${d.temperature}`);
+  if (!Number.isInteger(maxTokens) || maxTokens < 1)
+    throw new InputError(`sample: maxTokens must be a positive integer, got ${maxTokens}`);
+  if (!(d.temperature >= 0 && d.temperature < Infinity))
+    throw new InputError(`sample: temperature must be a finite number >= 0, got ${d.temperature}`);
   if (!(d.topP > 0 && d.topP <= 1)) throw new InputError(`sample: topP must be in (0, 1], got ${d.topP}`);
-  if (!(Number.isInteger(d.topK) && d.topK >= 0)) throw new InputError(`sample: topK must be a non-negative integer, got ${d.topK}`);
+  if (!(Number.isInteger(d.topK) && d.topK >= 0))
+    throw new InputError(`sample: topK must be a non-negative integer, got ${d.topK}`);
   if (!(Number.isInteger(topLogprobs) && topLogprobs >= 0 && topLogprobs <= MAX_TOP_LOGPROBS)) {
     throw new InputError(`sample: topLogprobs must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${topLogprobs}`);
   }
@@ -43,11 +54,17 @@ export function checkRequestOptions(params: SamplingParams): void {
     throw new InputError(`sample: onToken must be a function, got ${typeof params.onToken}`);
   }
   const signal = params.signal as Partial<AbortSignal> | undefined;
-  if (signal !== undefined && !(typeof signal?.aborted === "boolean" && typeof signal.addEventListener === "function")) {
-    throw new InputError(`sample: signal must be an AbortSignal (from an AbortController), got ${signal === null ? "null" : typeof signal}`);
+  if (
+    signal !== undefined &&
+    !(typeof signal?.aborted === "boolean" && typeof signal.addEventListener === "function")
+  ) {
+    throw new InputError(
+      `sample: signal must be an AbortSignal (from an AbortController), got ${signal === null ? "null" : typeof signal}`,
+    );
   }
   // NaN, Infinity and 1.5 used to be floored / truncated silently (NaN and Infinity to seed 0).
-  if (params.seed !== undefined && !Number.isInteger(params.seed)) throw new InputError(`sample: seed must be an integer, got ${params.seed}`);
+  if (params.seed !== undefined && !Number.isInteger(params.seed))
+    throw new InputError(`sample: seed must be an integer, got ${params.seed}`);
 }
 
 /**

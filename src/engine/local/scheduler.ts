@@ -20,7 +20,13 @@ import { drawToken, topAlternatives, type DrawParams } from "../sampling.js";
 import { Rng } from "../../util/rng.js";
 import type { SampledSequence, SampleResult, SamplingParams, TokenEvent } from "../types.js";
 import { PrefixCache } from "./prefix-cache.js";
-import { checkRequestOptions, checkSamplingParams, resolveSeed, resolveStops, type StopSet } from "./sampling-params.js";
+import {
+  checkRequestOptions,
+  checkSamplingParams,
+  resolveSeed,
+  resolveStops,
+  type StopSet,
+} from "./sampling-params.js";
 
 export interface SchedulerOptions {
   /** Rows decoded together at most. Default 64. */
@@ -89,10 +95,17 @@ export class Scheduler {
   /** A request was cancelled: drop its rows before the next decode step rather than decoding them. */
   private compactNow = false;
 
-  constructor(private model: Transformer, private tokenizer: Tokenizer, opts: SchedulerOptions = {}) {
+  constructor(
+    private model: Transformer,
+    private tokenizer: Tokenizer,
+    opts: SchedulerOptions = {},
+  ) {
     const c = model.config;
     this.maxBatch = opts.maxBatch ?? 64;
-    this.prefix = new PrefixCache(opts.prefixCacheBytes ?? 256 * 2 ** 20, c.numLayers * 2 * c.numKvHeads * c.headDim * 4);
+    this.prefix = new PrefixCache(
+      opts.prefixCacheBytes ?? 256 * 2 ** 20,
+      c.numLayers * 2 * c.numKvHeads * c.headDim * 4,
+    );
   }
 
   /** Swaps the weights (after load); the prefix cache belongs to the old weights and is dropped. */
@@ -103,7 +116,8 @@ export class Scheduler {
   }
 
   submit(prompt: number[], params: SamplingParams = {}, stream: StreamRange = { first: 0 }): Promise<SampleResult> {
-    const n = params.n ?? 1, maxTokens = params.maxTokens ?? 256;
+    const n = params.n ?? 1,
+      maxTokens = params.maxTokens ?? 256;
     const draw: DrawParams = { temperature: params.temperature ?? 1, topK: params.topK ?? 0, topP: params.topP ?? 1 };
     const topLogprobs = params.topLogprobs ?? 0;
     checkSamplingParams(prompt, n, maxTokens, draw, this.model.config.vocabSize, topLogprobs);
@@ -114,7 +128,9 @@ export class Scheduler {
       const onAbort = () => this.cancel(req, signal!.reason);
       const settled = () => signal?.removeEventListener("abort", onAbort);
       const req: Request = {
-        prompt, n, draw,
+        prompt,
+        n,
+        draw,
         resolve: (r) => (settled(), resolve(r)),
         reject: (e) => (settled(), reject(e)),
         stops: resolveStops(params.stop, this.tokenizer),
@@ -230,8 +246,18 @@ export class Scheduler {
       this.rows.push(...rows);
       return;
     }
-    const W = this.cache.length, L = kv.length, width = Math.max(W, L);
-    const padLeft = (t: tf.Tensor4D, by: number) => (by === 0 ? t.clone() : tf.pad(t, [[0, 0], [0, 0], [by, 0], [0, 0]]));
+    const W = this.cache.length,
+      L = kv.length,
+      width = Math.max(W, L);
+    const padLeft = (t: tf.Tensor4D, by: number) =>
+      by === 0
+        ? t.clone()
+        : tf.pad(t, [
+            [0, 0],
+            [0, 0],
+            [by, 0],
+            [0, 0],
+          ]);
     const merged = tf.tidy(() => ({
       k: this.cache!.k.map((t, i) => tf.concat([padLeft(t, width - W), padLeft(kv.k[i], width - L)], 0)),
       v: this.cache!.v.map((t, i) => tf.concat([padLeft(t, width - W), padLeft(kv.v[i], width - L)], 0)),
@@ -249,7 +275,8 @@ export class Scheduler {
       const { token, logprob } = drawToken(row.logits, row.req.draw, row.rng);
       row.out.tokens.push(token);
       row.out.logprobs.push(logprob);
-      if (row.req.topLogprobs > 0) row.out.topLogprobs!.push(topAlternatives(row.logits, row.req.draw, row.req.topLogprobs));
+      if (row.req.topLogprobs > 0)
+        row.out.topLogprobs!.push(topAlternatives(row.logits, row.req.draw, row.req.topLogprobs));
       if (row.req.onToken) this.notify(row.req, { index: row.index, token, logprob });
       if (row.dead) return; // onToken aborted the request
       const stopped = this.isStop(row, token);
@@ -274,10 +301,11 @@ export class Scheduler {
       const W = this.cache!.length;
       const need = Math.max(...rows.map((r) => r.context.length));
       const idx = tf.tensor1d(keep, "int32");
-      const pick = (t: tf.Tensor4D) => tf.tidy(() => {
-        const g = keep.length === this.rows.length ? t.clone() : tf.gather(t, idx);
-        return need < W ? g.slice([0, 0, W - need, 0], [-1, -1, need, -1]) : g;
-      }) as tf.Tensor4D;
+      const pick = (t: tf.Tensor4D) =>
+        tf.tidy(() => {
+          const g = keep.length === this.rows.length ? t.clone() : tf.gather(t, idx);
+          return need < W ? g.slice([0, 0, W - need, 0], [-1, -1, need, -1]) : g;
+        }) as tf.Tensor4D;
       const next = { k: this.cache!.k.map(pick), v: this.cache!.v.map(pick), length: need };
       idx.dispose();
       disposeCache(this.cache);
@@ -288,7 +316,8 @@ export class Scheduler {
 
   private retire(row: Row, r: number): void {
     if (this.prefix.enabled) {
-      const W = this.cache!.length, L = row.context.length;
+      const W = this.cache!.length,
+        L = row.context.length;
       const take = (t: tf.Tensor4D) => t.slice([r, 0, W - L, 0], [1, -1, L, -1]);
       this.prefix.insert(row.context, { k: this.cache!.k.map(take), v: this.cache!.v.map(take), length: L });
     }
@@ -316,7 +345,8 @@ export class Scheduler {
 
   /** One decode step: every row feeds its newest token at its own position. */
   private decode(): void {
-    const R = this.rows.length, W = this.cache!.length;
+    const R = this.rows.length,
+      W = this.cache!.length;
     const tokens = this.rows.map((r) => r.out.tokens[r.out.tokens.length - 1]);
     const positions = this.rows.map((r) => r.context.length);
     const mask = new Float32Array(R * (W + 1));
@@ -324,7 +354,11 @@ export class Scheduler {
     const res = tf.tidy(() => {
       const keyMask = tf.tensor2d(mask, [R, W + 1]);
       const out = this.model.forward(tf.tensor2d(tokens, [R, 1], "int32"), this.cache, { positions, keyMask });
-      return { logits: this.model.inferenceLogits(out.hidden.reshape([R, -1]) as tf.Tensor2D), k: out.cache.k, v: out.cache.v };
+      return {
+        logits: this.model.inferenceLogits(out.hidden.reshape([R, -1]) as tf.Tensor2D),
+        k: out.cache.k,
+        v: out.cache.v,
+      };
     });
     disposeCache(this.cache);
     this.cache = { k: res.k as tf.Tensor4D[], v: res.v as tf.Tensor4D[], length: W + 1 };

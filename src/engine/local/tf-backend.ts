@@ -26,7 +26,11 @@ export type WasmBackend = {
   typedArrayFromHeap(t: TensorInfo): Float32Array | Int32Array;
   disposeData(dataId: object): boolean;
 };
-export type KernelFn = (args: { inputs: Record<string, TensorInfo>; backend: WasmBackend; attrs?: Record<string, unknown> }) => TensorInfo | TensorInfo[];
+export type KernelFn = (args: {
+  inputs: Record<string, TensorInfo>;
+  backend: WasmBackend;
+  attrs?: Record<string, unknown>;
+}) => TensorInfo | TensorInfo[];
 
 let ready: Promise<void> | undefined;
 
@@ -44,8 +48,10 @@ export function initBackend(): Promise<void> {
     const ok = await tf.setBackend("wasm");
     if (!ok) throw new Error("TensorFlow.js could not start its wasm backend");
     await tf.ready();
-    for (const l of process.listeners("uncaughtException")) if (!before.has(l)) process.removeListener("uncaughtException", l);
-    for (const l of process.listeners("unhandledRejection")) if (!before.has(l)) process.removeListener("unhandledRejection", l);
+    for (const l of process.listeners("uncaughtException"))
+      if (!before.has(l)) process.removeListener("uncaughtException", l);
+    for (const l of process.listeners("unhandledRejection"))
+      if (!before.has(l)) process.removeListener("unhandledRejection", l);
   })();
   return ready;
 }
@@ -75,7 +81,8 @@ function registerUnsortedSegmentSum(): void {
       for (let i = 0; i < ids.length; i++) {
         const seg = ids[i];
         if (seg < 0 || seg >= numSegments) continue;
-        const s = i * inner, d = seg * inner;
+        const s = i * inner,
+          d = seg * inner;
         for (let j = 0; j < inner; j++) dst[d + j] += src[s + j];
       }
       return out;
@@ -118,8 +125,10 @@ function fastMatrixTranspose(): void {
     fast: true,
     kernelFunc: ((args: Parameters<KernelFn>[0]) => {
       const { inputs, backend, attrs } = args;
-      const perm = attrs!.perm as number[], x = inputs.x;
-      const swapLastTwo = (perm.length === 2 && perm[0] === 1) || (perm.length === 3 && perm[0] === 0 && perm[1] === 2 && perm[2] === 1);
+      const perm = attrs!.perm as number[],
+        x = inputs.x;
+      const swapLastTwo =
+        (perm.length === 2 && perm[0] === 1) || (perm.length === 3 && perm[0] === 0 && perm[1] === 2 && perm[2] === 1);
       if (!swapLastTwo || x.dtype !== "float32") return fallback(args);
       const as3d = { ...x, shape: x.shape.length === 2 ? [1, ...x.shape] : x.shape };
       const out = transposeLastTwo(as3d, backend);
@@ -176,7 +185,8 @@ export function setMatmulBackend(backend: BackendName, threads = 1): void {
     return;
   }
   const st = loadNative();
-  if (!st.ok) throw new InputError(`the native backend is unavailable: ${st.reason}`, "use the tfjs backend, or build the addon");
+  if (!st.ok)
+    throw new InputError(`the native backend is unavailable: ${st.reason}`, "use the tfjs backend, or build the addon");
   st.addon.setThreads(threads);
   native = st.addon;
   const s = settings();
@@ -214,23 +224,31 @@ export function claimBackend(backend: BackendName, threads = 1): () => void {
  */
 function nativeBatchMatMul(args: Parameters<KernelFn>[0], addon: NativeAddon): TensorInfo {
   const { inputs, backend, attrs } = args;
-  const a = inputs.a, b = inputs.b;
-  const ta = Boolean(attrs!.transposeA), tb = Boolean(attrs!.transposeB);
-  if (a.dtype !== "float32" || b.dtype !== "float32") throw new Error(`BatchMatMul: float32 inputs only, got ${a.dtype} and ${b.dtype}`);
-  const ra = a.shape.length, rb = b.shape.length;
-  if (ra < 2 || rb < 2) throw new Error(`BatchMatMul: inputs must have rank >= 2, got shapes [${a.shape}] and [${b.shape}]`);
+  const a = inputs.a,
+    b = inputs.b;
+  const ta = Boolean(attrs!.transposeA),
+    tb = Boolean(attrs!.transposeB);
+  if (a.dtype !== "float32" || b.dtype !== "float32")
+    throw new Error(`BatchMatMul: float32 inputs only, got ${a.dtype} and ${b.dtype}`);
+  const ra = a.shape.length,
+    rb = b.shape.length;
+  if (ra < 2 || rb < 2)
+    throw new Error(`BatchMatMul: inputs must have rank >= 2, got shapes [${a.shape}] and [${b.shape}]`);
   const m = ta ? a.shape[ra - 1] : a.shape[ra - 2];
   const k = ta ? a.shape[ra - 2] : a.shape[ra - 1];
   const kb = tb ? b.shape[rb - 1] : b.shape[rb - 2];
   const n = tb ? b.shape[rb - 2] : b.shape[rb - 1];
   if (k !== kb) {
-    throw new Error(`BatchMatMul: inner dimensions differ (${k} vs ${kb}) for shapes [${a.shape}] and [${b.shape}], transposeA=${ta}, transposeB=${tb}`);
+    throw new Error(
+      `BatchMatMul: inner dimensions differ (${k} vs ${kb}) for shapes [${a.shape}] and [${b.shape}], transposeA=${ta}, transposeB=${tb}`,
+    );
   }
   const { outer, aIndex, bIndex } = broadcastBatch(a.shape.slice(0, -2), b.shape.slice(0, -2));
   const batch = outer.reduce((x, y) => x * y, 1);
   const out = backend.makeOutput([...outer, m, n], "float32");
   // Views after the allocation: growing the heap detaches older views.
-  const av = backend.typedArrayFromHeap(a) as Float32Array, bv = backend.typedArrayFromHeap(b) as Float32Array;
+  const av = backend.typedArrayFromHeap(a) as Float32Array,
+    bv = backend.typedArrayFromHeap(b) as Float32Array;
   const cv = backend.typedArrayFromHeap(out) as Float32Array;
   addon.gemm(av, bv, cv, batch, m, n, k, ta, tb, aIndex, bIndex);
   return out;
@@ -240,11 +258,16 @@ function nativeBatchMatMul(args: Parameters<KernelFn>[0], addon: NativeAddon): T
  * The broadcast batch shape of two outer shapes and, for each output item, the
  * item of a and of b it reads (null where that is the item itself).
  */
-export function broadcastBatch(oa: number[], ob: number[]): { outer: number[]; aIndex: Int32Array | null; bIndex: Int32Array | null } {
+export function broadcastBatch(
+  oa: number[],
+  ob: number[],
+): { outer: number[]; aIndex: Int32Array | null; bIndex: Int32Array | null } {
   const r = Math.max(oa.length, ob.length);
-  const pa = [...Array<number>(r - oa.length).fill(1), ...oa], pb = [...Array<number>(r - ob.length).fill(1), ...ob];
+  const pa = [...Array<number>(r - oa.length).fill(1), ...oa],
+    pb = [...Array<number>(r - ob.length).fill(1), ...ob];
   const outer = pa.map((d, i) => {
-    if (d !== pb[i] && d !== 1 && pb[i] !== 1) throw new Error(`BatchMatMul: batch shapes [${oa}] and [${ob}] do not broadcast`);
+    if (d !== pb[i] && d !== 1 && pb[i] !== 1)
+      throw new Error(`BatchMatMul: batch shapes [${oa}] and [${ob}] do not broadcast`);
     return Math.max(d, pb[i]);
   });
   const batch = outer.reduce((x, y) => x * y, 1);
@@ -258,7 +281,8 @@ export function broadcastBatch(oa: number[], ob: number[]): { outer: number[]; a
     }
     const idx = new Int32Array(batch);
     for (let j = 0; j < batch; j++) {
-      let rest = j, at = 0;
+      let rest = j,
+        at = 0;
       for (let i = r - 1; i >= 0; i--) {
         at += (rest % outer[i]) * strides[i];
         rest = Math.floor(rest / outer[i]);
@@ -281,7 +305,8 @@ function wrapBatchMatMul(): void {
     setupFunc: original.setupFunc,
     disposeFunc: original.disposeFunc,
     wrapped: true,
-    kernelFunc: ((args: Parameters<KernelFn>[0]) => (native ? nativeBatchMatMul(args, native) : fastBatchMatMul(args, matmul))) as unknown as tf.KernelFunc,
+    kernelFunc: ((args: Parameters<KernelFn>[0]) =>
+      native ? nativeBatchMatMul(args, native) : fastBatchMatMul(args, matmul)) as unknown as tf.KernelFunc,
   };
   tf.registerKernel(config);
 }
@@ -304,9 +329,19 @@ function wrapGather(): void {
     wrapped: true,
     kernelFunc: ((args: Parameters<KernelFn>[0]) => {
       const { x, indices } = args.inputs;
-      const axis = args.attrs!.axis as number, batchDims = (args.attrs!.batchDims as number | undefined) ?? 0;
+      const axis = args.attrs!.axis as number,
+        batchDims = (args.attrs!.batchDims as number | undefined) ?? 0;
       const onAxis0 = axis === 0 || axis === -x.shape.length;
-      if (!native || !fusedOn || !onAxis0 || batchDims !== 0 || x.dtype !== "float32" || indices.dtype !== "int32" || x.shape.length < 1) return gather(args);
+      if (
+        !native ||
+        !fusedOn ||
+        !onAxis0 ||
+        batchDims !== 0 ||
+        x.dtype !== "float32" ||
+        indices.dtype !== "int32" ||
+        x.shape.length < 1
+      )
+        return gather(args);
       return nativeGatherRows(args.backend, x, indices, native);
     }) as unknown as tf.KernelFunc,
   } as tf.KernelConfig);
@@ -314,11 +349,18 @@ function wrapGather(): void {
 
 /** out (...indices.shape, ...x.shape[1:]) = x (rows, ...)[indices]. */
 function nativeGatherRows(backend: WasmBackend, x: TensorInfo, indices: TensorInfo, addon: NativeAddon): TensorInfo {
-  const rows = x.shape[0], cols = x.shape.slice(1).reduce((a, b) => a * b, 1);
+  const rows = x.shape[0],
+    cols = x.shape.slice(1).reduce((a, b) => a * b, 1);
   const out = backend.makeOutput([...indices.shape, ...x.shape.slice(1)], "float32");
   try {
     // Views after the allocation: growing the heap detaches older views.
-    addon.gatherRows(backend.typedArrayFromHeap(x) as Float32Array, backend.typedArrayFromHeap(indices) as Int32Array, backend.typedArrayFromHeap(out) as Float32Array, rows, cols);
+    addon.gatherRows(
+      backend.typedArrayFromHeap(x) as Float32Array,
+      backend.typedArrayFromHeap(indices) as Int32Array,
+      backend.typedArrayFromHeap(out) as Float32Array,
+      rows,
+      cols,
+    );
   } catch (e) {
     backend.disposeData(out.dataId);
     throw e;
@@ -334,7 +376,8 @@ function transposeLastTwo(x: TensorInfo, backend: WasmBackend): TensorInfo {
   const [B, R, C] = x.shape;
   const out = backend.makeOutput([B, C, R], "float32");
   // Views after the allocation: growing the heap detaches older views.
-  const dst = backend.typedArrayFromHeap(out), src = backend.typedArrayFromHeap(x);
+  const dst = backend.typedArrayFromHeap(out),
+    src = backend.typedArrayFromHeap(x);
   const S = 16;
   for (let b = 0; b < B; b++) {
     const o = b * R * C;
@@ -372,17 +415,25 @@ function perItemFlops(a: number[], b: number[], attrs: Record<string, unknown>):
  */
 function fastBatchMatMul(args: Parameters<KernelFn>[0], matmul: KernelFn): TensorInfo {
   const { inputs, backend, attrs } = args;
-  if (perItemFlops(inputs.a.shape, inputs.b.shape, attrs!) < LOOP_MIN_FLOPS && batchOf(inputs.a) * batchOf(inputs.b) > 1) {
+  if (
+    perItemFlops(inputs.a.shape, inputs.b.shape, attrs!) < LOOP_MIN_FLOPS &&
+    batchOf(inputs.a) * batchOf(inputs.b) > 1
+  ) {
     // Many small products (decode-time attention): XNNPACK's per-call set-up (about 0.5 ms,
     // it packs the right operand anew) costs more than the slow batched kernel.
     return matmul(args) as TensorInfo;
   }
-  const transposeA = attrs!.transposeA as boolean, transposeB = attrs!.transposeB as boolean;
+  const transposeA = attrs!.transposeA as boolean,
+    transposeB = attrs!.transposeB as boolean;
   const temps: TensorInfo[] = [];
   const to3d = (t: TensorInfo, transpose: boolean): TensorInfo => {
     const r = t.shape.length;
     const batch = t.shape.slice(0, -2).reduce((a, b) => a * b, 1);
-    let x = kernel("Reshape")({ inputs: { x: t }, backend, attrs: { shape: [batch, t.shape[r - 2], t.shape[r - 1]] } }) as TensorInfo;
+    let x = kernel("Reshape")({
+      inputs: { x: t },
+      backend,
+      attrs: { shape: [batch, t.shape[r - 2], t.shape[r - 1]] },
+    }) as TensorInfo;
     temps.push(x);
     if (transpose) {
       x = transposeLastTwo(x, backend);
@@ -392,9 +443,14 @@ function fastBatchMatMul(args: Parameters<KernelFn>[0], matmul: KernelFn): Tenso
   };
   const a = to3d(inputs.a, transposeA);
   const b = to3d(inputs.b, transposeB);
-  const [ba, m] = a.shape, [bb, , n] = b.shape;
+  const [ba, m] = a.shape,
+    [bb, , n] = b.shape;
   const batch = Math.max(ba, bb);
-  const outShape = [...(inputs.a.shape.length >= inputs.b.shape.length ? inputs.a.shape : inputs.b.shape).slice(0, -2), m, n];
+  const outShape = [
+    ...(inputs.a.shape.length >= inputs.b.shape.length ? inputs.a.shape : inputs.b.shape).slice(0, -2),
+    m,
+    n,
+  ];
   let out: TensorInfo;
   if (batch === 1) {
     out = matmul({ inputs: { a, b }, backend, attrs: { transposeA: false, transposeB: false } }) as TensorInfo;
@@ -402,13 +458,25 @@ function fastBatchMatMul(args: Parameters<KernelFn>[0], matmul: KernelFn): Tenso
     const parts: TensorInfo[] = [];
     const slice = kernel("Slice");
     for (let i = 0; i < batch; i++) {
-      const ai = ba === 1 ? a : (slice({ inputs: { x: a }, backend, attrs: { begin: [i, 0, 0], size: [1, m, a.shape[2]] } }) as TensorInfo);
-      const bi = bb === 1 ? b : (slice({ inputs: { x: b }, backend, attrs: { begin: [i, 0, 0], size: [1, b.shape[1], n] } }) as TensorInfo);
-      parts.push(matmul({ inputs: { a: ai, b: bi }, backend, attrs: { transposeA: false, transposeB: false } }) as TensorInfo);
+      const ai =
+        ba === 1
+          ? a
+          : (slice({ inputs: { x: a }, backend, attrs: { begin: [i, 0, 0], size: [1, m, a.shape[2]] } }) as TensorInfo);
+      const bi =
+        bb === 1
+          ? b
+          : (slice({ inputs: { x: b }, backend, attrs: { begin: [i, 0, 0], size: [1, b.shape[1], n] } }) as TensorInfo);
+      parts.push(
+        matmul({ inputs: { a: ai, b: bi }, backend, attrs: { transposeA: false, transposeB: false } }) as TensorInfo,
+      );
       if (ai !== a) backend.disposeData(ai.dataId);
       if (bi !== b) backend.disposeData(bi.dataId);
     }
-    out = kernel("Concat")({ inputs: parts as unknown as Record<string, TensorInfo>, backend, attrs: { axis: 0 } }) as TensorInfo;
+    out = kernel("Concat")({
+      inputs: parts as unknown as Record<string, TensorInfo>,
+      backend,
+      attrs: { axis: 0 },
+    }) as TensorInfo;
     for (const p of parts) backend.disposeData(p.dataId);
   }
   for (const t of temps) backend.disposeData(t.dataId);

@@ -11,7 +11,16 @@
  * composition it replaces, which stays the reference the tests compare against.
  */
 import { fusedOpsActive, heapView, tf, type TensorInfo, type WasmBackend } from "./tf-backend.js";
-import { addon, lastDim, registerWasmKernels, requireFloat32, runKernel, sizeOf, withOutputs, type Args } from "./fused-ops.js";
+import {
+  addon,
+  lastDim,
+  registerWasmKernels,
+  requireFloat32,
+  runKernel,
+  sizeOf,
+  withOutputs,
+  type Args,
+} from "./fused-ops.js";
 
 export const TRAIN_KERNELS = {
   tokenLogprobs: "AgentR1TokenLogprobs",
@@ -26,11 +35,19 @@ const K = TRAIN_KERNELS;
  * logits (N, V), and the entropies (N) of those distributions. Differentiable in logits
  * through both outputs.
  */
-export function tokenLogprobs(logits: tf.Tensor2D, targets: Int32Array, temperature: number): { picked: tf.Tensor1D; entropy: tf.Tensor1D } {
+export function tokenLogprobs(
+  logits: tf.Tensor2D,
+  targets: Int32Array,
+  temperature: number,
+): { picked: tf.Tensor1D; entropy: tf.Tensor1D } {
   const [N, V] = logits.shape;
   if (targets.length !== N) throw new Error(`tokenLogprobs: ${targets.length} targets for ${N} rows of logits`);
   if (fusedOpsActive() && logits.dtype === "float32") {
-    const [picked, entropy] = run(K.tokenLogprobs, { logits, targets: tf.tensor1d(targets, "int32") }, { temperature }) as tf.Tensor1D[];
+    const [picked, entropy] = run(
+      K.tokenLogprobs,
+      { logits, targets: tf.tensor1d(targets, "int32") },
+      { temperature },
+    ) as tf.Tensor1D[];
     return { picked, entropy };
   }
   const scaled = temperature === 1 ? logits : logits.div(temperature);
@@ -62,7 +79,13 @@ export interface AdamWStep {
  * [w, m, v]. TF.js composition: m' = m·β1 + g·(1-β1), v' = v·β2 + g²·(1-β2),
  * w' = w - lr·((m'/bc1) / (sqrt(v'/bc2) + ε) + wd·w), with g scaled first.
  */
-export function adamwUpdate(w: tf.Tensor, g0: tf.Tensor, m: tf.Tensor, v: tf.Tensor, h: AdamWStep): [tf.Tensor, tf.Tensor, tf.Tensor] {
+export function adamwUpdate(
+  w: tf.Tensor,
+  g0: tf.Tensor,
+  m: tf.Tensor,
+  v: tf.Tensor,
+  h: AdamWStep,
+): [tf.Tensor, tf.Tensor, tf.Tensor] {
   if (fusedOpsActive() && [w, g0, m, v].every((t) => t.dtype === "float32")) {
     return run(K.adamw, { w, g: g0, m, v }, { ...h }) as [tf.Tensor, tf.Tensor, tf.Tensor];
   }
@@ -106,7 +129,8 @@ export function sumFlat(sources: Float32Array[], offset: number, shape: number[]
  * target's buffer belongs to it alone; returns false, changing nothing, otherwise.
  */
 export function addInPlace(target: tf.Tensor, src: tf.Tensor): boolean {
-  if (!fusedOpsActive() || target.dtype !== "float32" || src.dtype !== "float32" || target.size !== src.size) return false;
+  if (!fusedOpsActive() || target.dtype !== "float32" || src.dtype !== "float32" || target.size !== src.size)
+    return false;
   const backend = tf.backend() as unknown as { refCount(dataId: object): number };
   if (backend.refCount(target.dataId) !== 1) return false;
   addon().addInto(heapView(target), heapView(src), 0);
@@ -129,7 +153,8 @@ function tokenLogprobsKernel({ inputs, backend, attrs }: Args): TensorInfo[] {
   const { logits, targets } = inputs;
   requireFloat32(K.tokenLogprobs, { logits });
   if (targets.dtype !== "int32") throw new Error(`${K.tokenLogprobs}: targets must be int32, got ${targets.dtype}`);
-  const V = lastDim(logits), N = V ? sizeOf(logits.shape) / V : 0;
+  const V = lastDim(logits),
+    N = V ? sizeOf(logits.shape) / V : 0;
   return withOutputs(backend, [logits], [[N], [N], [N, 2]], ([lv], [pv, ev, sv]) =>
     addon().tokenLogprobsForward(lv, i32(backend, targets), pv, ev, sv, N, V, attrs!.temperature as number),
   );
@@ -139,9 +164,25 @@ function tokenLogprobsKernel({ inputs, backend, attrs }: Args): TensorInfo[] {
 function tokenLogprobsGradKernel({ inputs, backend, attrs }: Args): TensorInfo {
   const { logits, targets, stats, entropy, dpicked, dentropy } = inputs;
   requireFloat32(K.tokenLogprobsGrad, { logits, stats, entropy, dpicked, dentropy });
-  const V = lastDim(logits), N = V ? sizeOf(logits.shape) / V : 0;
-  return withOutputs(backend, [logits, stats, entropy, dpicked, dentropy], [logits.shape], ([lv, sv, ev, dpv, dev], [dxv]) =>
-    addon().tokenLogprobsBackward(lv, i32(backend, targets), sv, ev, dpv, dev, dxv, N, V, attrs!.temperature as number),
+  const V = lastDim(logits),
+    N = V ? sizeOf(logits.shape) / V : 0;
+  return withOutputs(
+    backend,
+    [logits, stats, entropy, dpicked, dentropy],
+    [logits.shape],
+    ([lv, sv, ev, dpv, dev], [dxv]) =>
+      addon().tokenLogprobsBackward(
+        lv,
+        i32(backend, targets),
+        sv,
+        ev,
+        dpv,
+        dev,
+        dxv,
+        N,
+        V,
+        attrs!.temperature as number,
+      ),
   )[0];
 }
 
@@ -149,9 +190,27 @@ function tokenLogprobsGradKernel({ inputs, backend, attrs }: Args): TensorInfo {
 function adamwKernel({ inputs, backend, attrs }: Args): TensorInfo[] {
   const { w, g, m, v } = inputs;
   requireFloat32(K.adamw, inputs);
-  const h = attrs as unknown as AdamWStep, n = sizeOf(w.shape);
+  const h = attrs as unknown as AdamWStep,
+    n = sizeOf(w.shape);
   return withOutputs(backend, [w, g, m, v], [w.shape, w.shape, w.shape], ([wv, gv, mv, vv], [wo, mo, vo]) =>
-    addon().adamwStep(wv, gv, mv, vv, wo, mo, vo, n, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, h.bc1, h.bc2, h.gradScale),
+    addon().adamwStep(
+      wv,
+      gv,
+      mv,
+      vv,
+      wo,
+      mo,
+      vo,
+      n,
+      h.lr,
+      h.beta1,
+      h.beta2,
+      h.eps,
+      h.weightDecay,
+      h.bc1,
+      h.bc2,
+      h.gradScale,
+    ),
   );
 }
 
@@ -183,7 +242,11 @@ function registerTrainKernels(): void {
     gradFunc: (dys, saved, attrs) => {
       const [logits, targets, entropy, stats] = saved;
       const [dpicked, dentropy] = dys as tf.Tensor[];
-      const dx = run(K.tokenLogprobsGrad, { logits, targets, stats, entropy, dpicked, dentropy }, { temperature: (attrs as { temperature: number }).temperature }) as tf.Tensor;
+      const dx = run(
+        K.tokenLogprobsGrad,
+        { logits, targets, stats, entropy, dpicked, dentropy },
+        { temperature: (attrs as { temperature: number }).temperature },
+      ) as tf.Tensor;
       return { logits: () => dx, targets: () => tf.zerosLike(targets) };
     },
   });

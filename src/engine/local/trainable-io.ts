@@ -28,12 +28,14 @@ export function readTrainerStep(dir: string): number {
   const file = join(dir, STATE_FILE);
   if (!existsSync(file)) return 0;
   const step = (readJsonFile(file) as { step?: unknown } | null)?.step;
-  if (!(typeof step === "number" && Number.isInteger(step) && step >= 0)) throw new ModelFormatError(file, "step", `must be a non-negative integer, got ${JSON.stringify(step)}`);
+  if (!(typeof step === "number" && Number.isInteger(step) && step >= 0))
+    throw new ModelFormatError(file, "step", `must be a non-negative integer, got ${JSON.stringify(step)}`);
   return step;
 }
 
 export function loadTrainableState(tr: Trainable, dir: string): void {
   const step = readTrainerStep(dir);
-  if (existsSync(join(dir, OPTIMIZER_FILE))) tr.loadOptimizerState(readSafetensorsFile(join(dir, OPTIMIZER_FILE)).tensors, step);
+  if (existsSync(join(dir, OPTIMIZER_FILE)))
+    tr.loadOptimizerState(readSafetensorsFile(join(dir, OPTIMIZER_FILE)).tensors, step);
   else tr.step = step;
 }

@@ -95,8 +95,11 @@ export class Trainable {
   }
 
   optimStep(p: AdamParams): OptimStepResult {
-    const beta1 = p.beta1 ?? 0.9, beta2 = p.beta2 ?? 0.999, eps = p.eps ?? 1e-8;
-    const wd = p.weightDecay ?? 0, clip = p.gradClipNorm ?? 0;
+    const beta1 = p.beta1 ?? 0.9,
+      beta2 = p.beta2 ?? 0.999,
+      eps = p.eps ?? 1e-8;
+    const wd = p.weightDecay ?? 0,
+      clip = p.gradClipNorm ?? 0;
     // Nothing accumulated: nothing to apply, and the step does not count (Adam's bias correction).
     if (this.grads.size === 0) return { gradNorm: 0, skipped: true, step: this.step };
     // Rounded to float32, the precision of the second moment (which holds g²): a squared norm past
@@ -108,11 +111,13 @@ export class Trainable {
     }
     this.step += 1;
     const scale = clip > 0 && gradNorm > clip ? clip / gradNorm : 1;
-    const bc1 = 1 - Math.pow(beta1, this.step), bc2 = 1 - Math.pow(beta2, this.step);
+    const bc1 = 1 - Math.pow(beta1, this.step),
+      bc2 = 1 - Math.pow(beta2, this.step);
     for (const [name, w] of this.model.params) {
       const g = this.grads.get(name);
       if (!g) continue;
-      const m = this.moment(this.m, name, w), v = this.moment(this.v, name, w);
+      const m = this.moment(this.m, name, w),
+        v = this.moment(this.v, name, w);
       const h = { lr: p.lr, beta1, beta2, eps, weightDecay: w.rank >= 2 ? wd : 0, bc1, bc2, gradScale: scale };
       const next = adamwUpdate(w, g, m, v, h);
       w.assign(next[0]);
@@ -140,8 +145,12 @@ export class Trainable {
   /** Optimizer moments as host tensors (in-memory layout), named m.<param> / v.<param>. */
   optimizerState(): Map<string, HostTensor> {
     const out = new Map<string, HostTensor>();
-    for (const [prefix, store] of [["m.", this.m], ["v.", this.v]] as const) {
-      for (const [name, t] of store) out.set(prefix + name, { shape: t.shape.slice(), data: t.dataSync() as Float32Array });
+    for (const [prefix, store] of [
+      ["m.", this.m],
+      ["v.", this.v],
+    ] as const) {
+      for (const [name, t] of store)
+        out.set(prefix + name, { shape: t.shape.slice(), data: t.dataSync() as Float32Array });
     }
     return out;
   }
@@ -152,7 +161,8 @@ export class Trainable {
       const store = key.startsWith("m.") ? this.m : key.startsWith("v.") ? this.v : undefined;
       const name = key.slice(2);
       const w = this.model.params.get(name);
-      if (!store || !w || host.shape.join() !== w.shape.join()) throw new Error(`optimizer state entry ${key} does not match the model`);
+      if (!store || !w || host.shape.join() !== w.shape.join())
+        throw new Error(`optimizer state entry ${key} does not match the model`);
       const data = tf.tensor(host.data, host.shape);
       store.set(name, tf.variable(data, false));
       data.dispose(); // as in moment(): the variable keeps the data alive until its first assign

@@ -31,25 +31,28 @@ export class WorkerReplica {
   private dead?: Error;
 
   private constructor(private worker: Worker) {
-    worker.on("message", (msg: { id: number; kind?: undefined; result?: unknown; error?: SerializedError } | TokenMessage) => {
-      const p = this.pending.get(msg.id);
-      if (!p) return;
-      if (msg.kind === "token") {
-        try {
-          p.onToken?.({ index: msg.index, token: msg.token, logprob: msg.logprob });
-        } catch (e) {
-          // As in-process: a throwing onToken fails its request; later tokens are ignored.
-          p.onToken = undefined;
-          const reject = p.reject;
-          p.resolve = () => reject(e);
+    worker.on(
+      "message",
+      (msg: { id: number; kind?: undefined; result?: unknown; error?: SerializedError } | TokenMessage) => {
+        const p = this.pending.get(msg.id);
+        if (!p) return;
+        if (msg.kind === "token") {
+          try {
+            p.onToken?.({ index: msg.index, token: msg.token, logprob: msg.logprob });
+          } catch (e) {
+            // As in-process: a throwing onToken fails its request; later tokens are ignored.
+            p.onToken = undefined;
+            const reject = p.reject;
+            p.resolve = () => reject(e);
+          }
+          return;
         }
-        return;
-      }
-      this.pending.delete(msg.id);
-      if (this.pending.size === 0) worker.unref();
-      if (msg.error) p.reject(reviveError(msg.error));
-      else p.resolve(msg.result);
-    });
+        this.pending.delete(msg.id);
+        if (this.pending.size === 0) worker.unref();
+        if (msg.error) p.reject(reviveError(msg.error));
+        else p.resolve(msg.result);
+      },
+    );
     const fail = (e: Error) => {
       this.dead = e;
       for (const p of this.pending.values()) p.reject(e);
@@ -70,7 +73,9 @@ export class WorkerReplica {
         )
       : new Worker(entry, { workerData: { dir, opts } });
     await new Promise<void>((resolve, reject) => {
-      worker.once("message", (m: { ready: boolean; error?: SerializedError }) => (m.ready ? resolve() : reject(reviveError(m.error!))));
+      worker.once("message", (m: { ready: boolean; error?: SerializedError }) =>
+        m.ready ? resolve() : reject(reviveError(m.error!)),
+      );
       worker.once("error", reject);
     });
     const self = new WorkerReplica(worker);
@@ -91,7 +96,8 @@ export class WorkerReplica {
     let signal: AbortSignal | undefined;
     if (method === "sample" && args[1] !== undefined) {
       const { onToken: fn, signal: sig, ...params } = args[1] as SamplingParams;
-      if (fn !== undefined && typeof fn !== "function") return Promise.reject(new InputError(`sample: onToken must be a function, got ${typeof fn}`));
+      if (fn !== undefined && typeof fn !== "function")
+        return Promise.reject(new InputError(`sample: onToken must be a function, got ${typeof fn}`));
       if (sig?.aborted) return Promise.reject(sig.reason);
       onToken = fn;
       signal = sig;
@@ -101,7 +107,9 @@ export class WorkerReplica {
     if (this.pending.size === 0) this.worker.ref();
     return new Promise((resolve, reject) => {
       const unlisten = signal ? this.cancelOnAbort(id, signal) : undefined;
-      const settle = <T>(f: (v: T) => void) => (v: T) => (unlisten?.(), f(v));
+      const settle =
+        <T>(f: (v: T) => void) =>
+        (v: T) => (unlisten?.(), f(v));
       this.pending.set(id, { resolve: settle(resolve), reject: settle(reject), onToken });
       this.worker.postMessage(onToken ? { id, method, args, stream: true } : { id, method, args });
     });

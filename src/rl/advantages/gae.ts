@@ -49,21 +49,40 @@ export interface GaeResult {
 const zeros = (rows: Rows) => rows.map((row) => row.map(() => 0));
 
 /** The backward recursion over each trajectory's action tokens, without whitening. */
-export function maskedGae(rewards: Rows, values: Rows, mask: Rows, trajectory: readonly number[], gamma: number, lambda: number): GaeResult {
-  const advantages = zeros(mask), returns = zeros(mask);
-  let nextValue = 0, next = 0; // V_{t+1}, A_{t+1}
-  backwardOverActions(mask, trajectory, () => (nextValue = next = 0), (d, i) => {
-    const delta = rewards[d][i] + gamma * nextValue - values[d][i];
-    next = delta + gamma * lambda * next;
-    advantages[d][i] = next;
-    returns[d][i] = next + values[d][i];
-    nextValue = values[d][i];
-  });
+export function maskedGae(
+  rewards: Rows,
+  values: Rows,
+  mask: Rows,
+  trajectory: readonly number[],
+  gamma: number,
+  lambda: number,
+): GaeResult {
+  const advantages = zeros(mask),
+    returns = zeros(mask);
+  let nextValue = 0,
+    next = 0; // V_{t+1}, A_{t+1}
+  backwardOverActions(
+    mask,
+    trajectory,
+    () => (nextValue = next = 0),
+    (d, i) => {
+      const delta = rewards[d][i] + gamma * nextValue - values[d][i];
+      next = delta + gamma * lambda * next;
+      advantages[d][i] = next;
+      returns[d][i] = next + values[d][i];
+      nextValue = values[d][i];
+    },
+  );
   return { advantages, returns };
 }
 
 /** The recursion over one sequence of action tokens; rewards and values have equal length. */
-export function gaeSequence(rewards: readonly number[], values: readonly number[], gamma: number, lambda: number): { advantages: number[]; returns: number[] } {
+export function gaeSequence(
+  rewards: readonly number[],
+  values: readonly number[],
+  gamma: number,
+  lambda: number,
+): { advantages: number[]; returns: number[] } {
   const r = maskedGae([rewards], [values], fullMask([rewards]), [0], gamma, lambda);
   return { advantages: r.advantages[0], returns: r.returns[0] };
 }
@@ -72,7 +91,10 @@ export function gaeSequence(rewards: readonly number[], values: readonly number[
 export function tokenGae(rewards: Rows, values: Rows, opts: GaeOptions & RowLayout): GaeResult {
   const mask = opts.mask ?? fullMask(rewards);
   const raw = maskedGae(rewards, values, mask, opts.trajectory ?? ownTrajectories(rewards), opts.gamma, opts.lambda);
-  return { advantages: opts.whiten ?? true ? whitenBatch(raw.advantages, { masks: mask }) : raw.advantages, returns: raw.returns };
+  return {
+    advantages: (opts.whiten ?? true) ? whitenBatch(raw.advantages, { masks: mask }) : raw.advantages,
+    returns: raw.returns,
+  };
 }
 
 /** stepRewards[j][k], stepValues[j][k]: trajectory j, step k. Results are per step. */
@@ -80,7 +102,10 @@ export function stepGae(stepRewards: Rows, stepValues: Rows, opts: GaeOptions): 
   const per = stepRewards.map((r, i) => gaeSequence(r, stepValues[i], opts.gamma, opts.lambda));
   const returns = per.map((p) => p.returns);
   if (!(opts.whiten ?? true)) return { advantages: per.map((p) => p.advantages), returns };
-  const flat = whiten(per.flatMap((p) => p.advantages), { epsOn: "std", eps: 1e-8 });
+  const flat = whiten(
+    per.flatMap((p) => p.advantages),
+    { epsOn: "std", eps: 1e-8 },
+  );
   let k = 0;
   return { advantages: per.map((p) => p.advantages.map(() => flat[k++])), returns };
 }
@@ -105,26 +130,34 @@ export function stepGaeOnDatums(rows: StepRows, opts: GaeOptions): GaeResult & {
   const { rewards, values, steps, trajectory } = rows;
   // Per trajectory: its steps in order, by step id; their rewards, values and first positions.
   const index = Array.from({ length: rows.count }, () => new Map<number, number>());
-  const stepRewards: number[][] = index.map(() => []), stepValues: number[][] = index.map(() => []);
+  const stepRewards: number[][] = index.map(() => []),
+    stepValues: number[][] = index.map(() => []);
   const first: [number, number][][] = index.map(() => []);
-  steps.forEach((row, d) => row.forEach((k, i) => {
-    if (k < 0) return;
-    const j = trajectory[d];
-    let s = index[j].get(k);
-    if (s === undefined) {
-      index[j].set(k, (s = index[j].size));
-      stepRewards[j].push(0);
-      stepValues[j].push(values[d][i]);
-      first[j].push([d, i]);
-    }
-    stepRewards[j][s] += rewards[d][i];
-  }));
+  steps.forEach((row, d) =>
+    row.forEach((k, i) => {
+      if (k < 0) return;
+      const j = trajectory[d];
+      let s = index[j].get(k);
+      if (s === undefined) {
+        index[j].set(k, (s = index[j].size));
+        stepRewards[j].push(0);
+        stepValues[j].push(values[d][i]);
+        first[j].push([d, i]);
+      }
+      stepRewards[j][s] += rewards[d][i];
+    }),
+  );
   const out = stepGae(stepRewards, stepValues, opts);
-  const advantages = steps.map((row, d) => row.map((k) => (k >= 0 ? out.advantages[trajectory[d]][index[trajectory[d]].get(k)!] : 0)));
-  const returns = zeros(steps), returnMask = zeros(steps);
-  first.forEach((ps, j) => ps.forEach(([d, i], s) => {
-    returns[d][i] = out.returns[j][s];
-    returnMask[d][i] = 1;
-  }));
+  const advantages = steps.map((row, d) =>
+    row.map((k) => (k >= 0 ? out.advantages[trajectory[d]][index[trajectory[d]].get(k)!] : 0)),
+  );
+  const returns = zeros(steps),
+    returnMask = zeros(steps);
+  first.forEach((ps, j) =>
+    ps.forEach(([d, i], s) => {
+      returns[d][i] = out.returns[j][s];
+      returnMask[d][i] = 1;
+    }),
+  );
   return { advantages, returns, returnMask };
 }

@@ -21,12 +21,22 @@ export interface GrpoOptions {
 }
 
 /** One advantage per trajectory; scores[i] belongs to groups[i]. */
-export function grpoAdvantages(scores: readonly number[], groups: readonly GroupKey[], opts: GrpoOptions = {}): number[] {
+export function grpoAdvantages(
+  scores: readonly number[],
+  groups: readonly GroupKey[],
+  opts: GrpoOptions = {},
+): number[] {
   const eps = opts.epsilon ?? 1e-6;
   const byStd = opts.normalizeByStd ?? true;
   const out = new Array<number>(scores.length);
   for (const members of groupMembers(groups).values()) {
-    const m = members.length === 1 ? { mean: 0, variance: 1 } : moments(members.map((i) => scores[i]), true);
+    const m =
+      members.length === 1
+        ? { mean: 0, variance: 1 }
+        : moments(
+            members.map((i) => scores[i]),
+            true,
+          );
     const std = Math.sqrt(m.variance);
     for (const i of members) out[i] = byStd ? (scores[i] - m.mean) / (std + eps) : scores[i] - m.mean;
   }

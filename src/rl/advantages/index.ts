@@ -29,21 +29,32 @@ function outcome(fn: (scores: number[], input: AdvantageInput) => number[]): Adv
     needsValues: false,
     compute(input) {
       checkInput(input);
-      const adv = fn(input.trajectories.map((t) => t.score), input);
+      const adv = fn(
+        input.trajectories.map((t) => t.score),
+        input,
+      );
       return { advantages: broadcast(adv, input.mask, input.trajectory) };
     },
   };
 }
 
 const groupsOf = (input: AdvantageInput) => input.trajectories.map((t) => t.group);
-const gaeOpts = (input: AdvantageInput) => ({ gamma: input.gamma ?? 1, lambda: input.lambda ?? 1, whiten: input.whiten ?? true });
+const gaeOpts = (input: AdvantageInput) => ({
+  gamma: input.gamma ?? 1,
+  lambda: input.lambda ?? 1,
+  whiten: input.whiten ?? true,
+});
 
 export const ADVANTAGE_ESTIMATORS = {
   gae: {
     needsValues: true,
     compute(input) {
       checkInput(input, ["rewards", "values"]);
-      const { advantages, returns } = tokenGae(input.rewards!, input.values!, { ...gaeOpts(input), mask: input.mask, trajectory: input.trajectory });
+      const { advantages, returns } = tokenGae(input.rewards!, input.values!, {
+        ...gaeOpts(input),
+        mask: input.mask,
+        trajectory: input.trajectory,
+      });
       return { advantages, returns, returnMask: input.mask.map((row) => row.slice()) };
     },
   },
@@ -52,7 +63,10 @@ export const ADVANTAGE_ESTIMATORS = {
     compute(input) {
       checkInput(input, ["rewards", "values", "steps"]);
       const { rewards, values, steps, trajectory } = input;
-      return stepGaeOnDatums({ rewards: rewards!, values: values!, steps: steps!, trajectory, count: input.trajectories.length }, gaeOpts(input));
+      return stepGaeOnDatums(
+        { rewards: rewards!, values: values!, steps: steps!, trajectory, count: input.trajectories.length },
+        gaeOpts(input),
+      );
     },
   },
   grpo: outcome((scores, input) => grpoAdvantages(scores, groupsOf(input), { epsilon: input.epsilon })),
@@ -63,7 +77,10 @@ export const ADVANTAGE_ESTIMATORS = {
     needsValues: false,
     compute(input) {
       checkInput(input, ["rewards"]);
-      const { advantages, returns } = reinforcePlusPlus(input.rewards!, input.gamma ?? 1, { mask: input.mask, trajectory: input.trajectory });
+      const { advantages, returns } = reinforcePlusPlus(input.rewards!, input.gamma ?? 1, {
+        mask: input.mask,
+        trajectory: input.trajectory,
+      });
       return { advantages, returns, returnMask: input.mask.map((row) => row.slice()) };
     },
   },
@@ -71,7 +88,14 @@ export const ADVANTAGE_ESTIMATORS = {
     needsValues: false,
     compute(input) {
       checkInput(input);
-      return { advantages: reinforcePlusPlusBaseline(input.trajectories.map((t) => t.score), groupsOf(input), input.mask, input.trajectory) };
+      return {
+        advantages: reinforcePlusPlusBaseline(
+          input.trajectories.map((t) => t.score),
+          groupsOf(input),
+          input.mask,
+          input.trajectory,
+        ),
+      };
     },
   },
 } satisfies Record<string, AdvantageEstimator>;
@@ -84,7 +108,8 @@ export function isAdvantageName(name: string): name is AdvantageName {
 }
 
 export function advantageEstimator(name: string): AdvantageEstimator {
-  if (!isAdvantageName(name)) throw new InputError(`unknown advantage estimator '${name}'`, `use one of: ${ADVANTAGE_NAMES.join(", ")}`);
+  if (!isAdvantageName(name))
+    throw new InputError(`unknown advantage estimator '${name}'`, `use one of: ${ADVANTAGE_NAMES.join(", ")}`);
   return ADVANTAGE_ESTIMATORS[name];
 }
 

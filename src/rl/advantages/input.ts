@@ -64,23 +64,42 @@ export type RowField = "rewards" | "values" | "steps";
 /** Checks the layout, and that the fields an estimator reads are present and shaped like the mask. */
 export function checkInput(input: AdvantageInput, need: RowField[] = []): void {
   const { trajectories, trajectory, mask } = input;
-  if (trajectory.length !== mask.length) throw new InputError(`trajectory has ${trajectory.length} entries, mask has ${mask.length} datums`);
+  if (trajectory.length !== mask.length)
+    throw new InputError(`trajectory has ${trajectory.length} entries, mask has ${mask.length} datums`);
   trajectory.forEach((j, d) => {
-    if (!Number.isInteger(j) || j < 0 || j >= trajectories.length) throw new InputError(`trajectory[${d}] must be an index into trajectories (0..${trajectories.length - 1}), got ${j}`);
-    if (d > 0 && j < trajectory[d - 1]) throw new InputError(`trajectory[${d}] is ${j} after ${trajectory[d - 1]}`, "order the datums by trajectory, each trajectory's datums consecutive and in order");
+    if (!Number.isInteger(j) || j < 0 || j >= trajectories.length)
+      throw new InputError(
+        `trajectory[${d}] must be an index into trajectories (0..${trajectories.length - 1}), got ${j}`,
+      );
+    if (d > 0 && j < trajectory[d - 1])
+      throw new InputError(
+        `trajectory[${d}] is ${j} after ${trajectory[d - 1]}`,
+        "order the datums by trajectory, each trajectory's datums consecutive and in order",
+      );
   });
   trajectories.forEach((t, j) => {
-    if (!Number.isFinite(t.score)) throw new InputError(`trajectories[${j}].score must be a finite number, got ${t.score}`);
+    if (!Number.isFinite(t.score))
+      throw new InputError(`trajectories[${j}].score must be a finite number, got ${t.score}`);
   });
   for (const field of need) {
     const rows = input[field];
-    if (!rows) throw new InputError(`${field} is required by this estimator`, field === "values" ? "run the critic first" : undefined);
-    if (rows.length !== mask.length) throw new InputError(`${field} has ${rows.length} datums, mask has ${mask.length}`);
+    if (!rows)
+      throw new InputError(
+        `${field} is required by this estimator`,
+        field === "values" ? "run the critic first" : undefined,
+      );
+    if (rows.length !== mask.length)
+      throw new InputError(`${field} has ${rows.length} datums, mask has ${mask.length}`);
     rows.forEach((row, d) => {
-      if (row.length !== mask[d].length) throw new InputError(`${field}[${d}] has ${row.length} positions, mask[${d}] has ${mask[d].length}`);
+      if (row.length !== mask[d].length)
+        throw new InputError(`${field}[${d}] has ${row.length} positions, mask[${d}] has ${mask[d].length}`);
       if (field === "steps") {
         row.forEach((k, i) => {
-          if ((mask[d][i] > 0) !== (k >= 0) || !Number.isInteger(k)) throw new InputError(`steps[${d}][${i}] is ${k} where mask is ${mask[d][i]}`, "give a step index >= 0 on action tokens and -1 elsewhere");
+          if (mask[d][i] > 0 !== k >= 0 || !Number.isInteger(k))
+            throw new InputError(
+              `steps[${d}][${i}] is ${k} where mask is ${mask[d][i]}`,
+              "give a step index >= 0 on action tokens and -1 elsewhere",
+            );
         });
       } else if (row.some((x) => !Number.isFinite(x))) throw new InputError(`${field}[${d}] holds a non-finite number`);
     });
@@ -102,7 +121,12 @@ export const fullMask = (rows: Rows): number[][] => rows.map((row) => row.map(()
  * Visits the action positions of every trajectory from its last to its first
  * (across its datums); `start` is called before each trajectory's first visit.
  */
-export function backwardOverActions(mask: Rows, trajectory: readonly number[], start: () => void, visit: (d: number, i: number) => void): void {
+export function backwardOverActions(
+  mask: Rows,
+  trajectory: readonly number[],
+  start: () => void,
+  visit: (d: number, i: number) => void,
+): void {
   for (let d = mask.length - 1; d >= 0; d--) {
     if (d === mask.length - 1 || trajectory[d] !== trajectory[d + 1]) start();
     for (let i = mask[d].length - 1; i >= 0; i--) if (mask[d][i] > 0) visit(d, i);

@@ -27,10 +27,15 @@ import type { RowLayout } from "./gae.js";
 export function maskedReturns(rewards: Rows, mask: Rows, trajectory: readonly number[], gamma: number): number[][] {
   const out = mask.map((row) => row.map(() => 0));
   let g = 0;
-  backwardOverActions(mask, trajectory, () => (g = 0), (d, i) => {
-    g = rewards[d][i] + gamma * g;
-    out[d][i] = g;
-  });
+  backwardOverActions(
+    mask,
+    trajectory,
+    () => (g = 0),
+    (d, i) => {
+      g = rewards[d][i] + gamma * g;
+      out[d][i] = g;
+    },
+  );
   return out;
 }
 
@@ -39,14 +44,23 @@ export function discountedReturns(rewards: readonly number[], gamma: number): nu
 }
 
 /** rewards[d][i]: datum (or trajectory) d, position i. `returns` are the G_t before whitening. */
-export function reinforcePlusPlus(rewards: Rows, gamma: number, layout: RowLayout = {}): { advantages: number[][]; returns: number[][] } {
+export function reinforcePlusPlus(
+  rewards: Rows,
+  gamma: number,
+  layout: RowLayout = {},
+): { advantages: number[][]; returns: number[][] } {
   const mask = layout.mask ?? fullMask(rewards);
   const returns = maskedReturns(rewards, mask, layout.trajectory ?? ownTrajectories(rewards), gamma);
   return { advantages: whitenBatch(returns, { masks: mask }), returns };
 }
 
 /** scores[j] in groups[j]; trajectory j's action tokens are where `mask` is 1 in its datums. Per-position advantages. */
-export function reinforcePlusPlusBaseline(scores: readonly number[], groups: readonly GroupKey[], mask: Rows, trajectory: readonly number[] = ownTrajectories(mask)): number[][] {
+export function reinforcePlusPlusBaseline(
+  scores: readonly number[],
+  groups: readonly GroupKey[],
+  mask: Rows,
+  trajectory: readonly number[] = ownTrajectories(mask),
+): number[][] {
   const centered = new Array<number>(scores.length);
   for (const members of groupMembers(groups).values()) {
     const mu = members.length > 1 ? mean(members.map((i) => scores[i])) : 0;

@@ -22,7 +22,7 @@ type Token = { kind: "num"; value: number; at: number } | { kind: "op"; op: stri
 function tokenize(src: string): Token[] {
   const tokens: Token[] = [];
   const number = /\d+(?:\.\d+)?|\.\d+/y;
-  for (let at = 0; at < src.length; ) {
+  for (let at = 0; at < src.length;) {
     const c = src[at];
     if (c === " " || c === "\t" || c === "\n") {
       at++;
@@ -38,7 +38,8 @@ function tokenize(src: string): Token[] {
       const shown = JSON.stringify(String.fromCodePoint(src.codePointAt(at)!));
       throw new InputError(`unexpected ${shown} at position ${at}: only numbers, + - * / and parentheses are allowed`);
     }
-    if (m[0].replace(".", "").length > MAX_DIGITS) throw new InputError(`number at position ${at} has more than ${MAX_DIGITS} digits`);
+    if (m[0].replace(".", "").length > MAX_DIGITS)
+      throw new InputError(`number at position ${at} has more than ${MAX_DIGITS} digits`);
     tokens.push({ kind: "num", value: Number(m[0]), at });
     at += m[0].length;
   }
@@ -61,7 +62,7 @@ function parse(tokens: Token[]): number {
   };
   const primary = (): number => {
     const t = tokens[i];
-    if (t?.kind === "num") return i++, t.value;
+    if (t?.kind === "num") return (i++, t.value);
     if (peek() === "(") {
       i++;
       const v = nest(expr);
@@ -73,7 +74,7 @@ function parse(tokens: Token[]): number {
   };
   const unary = (): number => {
     const op = peek();
-    if (op === "-" || op === "+") return i++, nest(() => (op === "-" ? -unary() : unary()));
+    if (op === "-" || op === "+") return (i++, nest(() => (op === "-" ? -unary() : unary())));
     return primary();
   };
   const term = (): number => {
@@ -98,7 +99,9 @@ function parse(tokens: Token[]): number {
   const v = expr();
   if (i < tokens.length) {
     const t = tokens[i];
-    throw new InputError(`unexpected ${t.kind === "op" ? `'${t.op}'` : "number"} at ${where()}: expected an operator or the end`);
+    throw new InputError(
+      `unexpected ${t.kind === "op" ? `'${t.op}'` : "number"} at ${where()}: expected an operator or the end`,
+    );
   }
   if (!Number.isFinite(v)) throw new InputError(`the result is too large (over ${Number.MAX_VALUE.toExponential(1)})`);
   return v;

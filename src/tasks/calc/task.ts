@@ -58,8 +58,15 @@ export function createCalcTask(options: Record<string, unknown> = {}): Task {
   const tools = [calculatorTool];
   const toRow = (p: CalcProblem, split: Split, index: number): TaskRow =>
     makeRow({
-      dataSource: CALC_DATA_SOURCE, ability: "math", system: CALC_SYSTEM_PROMPT, question: p.question, answer: String(p.answer),
-      split, index, tools: tools.map((t) => t.name), extra: { template: p.template, expression: p.expression },
+      dataSource: CALC_DATA_SOURCE,
+      ability: "math",
+      system: CALC_SYSTEM_PROMPT,
+      question: p.question,
+      answer: String(p.answer),
+      split,
+      index,
+      tools: tools.map((t) => t.name),
+      extra: { template: p.template, expression: p.expression },
     });
   const rows = (split: Split) => problems[split].map((p, i) => toRow(p, split, i));
   const demonstrations = (rs: TaskRow[], opts: { seed: number; quality: number }): ChatMessage[][] =>
@@ -77,7 +84,8 @@ export function createCalcTask(options: Record<string, unknown> = {}): Task {
       yield CALC_SYSTEM_PROMPT;
       for (const t of tools) yield templateJson(toolSchema(t)); // as the chat template lists it
       for (const split of GENERATION_ORDER) for (const p of problems[split]) yield `${p.question}\n${p.answer}`;
-      for (const demo of demonstrations(rows("train"), { seed: o.seed, quality: 1 })) for (const m of demo.slice(2)) yield m.content;
+      for (const demo of demonstrations(rows("train"), { seed: o.seed, quality: 1 }))
+        for (const m of demo.slice(2)) yield m.content;
     },
   };
 }

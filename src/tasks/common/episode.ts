@@ -12,7 +12,12 @@ import type { EpisodeScore, TaskRow } from "../types.js";
 /** Correctness (0/1) and F1 of an answer against the row's ground truth. */
 export type Judge = (answer: string, groundTruth: string) => { correct: number; f1: number };
 
-export function outcomeReward(judge: Judge, answer: string | undefined, groundTruth: string, actions: readonly string[]): number {
+export function outcomeReward(
+  judge: Judge,
+  answer: string | undefined,
+  groundTruth: string,
+  actions: readonly string[],
+): number {
   const correct = answer === undefined ? 0 : judge(answer, groundTruth).correct;
   return rewardWithFormat(correct, formatScore(actions));
 }
@@ -25,7 +30,9 @@ export function envOutcome(judge: Judge): (o: OutcomeInput<TaskRow>) => number {
 /** Each action's text as the env saw it: decoded without a final end-of-turn token (as AgentFlow does). */
 export function actionTexts(t: Trajectory, tokenizer: Tokenizer): string[] {
   const eos = tokenizer.eosTokenId;
-  return t.steps.map((s) => tokenizer.decode(s.action.length > 0 && s.action[s.action.length - 1] === eos ? s.action.slice(0, -1) : s.action));
+  return t.steps.map((s) =>
+    tokenizer.decode(s.action.length > 0 && s.action[s.action.length - 1] === eos ? s.action.slice(0, -1) : s.action),
+  );
 }
 
 function recordedOutcome(t: Trajectory): number | undefined {

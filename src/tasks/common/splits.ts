@@ -24,7 +24,11 @@ export function shuffle<T>(rng: Rng, xs: T[]): T[] {
 }
 
 /** The generated item behind a row (by extra_info split + index, checked against the question text). */
-export function itemForRow<T extends { question: string }>(task: string, items: Record<Split, readonly T[]>, row: TaskRow): T {
+export function itemForRow<T extends { question: string }>(
+  task: string,
+  items: Record<Split, readonly T[]>,
+  row: TaskRow,
+): T {
   const { split, index, question } = row.extra_info;
   const item = SPLITS.includes(split as Split) ? items[split as Split][index] : undefined;
   if (item === undefined || (question !== undefined && question !== item.question)) {
@@ -40,8 +44,14 @@ export function itemForRow<T extends { question: string }>(task: string, items: 
  * The demonstration's behaviour for row i: "expert" with probability quality,
  * else one of `mistakes`; plus the row's stream for the mistake's own choices.
  */
-export function demoMode<M extends string>(seed: number, i: number, quality: number, mistakes: readonly M[]): { mode: "expert" | M; rng: Rng } {
-  if (!(quality >= 0 && quality <= 1)) throw new InputError(`demonstrations: quality must be in [0, 1], got ${quality}`);
+export function demoMode<M extends string>(
+  seed: number,
+  i: number,
+  quality: number,
+  mistakes: readonly M[],
+): { mode: "expert" | M; rng: Rng } {
+  if (!(quality >= 0 && quality <= 1))
+    throw new InputError(`demonstrations: quality must be in [0, 1], got ${quality}`);
   if (!Number.isFinite(seed)) throw new InputError(`demonstrations: seed must be a finite number, got ${seed}`);
   const rng = new Rng(seed, 1_000_003 + i);
   return { mode: rng.next() < quality ? "expert" : mistakes[rng.int(mistakes.length)], rng };

@@ -6,14 +6,43 @@
 import type { Rng } from "../../util/rng.js";
 
 const SYLLABLES = [
-  "ba", "da", "fe", "ga", "ki", "lo", "mu", "na", "po", "ra", "si", "ta", "vo", "ze", "kel",
-  "mar", "dor", "lin", "tav", "rus", "bel", "qui", "sha", "wen", "hol", "fin", "gor", "pel", "zan", "vik",
+  "ba",
+  "da",
+  "fe",
+  "ga",
+  "ki",
+  "lo",
+  "mu",
+  "na",
+  "po",
+  "ra",
+  "si",
+  "ta",
+  "vo",
+  "ze",
+  "kel",
+  "mar",
+  "dor",
+  "lin",
+  "tav",
+  "rus",
+  "bel",
+  "qui",
+  "sha",
+  "wen",
+  "hol",
+  "fin",
+  "gor",
+  "pel",
+  "zan",
+  "vik",
 ];
 
 /** Words of the document and question templates: a name must not be one. */
 const RESERVED = new Set(
-  "a an the is in on of by and it has was born city river company founded based people km long country where which who what how many more after old when first longer works labs foods motors mills"
-    .split(" "),
+  "a an the is in on of by and it has was born city river company founded based people km long country where which who what how many more after old when first longer works labs foods motors mills".split(
+    " ",
+  ),
 );
 
 export class NameGenerator {

@@ -31,14 +31,23 @@ export function buildSearchIndex(docs: readonly SearchDocument[]): SearchIndex {
     if (typeof d.id !== "string" || typeof d.title !== "string" || typeof d.text !== "string") {
       throw new InputError(`buildSearchIndex: document ${i} must be { id: string, title: string, text: string }`);
     }
-    if (byId.has(d.id)) throw new InputError(`buildSearchIndex: two documents have id '${d.id}'`, "give each document a unique id");
+    if (byId.has(d.id))
+      throw new InputError(`buildSearchIndex: two documents have id '${d.id}'`, "give each document a unique id");
     byId.set(d.id, d);
   }
-  const mini = new MiniSearch<SearchDocument>({ idField: "id", fields: ["title", "text"], searchOptions: { boost: { title: 2 } } });
+  const mini = new MiniSearch<SearchDocument>({
+    idField: "id",
+    fields: ["title", "text"],
+    searchOptions: { boost: { title: 2 } },
+  });
   mini.addAll([...byId.values()]);
   return {
     size: byId.size,
-    search: (query, k) => mini.search(query).slice(0, k).map((r) => byId.get(r.id as string)!),
+    search: (query, k) =>
+      mini
+        .search(query)
+        .slice(0, k)
+        .map((r) => byId.get(r.id as string)!),
   };
 }
 
@@ -46,17 +55,30 @@ function cut(s: string, max: number): string {
   return s.length <= max ? s : `${s.slice(0, Math.max(0, max - 3)).trimEnd()}...`;
 }
 
-export function formatResults(query: string, docs: readonly SearchDocument[], maxDocChars = DEFAULT_MAX_DOC_CHARS): string {
+export function formatResults(
+  query: string,
+  docs: readonly SearchDocument[],
+  maxDocChars = DEFAULT_MAX_DOC_CHARS,
+): string {
   if (docs.length === 0) return `No results for '${query}'.`;
   return docs.map((d) => cut(d.text.startsWith(d.title) ? d.text : `${d.title}: ${d.text}`, maxDocChars)).join("\n");
 }
 
 /** The search tool's text for a query (what `searchTool` returns; synchronous, for scripted experts). */
-export function searchText(index: SearchIndex, query: string, k = DEFAULT_TOP_K, maxDocChars = DEFAULT_MAX_DOC_CHARS): string {
+export function searchText(
+  index: SearchIndex,
+  query: string,
+  k = DEFAULT_TOP_K,
+  maxDocChars = DEFAULT_MAX_DOC_CHARS,
+): string {
   return formatResults(query, index.search(query, k), maxDocChars);
 }
 
-export function searchTool(index: SearchIndex, k = DEFAULT_TOP_K, maxDocChars = DEFAULT_MAX_DOC_CHARS): Tool<{ query: string }> {
+export function searchTool(
+  index: SearchIndex,
+  k = DEFAULT_TOP_K,
+  maxDocChars = DEFAULT_MAX_DOC_CHARS,
+): Tool<{ query: string }> {
   if (!(Number.isInteger(k) && k >= 1)) throw new InputError(`searchTool: k must be a positive integer, got ${k}`);
   return defineTool({
     name: "search",

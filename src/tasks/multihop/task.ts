@@ -26,12 +26,17 @@ import { buildSearchIndex, DEFAULT_TOP_K, searchText, searchTool, type SearchInd
 import { generateWorld, type World } from "./world.js";
 import { typeMixOptions } from "./type-mix.js";
 
-export const multihopOptionsSchema = z.strictObject({
-  ...generatedSplitOptions(384),
-  /** Documents the search tool returns per query. */
-  topK: z.number().int().min(1).max(10).default(DEFAULT_TOP_K),
-  ...typeMixOptions,
-}).refine((o) => o.bridge + o.comparison + o.numeric > 0, { message: "at least one of bridge, comparison, numeric must be positive", path: ["bridge"] });
+export const multihopOptionsSchema = z
+  .strictObject({
+    ...generatedSplitOptions(384),
+    /** Documents the search tool returns per query. */
+    topK: z.number().int().min(1).max(10).default(DEFAULT_TOP_K),
+    ...typeMixOptions,
+  })
+  .refine((o) => o.bridge + o.comparison + o.numeric > 0, {
+    message: "at least one of bridge, comparison, numeric must be positive",
+    path: ["bridge"],
+  });
 export type MultihopOptions = z.output<typeof multihopOptionsSchema>;
 
 export const MULTIHOP_DATA_SOURCE = "synthetic/multihop";
@@ -54,12 +59,23 @@ export function createMultihopTask(options: Record<string, unknown> = {}): Multi
   const index = buildSearchIndex(documents);
   const search = searchTool(index, o.topK);
   const tools = [search, calculatorTool];
-  const questions = generateQuestions(world, o.seed, sizes, { bridge: o.bridge, comparison: o.comparison, numeric: o.numeric });
+  const questions = generateQuestions(world, o.seed, sizes, {
+    bridge: o.bridge,
+    comparison: o.comparison,
+    numeric: o.numeric,
+  });
   const rows = (split: Split): TaskRow[] =>
     questions[split].map((q, index) =>
       makeRow({
-        dataSource: MULTIHOP_DATA_SOURCE, ability: "multihop_qa", system: MULTIHOP_SYSTEM_PROMPT, question: q.question, answer: q.answer,
-        split, index, tools: tools.map((t) => t.name), extra: { type: q.type },
+        dataSource: MULTIHOP_DATA_SOURCE,
+        ability: "multihop_qa",
+        system: MULTIHOP_SYSTEM_PROMPT,
+        question: q.question,
+        answer: q.answer,
+        split,
+        index,
+        tools: tools.map((t) => t.name),
+        extra: { type: q.type },
       }),
     );
   const demonstrations = (rs: TaskRow[], opts: { seed: number; quality: number }): ChatMessage[][] =>
@@ -84,7 +100,8 @@ export function createMultihopTask(options: Record<string, unknown> = {}): Multi
       for (const t of tools) yield templateJson(toolSchema(t)); // as the chat template lists it
       for (const d of documents) yield d.text;
       for (const split of GENERATION_ORDER) for (const q of questions[split]) yield `${q.question}\n${q.answer}`;
-      for (const demo of demonstrations(rows("train"), { seed: o.seed, quality: 1 })) for (const m of demo.slice(2)) yield m.content;
+      for (const demo of demonstrations(rows("train"), { seed: o.seed, quality: 1 }))
+        for (const m of demo.slice(2)) yield m.content;
     },
   };
 }

@@ -22,8 +22,16 @@ export const DEFAULT_TYPE_MIX: TypeMix = { bridge: 0.7, comparison: 0.15, numeri
 /** Task options for the mix (relative weights, at least one positive). */
 export const typeMixOptions = {
   bridge: z.number().nonnegative().default(DEFAULT_TYPE_MIX.bridge).describe("Relative weight of bridge questions."),
-  comparison: z.number().nonnegative().default(DEFAULT_TYPE_MIX.comparison).describe("Relative weight of comparison questions."),
-  numeric: z.number().nonnegative().default(DEFAULT_TYPE_MIX.numeric).describe("Relative weight of questions that need the calculator."),
+  comparison: z
+    .number()
+    .nonnegative()
+    .default(DEFAULT_TYPE_MIX.comparison)
+    .describe("Relative weight of comparison questions."),
+  numeric: z
+    .number()
+    .nonnegative()
+    .default(DEFAULT_TYPE_MIX.numeric)
+    .describe("Relative weight of questions that need the calculator."),
 };
 
 /**
@@ -39,10 +47,14 @@ export function typeSchedule(n: number, mix: TypeMix): QuestionType[] {
   const counts = exact.map(Math.floor);
   const byRemainder = exact.map((x, i) => [x - Math.floor(x), i] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
   for (let k = 0, left = n - counts.reduce((a, b) => a + b, 0); k < left; k++) counts[byRemainder[k][1]]++;
-  const slots = QUESTION_TYPES.flatMap((t, i) => Array.from({ length: counts[i] }, (_, j) => ({ t, at: (j + 0.5) / counts[i], i })));
+  const slots = QUESTION_TYPES.flatMap((t, i) =>
+    Array.from({ length: counts[i] }, (_, j) => ({ t, at: (j + 0.5) / counts[i], i })),
+  );
   return slots.sort((a, b) => a.at - b.at || a.i - b.i).map((s) => s.t);
 }
 
 export function kindOf(type: QuestionType): QuestionKind {
-  return (Object.keys(QUESTION_KINDS) as QuestionKind[]).find((k) => (QUESTION_KINDS[k] as readonly string[]).includes(type))!;
+  return (Object.keys(QUESTION_KINDS) as QuestionKind[]).find((k) =>
+    (QUESTION_KINDS[k] as readonly string[]).includes(type),
+  )!;
 }
