@@ -18,7 +18,7 @@ import { noPositionals, optionalNumber, parseFlags, requireString, usageError, t
 import { BACKEND_FLAG, backendFromFlags } from "./backend-flag.js";
 import { answerLines, assistantLines, questionLines, toolCallLines } from "../chat-view.js";
 import { inputLines, type Command } from "../command.js";
-import { EVAL_DEFAULTS } from "./eval.js";
+import { EPISODE_FLAGS, EVAL_DEFAULTS } from "./eval.js";
 import { SPLIT_NAMES, TASK_FLAGS, taskFromFlags } from "./task-flags.js";
 
 export interface ChatOptions {
@@ -131,18 +131,7 @@ const FLAGS: FlagSpec = {
   model: { type: "string", value: "DIR", description: "the model directory (required)" },
   ...TASK_FLAGS,
   temperature: { type: "string", value: "T", description: "sampling temperature; 0 is greedy", fallback: 0 },
-  "max-turns": {
-    type: "string",
-    value: "N",
-    description: "assistant turns per question",
-    fallback: EVAL_DEFAULTS.maxTurns,
-  },
-  "max-tokens-per-turn": {
-    type: "string",
-    value: "N",
-    description: "tokens the model may write per turn",
-    fallback: EVAL_DEFAULTS.maxTokensPerTurn,
-  },
+  ...EPISODE_FLAGS,
   seed: {
     type: "string",
     value: "S",

@@ -19,6 +19,22 @@ import { splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags } from "./task-fla
 /** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
 export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
 
+/** The episode limits `eval` and `chat` take from the command line. */
+export const EPISODE_FLAGS: FlagSpec = {
+  "max-turns": {
+    type: "string",
+    value: "N",
+    description: "assistant turns per episode",
+    fallback: EVAL_DEFAULTS.maxTurns,
+  },
+  "max-tokens-per-turn": {
+    type: "string",
+    value: "N",
+    description: "tokens the model may write per turn",
+    fallback: EVAL_DEFAULTS.maxTokensPerTurn,
+  },
+};
+
 /** Agent-R1 rows from a parquet or JSONL file (the first bad row is an error naming its line or row). */
 export async function readRowsFile(path: string): Promise<TaskRow[]> {
   return (await readTaskRowsFile(path)).rows;
@@ -80,18 +96,7 @@ const FLAGS: FlagSpec = {
   },
   limit: { type: "string", value: "N", description: "play only the first N rows" },
   json: { type: "boolean", default: false, description: "end with one JSON line of the summary" },
-  "max-turns": {
-    type: "string",
-    value: "N",
-    description: "assistant turns per episode",
-    fallback: EVAL_DEFAULTS.maxTurns,
-  },
-  "max-tokens-per-turn": {
-    type: "string",
-    value: "N",
-    description: "tokens the model may write per turn",
-    fallback: EVAL_DEFAULTS.maxTokensPerTurn,
-  },
+  ...EPISODE_FLAGS,
   seed: { type: "string", value: "N", description: "rollout seed", fallback: 0 },
   ...BACKEND_FLAG,
 };
