@@ -1,16 +1,29 @@
 {
+  "variables": {
+    "system_blas%": "<!(node scripts/detect-blas.js)"
+  },
   "targets": [
     {
       "target_name": "agent_r1_native",
-      "sources": ["native/agent_r1_native.c", "native/fused_ops.c", "native/train_ops.c", "native/napi_args.c", "native/parallel.c"],
+      "sources": [
+        "native/agent_r1_native.c",
+        "native/gemm.c",
+        "native/gemm_x86.c",
+        "native/fused_ops.c",
+        "native/train_ops.c",
+        "native/napi_args.c",
+        "native/parallel.c"
+      ],
       "cflags": ["-O3", "-std=c99", "-fno-trapping-math", "-fno-math-errno", "-Wall", "-Wextra", "-pthread"],
       "ldflags": ["-pthread"],
       "conditions": [
-        ["OS=='mac'", {
+        ["system_blas=='accelerate'", {
+          "defines": ["AGENT_R1_SYSTEM_BLAS=\"Accelerate\""],
           "libraries": ["-framework Accelerate"],
           "xcode_settings": { "OTHER_CFLAGS": ["-O3"] }
-        }, {
-          "defines": ["AGENT_R1_OPENBLAS"],
+        }],
+        ["system_blas=='openblas'", {
+          "defines": ["AGENT_R1_SYSTEM_BLAS=\"OpenBLAS\"", "AGENT_R1_OPENBLAS"],
           "libraries": ["-lopenblas"]
         }]
       ]

@@ -2,17 +2,18 @@
  * Engine benchmark (issue: engine throughput). Prints one JSON line per workload and a final
  * summary line:
  *   {"train_tokens_per_s":{"S":n,"M":n},"sample_tokens_per_s":{"S_b32":n,"M_b32":n,"M_b1":n},"peak_rss_mb":n,
- *    "backend":"native"|"tfjs","torch_ratio":{"train_S":x,"train_M":x,"sample_S_b32":x,"sample_M_b32":x}}
+ *    "backend":"native"|"tfjs","blas":"own"|"system","torch_ratio":{"train_S":x,"train_M":x,"sample_S_b32":x,"sample_M_b32":x}}
  * Shapes: S = hidden 256, 4 layers, 8 heads, 2 kv heads, ffn 768, vocab 512;
  *         M = hidden 512, 8 layers, 8 heads, 2 kv heads, ffn 1536, vocab 2048.
  * Train: 16 x 256 tokens, importance-sampling loss, forward + backward + AdamW.
  * Sample: 32 prompts of 64 tokens, 192 new tokens each, submitted at once; and one prompt alone.
- * "backend" names the compute backend. After our workloads, when a python3 imports torch
+ * "backend" names the compute backend and, on native, "blas" its matrix products (--blas own|system|auto:
+ * the project's kernels or the system BLAS the addon was built with). After our workloads, when a python3 imports torch
  * ($AGENT_R1_TORCH_PYTHON, python3, /usr/bin/python3; Debian's python3-torch), the PyTorch reference
  * bench/torch_engine.py runs the same shapes as a child process (same --only; its output goes to
  * stderr) and "torch_ratio" is ours / PyTorch, 2 decimals, for the workloads that ran. Without
  * torch, or if it fails, there is no torch_ratio and one stderr line says why; --no-torch skips it.
- *   npm run bench:engine [-- --only S|M] [-- --workers N] [-- --backend auto|native|tfjs] [-- --no-torch]
+ *   npm run bench:engine [-- --only S|M] [-- --workers N] [-- --backend auto|native|tfjs] [-- --blas own|system|auto] [-- --no-torch]
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -23,7 +24,7 @@ import { DEFAULT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
 import { initModel } from "../src/model/init-model.js";
 import { parameterCount, parseModelConfig, presetConfigJson } from "../src/model/config.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { parseBackend, resolveBackend } from "../src/engine/local/native.js";
+import { loadNative, parseBackend, parseBlas, resolveBackend, resolveBlas } from "../src/engine/local/native.js";
 import type { Datum } from "../src/engine/types.js";
 import { Rng } from "../src/util/rng.js";
 import { torchRatioFromRun } from "./suite-lib.js";
@@ -34,6 +35,7 @@ const { values: args } = parseArgs({
     only: { type: "string" },
     workers: { type: "string" },
     backend: { type: "string" },
+    blas: { type: "string" },
     "no-torch": { type: "boolean", default: false },
   },
 });
@@ -81,13 +83,17 @@ async function main() {
   const choice = args.backend !== undefined ? parseBackend(args.backend, "--backend") : undefined;
   const { backend, fallback } = resolveBackend(choice);
   if (fallback) console.error(`bench: native backend unavailable (${fallback}); using tfjs`);
+  const blasChoice = args.blas !== undefined ? parseBlas(args.blas, "--blas") : undefined;
+  const st = loadNative();
+  const blas = backend === "native" && st.ok ? resolveBlas(st.addon, blasChoice) : undefined;
   const summary: {
     train_tokens_per_s: Record<string, number>;
     sample_tokens_per_s: Record<string, number>;
     peak_rss_mb: number;
     backend: string;
+    blas?: string;
     torch_ratio?: Record<string, number>;
-  } = { train_tokens_per_s: {}, sample_tokens_per_s: {}, peak_rss_mb: 0, backend };
+  } = { train_tokens_per_s: {}, sample_tokens_per_s: {}, peak_rss_mb: 0, backend, ...(blas ? { blas } : {}) };
   const workers = args.workers !== undefined ? Number(args.workers) : undefined;
   for (const [name, shape] of Object.entries(SHAPES)) {
     if (args.only && args.only !== name) continue;
@@ -95,7 +101,7 @@ async function main() {
     benchTokenizer(tokDir, shape.vocab);
     const dir = join(root, name);
     await initModel({ preset: shape.preset, out: dir, tokenizer: tokDir, overrides: { vocab_size: shape.vocab } });
-    const engine = await LocalEngine.load(dir, { backend, ...(workers !== undefined ? { workers } : {}) });
+    const engine = await LocalEngine.load(dir, { backend, blas, ...(workers !== undefined ? { workers } : {}) });
     const params = parameterCount(parseModelConfig(presetConfigJson(shape.preset, shape.vocab)));
     const rng = new Rng(7);
 

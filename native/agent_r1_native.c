@@ -1,7 +1,11 @@
 /*
- * agent-r1 native kernels: batched single-precision matrix products
- * through BLAS (cblas_sgemm), called on Float32Array views without copying, and
- * the module entry; the fused element-wise kernels are in fused_ops.c.
+ * agent-r1 native kernels: batched single-precision matrix products, called on
+ * Float32Array views without copying, and the module entry; the fused
+ * element-wise kernels are in fused_ops.c, the training kernels in train_ops.c.
+ *
+ * Matrix products run on the project's own kernels (gemm.c), always built, or
+ * on the system BLAS (cblas_sgemm of OpenBLAS or Accelerate) when the build
+ * found one (binding.gyp defines AGENT_R1_SYSTEM_BLAS); setBlas chooses.
  *
  * Exports:
  *   gemm(a, b, c, batch, m, n, k, transA, transB, aIndex, bIndex) -> undefined
@@ -15,30 +19,43 @@
  *          for item i itself.
  *     Every size and index is checked before BLAS runs: a bad argument raises
  *     a JavaScript TypeError / RangeError naming it.
- *   setThreads(n) / getThreads(): BLAS threads per call (process-wide).
+ *   setBlas("own" | "system"): which matrix products gemm runs (process-wide;
+ *     default "own"); "system" throws when the build has no system BLAS.
+ *   setGemmKernel("auto" | "avx512" | "avx2" | "portable") -> boolean: forces the
+ *     own kernels' micro-kernel (false, and no change, when the CPU lacks it).
+ *   setThreads(n) / getThreads(): matrix-product threads per call (process-wide,
+ *     both implementations).
  *   setFusedThreads(n) / getFusedThreads(): threads of the fused kernels (default 1).
- *   info() -> { blas: string, threads: number, fusedThreads: number }
+ *   info() -> { blas: "own" | "system", system: string | null, kernel: string,
+ *     threads: number, fusedThreads: number }: the implementation in use, the
+ *     system BLAS built in (its name and configuration, or null), and the own
+ *     kernels' micro-kernel ("avx512", "avx2" or "portable").
  *   The fused element-wise kernels of fused_ops.c and the training kernels of
  *   train_ops.c (token log-probabilities, AdamW).
  *
  * Plain Node-API (node_api.h): no C++ wrapper, no npm dependency.
  */
+#include "gemm.h"
 #include "napi_args.h"
 #include "parallel.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#ifdef AGENT_R1_SYSTEM_BLAS
 /* The CBLAS entry point, declared here so no particular cblas.h is needed. */
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
 extern void cblas_sgemm(int order, int transA, int transB, int m, int n, int k, float alpha, const float *a, int lda,
                         const float *b, int ldb, float beta, float *c, int ldc);
-
+#endif
 #ifdef AGENT_R1_OPENBLAS
 extern void openblas_set_num_threads(int n);
-extern int openblas_get_num_threads(void);
 extern char *openblas_get_config(void);
 #endif
+
+/* The matrix products gemm runs: the own kernels unless setBlas("system") chose the system BLAS. */
+static int use_system_blas = 0;
+static int gemm_threads_set = 1;
 
 int register_fused_ops(napi_env env, napi_value exports); /* fused_ops.c */
 int register_train_ops(napi_env env, napi_value exports); /* train_ops.c */
@@ -114,15 +131,56 @@ static napi_value gemm(napi_env env, napi_callback_info info) {
     return NULL;
   }
   /* Row-major leading dimensions (at least 1, as BLAS requires). */
-  const int lda = (int)(ta ? m : k), ldb = (int)(tb ? k : n), ldc = (int)n;
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
   for (int64_t i = 0; i < batch; i++) {
     const float *ap = a + (ai ? (int64_t)ai[i] : i) * a_item; /* (m, k) or (k, m) */
     const float *bp = b + (bi ? (int64_t)bi[i] : i) * b_item; /* (k, n) or (n, k) */
     float *cp = c + i * c_item;                               /* (m, n) */
-    cblas_sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, ap,
-                lda > 0 ? lda : 1, bp, ldb > 0 ? ldb : 1, 0.0f, cp, ldc > 0 ? ldc : 1);
+#ifdef AGENT_R1_SYSTEM_BLAS
+    if (use_system_blas) {
+      cblas_sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, ap,
+                  lda > 0 ? (int)lda : 1, bp, ldb > 0 ? (int)ldb : 1, 0.0f, cp, ldc > 0 ? (int)ldc : 1);
+      continue;
+    }
+#endif
+    own_sgemm(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc);
   }
   return NULL;
+}
+
+static napi_value set_blas(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  char name[16] = {0};
+  size_t len = 0;
+  if (argc < 1 || napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok)
+    return fail_type(env, "setBlas(name) needs a string: \"own\" or \"system\"");
+  if (strcmp(name, "own") == 0) {
+    use_system_blas = 0;
+    return NULL;
+  }
+  if (strcmp(name, "system") == 0) {
+#ifdef AGENT_R1_SYSTEM_BLAS
+    use_system_blas = 1;
+    return NULL;
+#else
+    return fail_range(env, "setBlas: this build has no system BLAS (none was found when the addon was built)");
+#endif
+  }
+  return fail_range(env, "setBlas: name must be \"own\" or \"system\"");
+}
+
+static napi_value set_gemm_kernel(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out;
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  char name[16] = {0};
+  size_t len = 0;
+  if (argc < 1 || napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok)
+    return fail_type(env, "setGemmKernel(name) needs a string: auto, avx512, avx2 or portable");
+  CHECK_NAPI(env, napi_get_boolean(env, own_sgemm_force_kernel(name) != 0, &out));
+  return out;
 }
 
 static napi_value set_threads(napi_env env, napi_callback_info info) {
@@ -133,6 +191,8 @@ static napi_value set_threads(napi_env env, napi_callback_info info) {
   if (argc < 1) return fail_type(env, "setThreads(threads) needs 1 argument");
   if (!arg_dim(env, argv[0], "setThreads", "threads", &t)) return NULL;
   if (t < 1 || t > 1024) return fail_range(env, "setThreads: threads must be in [1, 1024]");
+  gemm_threads_set = (int)t;
+  own_sgemm_set_threads((int)t);
 #ifdef AGENT_R1_OPENBLAS
   openblas_set_num_threads((int)t);
 #endif
@@ -158,44 +218,46 @@ static napi_value get_fused_threads_js(napi_env env, napi_callback_info info) {
   return out;
 }
 
-static int threads_now(void) {
-#ifdef AGENT_R1_OPENBLAS
-  return openblas_get_num_threads();
-#else
-  return 0;
-#endif
-}
-
 static napi_value get_threads(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value out;
-  CHECK_NAPI(env, napi_create_int32(env, threads_now(), &out));
+  CHECK_NAPI(env, napi_create_int32(env, gemm_threads_set, &out));
   return out;
 }
 
 static napi_value get_info(napi_env env, napi_callback_info info) {
   (void)info;
-  napi_value out, blas, threads, fthreads;
-#ifdef AGENT_R1_OPENBLAS
-  const char *name = openblas_get_config();
-  char buf[200];
-  snprintf(buf, sizeof buf, "%s", name ? name : "OpenBLAS");
-#else
-  const char *buf = "BLAS (cblas)";
-#endif
+  napi_value out, v;
   CHECK_NAPI(env, napi_create_object(env, &out));
-  CHECK_NAPI(env, napi_create_string_utf8(env, buf, NAPI_AUTO_LENGTH, &blas));
-  CHECK_NAPI(env, napi_create_int32(env, threads_now(), &threads));
-  CHECK_NAPI(env, napi_set_named_property(env, out, "blas", blas));
-  CHECK_NAPI(env, napi_set_named_property(env, out, "threads", threads));
-  CHECK_NAPI(env, napi_create_int32(env, fused_threads(), &fthreads));
-  CHECK_NAPI(env, napi_set_named_property(env, out, "fusedThreads", fthreads));
+  CHECK_NAPI(env, napi_create_string_utf8(env, use_system_blas ? "system" : "own", NAPI_AUTO_LENGTH, &v));
+  CHECK_NAPI(env, napi_set_named_property(env, out, "blas", v));
+#ifdef AGENT_R1_SYSTEM_BLAS
+  char buf[240];
+#ifdef AGENT_R1_OPENBLAS
+  const char *config = openblas_get_config();
+  snprintf(buf, sizeof buf, "%s", config ? config : AGENT_R1_SYSTEM_BLAS);
+#else
+  snprintf(buf, sizeof buf, "%s", AGENT_R1_SYSTEM_BLAS);
+#endif
+  CHECK_NAPI(env, napi_create_string_utf8(env, buf, NAPI_AUTO_LENGTH, &v));
+#else
+  CHECK_NAPI(env, napi_get_null(env, &v));
+#endif
+  CHECK_NAPI(env, napi_set_named_property(env, out, "system", v));
+  CHECK_NAPI(env, napi_create_string_utf8(env, own_sgemm_kernel(), NAPI_AUTO_LENGTH, &v));
+  CHECK_NAPI(env, napi_set_named_property(env, out, "kernel", v));
+  CHECK_NAPI(env, napi_create_int32(env, gemm_threads_set, &v));
+  CHECK_NAPI(env, napi_set_named_property(env, out, "threads", v));
+  CHECK_NAPI(env, napi_create_int32(env, fused_threads(), &v));
+  CHECK_NAPI(env, napi_set_named_property(env, out, "fusedThreads", v));
   return out;
 }
 
 NAPI_MODULE_INIT() {
   napi_property_descriptor props[] = {
       {"gemm", NULL, gemm, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"setBlas", NULL, set_blas, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"setGemmKernel", NULL, set_gemm_kernel, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setThreads", NULL, set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
       {"getThreads", NULL, get_threads, NULL, NULL, NULL, napi_enumerable, NULL},
       {"info", NULL, get_info, NULL, NULL, NULL, napi_enumerable, NULL},

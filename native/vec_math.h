@@ -104,7 +104,7 @@ static inline float max8(const float *a, int64_t n) {
 }
 
 /* a·b, or -1 when it exceeds 2^53 (no array is that long, so a length check then fails). */
-static int64_t mul_dims(int64_t a, int64_t b) {
+static inline int64_t mul_dims(int64_t a, int64_t b) {
   if (a != 0 && b > (INT64_C(1) << 53) / a) return -1;
   return a * b;
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 /**
- * Install step: builds the native addon (native/, binding.gyp) with node-gyp.
- * The addon is optional: when the build fails (no C compiler, no BLAS, no
- * Node headers) this prints one line and exits 0, and the engine uses its
- * TensorFlow.js backend. Env AGENT_R1_NATIVE_SKIP_BUILD=1 skips the build.
+ * Install step: builds the native addon (native/, binding.gyp) with node-gyp, and
+ * says in one line what it built: the project's own matrix-product kernels always,
+ * and the system BLAS too when scripts/detect-blas.js found one (OpenBLAS, Accelerate).
+ * The addon is optional: when the build fails (no C compiler, no make, no Node
+ * headers) this prints one line and exits 0, and the engine uses its TensorFlow.js
+ * backend. Env AGENT_R1_NATIVE_SKIP_BUILD=1 skips the build.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, rmSync } from "node:fs";
@@ -75,22 +77,32 @@ function main() {
   if (res.error || res.status !== 0) {
     rmSync(addon, { force: true });
     const why = res.error ? res.error.message : reason(`${res.stdout}\n${res.stderr}`);
-    say(
-      `native addon not built (${why}); the tfjs backend will be used. Needs a C compiler, make, python3 and libopenblas-dev.`,
-    );
+    say(`native addon not built (${why}); the tfjs backend will be used. Needs a C compiler, make and python3.`);
     return;
   }
   // A build that links but cannot load (a missing shared library at run time) is no better than none.
-  const check = spawnSync(process.execPath, ["-e", `require(${JSON.stringify(addon)})`], {
-    encoding: "utf8",
-    timeout: 60_000,
-  });
+  const check = spawnSync(
+    process.execPath,
+    ["-e", `const i = require(${JSON.stringify(addon)}).info(); console.log(JSON.stringify(i))`],
+    { encoding: "utf8", timeout: 60_000 },
+  );
   if (check.status !== 0) {
     rmSync(addon, { force: true });
     say(`native addon built but does not load (${reason(check.stderr ?? "")}); the tfjs backend will be used`);
     return;
   }
-  say("native addon built (BLAS matrix products; fused RMSNorm, RoPE, softmax, SwiGLU, log-softmax and AdamW kernels)");
+  let info = {};
+  try {
+    info = JSON.parse(check.stdout.trim().split("\n").at(-1) ?? "{}");
+  } catch {
+    // the line below then names no kernel
+  }
+  const system = typeof info.system === "string" ? info.system.split(" ").slice(0, 2).join(" ") : undefined;
+  say(
+    `native addon built: matrix products on the project's own kernels (${info.kernel ?? "?"})` +
+      (system ? ` and on ${system} (engine.blas chooses)` : "; no system BLAS found, none needed") +
+      "; fused RMSNorm, RoPE, softmax, SwiGLU, log-softmax and AdamW kernels",
+  );
 }
 
 try {

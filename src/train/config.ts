@@ -4,7 +4,7 @@
  * unknown keys are errors.
  */
 import { z } from "zod";
-import { BACKEND_CHOICES } from "../engine/local/native.js";
+import { BACKEND_CHOICES, BLAS_CHOICES } from "../engine/local/native.js";
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -54,7 +54,13 @@ export const configSchema = z.strictObject({
         .enum(BACKEND_CHOICES)
         .optional()
         .describe(
-          "Compute backend: native (matrix products on BLAS through the C addon), tfjs (wasm only) or auto (native when the addon loaded, else tfjs). Default: env AGENT_R1_BACKEND, else auto.",
+          "Compute backend: native (the C addon's matrix products and fused kernels), tfjs (wasm only) or auto (native when the addon loaded, else tfjs). Default: env AGENT_R1_BACKEND, else auto.",
+        ),
+      blas: z
+        .enum(BLAS_CHOICES)
+        .optional()
+        .describe(
+          "The native backend's matrix products: own (the project's kernels), system (the BLAS the addon was built with, e.g. OpenBLAS) or auto (own). Default: env AGENT_R1_BLAS, else auto.",
         ),
     })
     .prefault({}),

@@ -12,6 +12,8 @@ export interface Settings {
   backend?: string;
   /** AGENT_R1_WORKERS: engine worker threads when no option says (0 runs in the calling thread). */
   workers?: number;
+  /** AGENT_R1_BLAS: the native backend's matrix products when no option names them (auto, own or system; checked by the engine). */
+  blas?: string;
   /** AGENT_R1_BLAS_THREADS: BLAS threads per matrix product on the native backend. */
   blasThreads?: number;
   /** AGENT_R1_FUSED: "0" keeps the TF.js compositions instead of the fused native kernels. Default on. */
@@ -46,6 +48,7 @@ export function settings(env: Env = process.env): Settings {
   return {
     backend: env.AGENT_R1_BACKEND || undefined,
     workers: integer(env, "AGENT_R1_WORKERS", 0),
+    blas: env.AGENT_R1_BLAS || undefined,
     blasThreads: integer(env, "AGENT_R1_BLAS_THREADS", 1),
     fused: env.AGENT_R1_FUSED !== "0",
     fusedThreads: integer(env, "AGENT_R1_FUSED_THREADS", 1, 16),
@@ -64,6 +67,10 @@ export const SETTINGS_DOC: [string, string][] = [
   [
     "AGENT_R1_WORKERS",
     "engine worker threads when neither the code nor `engine.workers` says; 0 runs the engine in the calling thread",
+  ],
+  [
+    "AGENT_R1_BLAS",
+    "the native backend's matrix products when `engine.blas` does not name them: `auto` (default), `own`, `system`",
   ],
   ["AGENT_R1_BLAS_THREADS", "BLAS threads per matrix product on the native backend (default: cores / replicas)"],
   ["AGENT_R1_FUSED", "`0` replaces the fused native kernels with their TF.js compositions"],

@@ -15,8 +15,9 @@ export const BACKEND_FLAG: FlagSpec = {
 let announced = false;
 
 /**
- * Checks a backend choice before any model loads: `native` without the addon is an
- * error naming the reason; `auto` without it prints one line (once per process).
+ * Says once per process, on stderr, that `auto` fell back to tfjs because the addon did not
+ * load. Commands call it after their model has loaded, so a command that fails to load one
+ * still fails with a single line (`native` without the addon is that error).
  */
 export function announceBackend(choice: BackendChoice | undefined, io: CommandIO): void {
   const { fallback } = resolveBackend(choice);
@@ -34,11 +35,4 @@ export function parseBackendFlag(command: string, flags: Parsed["flags"]): Backe
     throw usageError(command, `--backend: unknown backend '${raw}'; choose one of: ${BACKEND_CHOICES.join(", ")}`);
   }
   return raw as BackendChoice;
-}
-
-/** The --backend flag's value, checked and announced. */
-export function backendFromFlags(command: string, flags: Parsed["flags"], io: CommandIO): BackendChoice | undefined {
-  const choice = parseBackendFlag(command, flags);
-  announceBackend(choice, io);
-  return choice;
 }

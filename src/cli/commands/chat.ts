@@ -15,7 +15,7 @@ import type { Task, TaskRow } from "../../tasks/types.js";
 import { InputError } from "../../util/errors.js";
 import { Rng } from "../../util/rng.js";
 import { noPositionals, optionalNumber, parseFlags, requireString, usageError, type FlagSpec } from "../args.js";
-import { BACKEND_FLAG, backendFromFlags } from "./backend-flag.js";
+import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 import { answerLines, assistantLines, questionLines, toolCallLines } from "../chat-view.js";
 import { inputLines, type Command } from "../command.js";
 import { EPISODE_FLAGS, EVAL_DEFAULTS } from "./eval.js";
@@ -164,8 +164,9 @@ export const chatCommand: Command = {
       throw usageError("chat", `--seed must be an integer, got ${seed}`);
 
     // One trajectory at a time: one worker thread keeps the terminal responsive without a second model copy.
-    const backend = backendFromFlags("chat", flags, io);
+    const backend = parseBackendFlag("chat", flags);
     const engine = await LocalEngine.load(modelDir, { workers: Math.min(1, defaultWorkers()), backend });
+    announceBackend(backend, io);
     try {
       const chat = chatSetup(engine.tokenizer);
       const color = io.color ?? false;

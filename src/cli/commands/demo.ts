@@ -53,7 +53,6 @@ export const demoCommand: Command = {
     const group = optionalInt("demo", flags, "group", 1) ?? D.group;
     const seed = optionalNumber("demo", flags, "seed") ?? D.seed;
     const backend = parseBackendFlag("demo", flags);
-    announceBackend(backend, io);
     const out = flags.out as string,
       modelDir = join(out, "model");
     // An earlier demo's directory (its model/ and final/ only) is reused; anything else follows the --out rule.
@@ -63,6 +62,7 @@ export const demoCommand: Command = {
       clearDirectory(out);
     if (!existsSync(join(modelDir, "config.json"))) await initModel({ preset: "tiny", out: modelDir, seed });
     const engine = await LocalEngine.load(modelDir, { backend });
+    announceBackend(backend, io);
     const prompt = encodeChat(engine.tokenizer, [{ role: "user", content: "Say a number." }]);
     io.out(
       `demo: tiny model (${modelDir}), ${iterations} iterations x ${group} samples, reward = share of digits in the answer`,

@@ -132,8 +132,8 @@ export const evalCommand: Command = {
     if (limit !== undefined) rows = rows.slice(0, limit);
     if (rows.length === 0)
       throw new InputError(`eval: no rows to evaluate (${split ? `split '${split}'` : String(flags.data)})`);
-    announceBackend(backend, io);
     const engine = await LocalEngine.load(modelDir, { backend });
+    announceBackend(backend, io);
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
     try {
       const { summary, result } = await playRows(engine, engine.tokenizer, task, rows, {

@@ -47,8 +47,8 @@ export const generateCommand: Command = {
       seed: num("seed"),
     };
     const backend = parseBackendFlag("generate", flags);
-    announceBackend(backend, io);
     const engine = await LocalEngine.load(modelDir, { backend });
+    announceBackend(backend, io);
     const messages = [
       ...(typeof flags.system === "string" ? [{ role: "system" as const, content: flags.system }] : []),
       { role: "user" as const, content: prompt },

@@ -51,7 +51,6 @@ export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<
       );
   }
   const cfg = loadConfig(o.recipe, [`model.path=${o.base}`, ...(o.overrides ?? [])]);
-  announceBackend(cfg.engine.backend, io);
   const task = getTask(cfg.task.name, cfg.task.options);
   const progress = new Progress({ label: cfg.algorithm.estimator, total: cfg.train.iterations, stream: o.stream });
   try {
@@ -63,6 +62,7 @@ export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<
       force: o.force,
       say: (line) => {
         progress.finish();
+        announceBackend(cfg.engine.backend, io); // the engines have loaded by the first line
         io.out(line);
       },
       log: (line) => io.err(line),

@@ -124,7 +124,6 @@ export const pretrainCommand: Command = {
     io.out(
       `pretrain: ${preset} model on '${task.name}' demonstrations (quality ${quality}, ${worlds} world${worlds === 1 ? "" : "s"}), ${steps} steps → ${out}`,
     );
-    announceBackend(backend, io);
     const copyProgress = new Progress({ label: "copy", total: copySteps });
     const progress = new Progress({ label: "sft", total: steps });
     const t0 = Date.now();
@@ -146,8 +145,12 @@ export const pretrainCommand: Command = {
         copyLr,
         copyBlend,
         demoTasks,
-        onCopyStep: (s) => copyProgress.update(s.step, { loss: s.loss }),
+        onCopyStep: (s) => {
+          announceBackend(backend, io); // the engine has loaded by the first step
+          copyProgress.update(s.step, { loss: s.loss });
+        },
         onStep: (s) => {
+          announceBackend(backend, io);
           copyProgress.finish();
           progress.update(s.step, { loss: s.loss, lr: s.lr.toExponential(1) });
         },

@@ -3,7 +3,7 @@ import { LocalEngine } from "../../engine/local/local-engine.js";
 import { noPositionals, parseFlags, requireString, type FlagSpec } from "../args.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
-import { BACKEND_FLAG, backendFromFlags } from "./backend-flag.js";
+import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 
 const FLAGS: FlagSpec = {
   model: { type: "string", value: "DIR", description: "the model directory (required)" },
@@ -47,9 +47,10 @@ export const scoreCommand: Command = {
     noPositionals("score", positionals);
     const input = requireString("score", flags, "input"),
       modelDir = requireString("score", flags, "model");
-    const backend = backendFromFlags("score", flags, io);
+    const backend = parseBackendFlag("score", flags);
     const rows = readTokenLines(input);
     const engine = await LocalEngine.load(modelDir, { backend });
+    announceBackend(backend, io);
     const lps = await engine.computeLogprobs(rows);
     for (const lp of lps) io.out(JSON.stringify({ logprobs: lp }));
   },

@@ -90,7 +90,6 @@ export const serveCommand: Command = {
     // The key is read here, once: the library takes it as an option and never looks at the environment.
     const apiKey = (flags["api-key"] as string | undefined) ?? settings().apiKey;
 
-    announceBackend(backend, io);
     const server = await startServer({
       model,
       host,
@@ -106,6 +105,7 @@ export const serveCommand: Command = {
       log: io.err,
       engineOptions: { backend },
     });
+    announceBackend(backend, io);
     io.out(`serving ${server.modelId} on ${server.url}`);
     if (apiKey === undefined && !isLoopback(host)) {
       io.err(

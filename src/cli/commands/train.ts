@@ -60,7 +60,6 @@ export const trainCommand: Command = {
     if (flags["skip-bad-rows"]) overrides.push("data.skipBadRows=true");
     if (backend) overrides.push(`engine.backend=${backend}`);
     const cfg = loadConfig(recipe, overrides);
-    announceBackend(cfg.engine.backend, io);
     const task = getTask(cfg.task.name, cfg.task.options);
     const trainer = await Trainer.open(cfg, {
       out,
@@ -70,6 +69,7 @@ export const trainCommand: Command = {
       force: flags.force === true,
       log: (l) => io.err(l),
     });
+    announceBackend(cfg.engine.backend, io);
     io.out(
       `training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${trainer.iteration})` : ""}`,
     );

@@ -9,7 +9,7 @@ import { readModelConfig } from "../../model/model-dir.js";
 import { readTrainerStep } from "./trainable-io.js";
 import { InputError } from "../../util/errors.js";
 import { LocalEngine, type LocalEngineOptions } from "./local-engine.js";
-import type { BackendChoice } from "./native.js";
+import type { BackendChoice, BlasChoice } from "./native.js";
 
 /** A recipe's `engine` section, as the local engine reads it. */
 export interface LocalEngineSection {
@@ -17,6 +17,7 @@ export interface LocalEngineSection {
   prefixCacheMb?: number;
   microBatchMb?: number;
   backend?: BackendChoice;
+  blas?: BlasChoice;
 }
 
 /** LocalEngine options from a recipe's `engine` section. */
@@ -26,6 +27,7 @@ export function localEngineOptions(section: LocalEngineSection): LocalEngineOpti
     prefixCacheBytes: section.prefixCacheMb === undefined ? undefined : section.prefixCacheMb * 2 ** 20,
     microBatchBytes: section.microBatchMb === undefined ? undefined : section.microBatchMb * 2 ** 20,
     backend: section.backend,
+    blas: section.blas,
   };
 }
 

@@ -2,12 +2,16 @@
  * The native addon (native/agent_r1_native.c, built by node-gyp at install into
  * build/Release/agent_r1_native.node) and the choice of compute backend:
  *  - "tfjs": every kernel on TensorFlow.js's wasm backend;
- *  - "native": matrix products through the addon's BLAS sgemm, and the decoder's
+ *  - "native": matrix products through the addon's sgemm, and the decoder's
  *    RMSNorm, RoPE, attention softmax and SwiGLU as fused C kernels (./fused-ops.ts),
  *    zero-copy on the wasm heap (the other kernels still run on the wasm backend);
  *  - "auto": native when the addon loads, else tfjs.
  * The choice is the engine option `backend`, else env AGENT_R1_BACKEND, else auto.
  * AGENT_R1_NATIVE_DISABLE=1 makes the loader act as if the addon failed to load.
+ *
+ * The addon's matrix products run on the project's own kernels (native/gemm.c, always
+ * built) or on the system BLAS the build found (OpenBLAS, Accelerate): the engine option
+ * `blas` (own, system or auto), else env AGENT_R1_BLAS, else auto; see resolveBlas.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
@@ -40,13 +44,17 @@ export interface NativeAddon {
     aIndex?: Int32Array | null,
     bIndex?: Int32Array | null,
   ): void;
-  /** BLAS threads per call (process-wide). */
+  /** Which matrix products gemm runs (process-wide); "system" throws a RangeError when the build has none. */
+  setBlas(name: BlasName): void;
+  /** Forces the own kernels' micro-kernel ("auto" = the best the CPU runs); false, and no change, when the CPU lacks it. */
+  setGemmKernel(name: "auto" | "avx512" | "avx2" | "portable"): boolean;
+  /** Matrix-product threads per call (process-wide, both implementations). */
   setThreads(n: number): void;
   getThreads(): number;
   /** Threads per fused kernel (1..16, default 1; process-wide). */
   setFusedThreads(n: number): void;
   getFusedThreads(): number;
-  info(): { blas: string; threads: number; fusedThreads: number };
+  info(): NativeInfo;
 
   // Fused element-wise kernels (native/fused_ops.c), on Float32Array views; every length is
   // checked (a wrong one throws a RangeError naming the argument). Outputs are written, never read.
@@ -164,6 +172,23 @@ export interface NativeAddon {
   addInto(out: Float32Array, src: Float32Array, srcOffset: number): void;
 }
 
+/** What the addon runs on. */
+export interface NativeInfo {
+  /** The matrix products in use. */
+  blas: BlasName;
+  /** The system BLAS built in (its name and configuration), or null when the build found none. */
+  system: string | null;
+  /** The own kernels' micro-kernel: "avx512", "avx2" or "portable". */
+  kernel: string;
+  threads: number;
+  fusedThreads: number;
+}
+
+export const BLAS_CHOICES = ["auto", "own", "system"] as const;
+export type BlasChoice = (typeof BLAS_CHOICES)[number];
+/** The matrix products the addon actually runs. */
+export type BlasName = Exclude<BlasChoice, "auto">;
+
 export type NativeStatus = { ok: true; addon: NativeAddon; path: string } | { ok: false; reason: string };
 
 export const ADDON_FILE = join("build", "Release", "agent_r1_native.node");
@@ -200,15 +225,15 @@ export function loadNative(): NativeStatus {
   if (!path || !existsSync(path)) {
     loaded = {
       ok: false,
-      reason: `the addon is not built: ${path ?? ADDON_FILE} is missing; build it with 'npm run build:native', which needs a C compiler, make, python3 and libopenblas-dev`,
+      reason: `the addon is not built: ${path ?? ADDON_FILE} is missing; build it with 'npm run build:native', which needs a C compiler, make and python3`,
     };
     return loaded;
   }
   try {
     const addon = createRequire(import.meta.url)(path) as NativeAddon;
     if (typeof addon.gemm !== "function") throw new Error("it exports no gemm function");
-    if (typeof addon.rmsNormForward !== "function")
-      throw new Error("it exports no fused kernels (an old build: rebuild it with 'npm run build:native')");
+    if (typeof addon.rmsNormForward !== "function" || typeof addon.setBlas !== "function")
+      throw new Error("it is an old build without the current kernels: rebuild it with 'npm run build:native'");
     loaded = { ok: true, addon, path };
   } catch (e) {
     loaded = { ok: false, reason: `${path} failed to load: ${(e as Error).message.split("\n")[0]}` };
@@ -253,6 +278,30 @@ export function resolveBackend(choice?: BackendChoice): ResolvedBackend {
 /** The one line a command prints when auto falls back. */
 export function fallbackLine(reason: string): string {
   return `agent-r1: native backend unavailable (${reason}); using tfjs`;
+}
+
+/** Checks a BLAS name from a flag, config or env; the error names where it came from. */
+export function parseBlas(value: string, where: string): BlasChoice {
+  if ((BLAS_CHOICES as readonly string[]).includes(value)) return value as BlasChoice;
+  throw new InputError(`${where}: unknown BLAS '${value}'; choose one of: ${BLAS_CHOICES.join(", ")}`);
+}
+
+/**
+ * The matrix products for a choice (the option, else env AGENT_R1_BLAS, else auto):
+ * `own` always exists; `system` needs a build that found one (else an InputError saying
+ * so); `auto` is the own kernels, which `npm run bench:gemm` and `bench:engine -- --blas`
+ * measured at or above OpenBLAS on the engine's figures (docs/benchmarks.md).
+ */
+export function resolveBlas(addon: NativeAddon, choice?: BlasChoice): BlasName {
+  const env = settings().blas;
+  const want = choice ?? (env ? parseBlas(env, "AGENT_R1_BLAS") : "auto");
+  if (want === "system" && addon.info().system === null) {
+    throw new InputError(
+      "engine.blas is system, but the native addon was built without a system BLAS (none was found at install)",
+      "install libopenblas-dev and run 'npm run build:native', or use engine.blas=own",
+    );
+  }
+  return want === "system" ? "system" : "own";
 }
 
 /**

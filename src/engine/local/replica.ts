@@ -6,7 +6,7 @@
  */
 import { join } from "node:path";
 import { claimBackend, initBackend, tf } from "./tf-backend.js";
-import { defaultBlasThreads, resolveBackend, type BackendChoice, type BackendName } from "./native.js";
+import { defaultBlasThreads, resolveBackend, type BackendChoice, type BackendName, type BlasChoice } from "./native.js";
 import { Trainable } from "./trainable.js";
 import { Scheduler, type SchedulerOptions, type SchedulerStats } from "./scheduler.js";
 import { computeLogprobs, policyPass, type RawForwardBackward } from "./policy-train.js";
@@ -32,6 +32,8 @@ export interface ReplicaOptions extends SchedulerOptions {
   backend?: BackendChoice;
   /** BLAS threads per matrix product on the native backend. Default: cores / replicas (env AGENT_R1_BLAS_THREADS overrides). */
   blasThreads?: number;
+  /** The native backend's matrix products: own kernels, the system BLAS, or auto. Default: env AGENT_R1_BLAS, else auto. */
+  blas?: BlasChoice;
 }
 
 export interface ReplicaStats {
@@ -82,7 +84,7 @@ export class Replica implements ReplicaApi {
   static async load(dir: string, opts: ReplicaOptions = {}): Promise<Replica> {
     await initBackend();
     const { backend } = resolveBackend(opts.backend);
-    const release = claimBackend(backend, opts.blasThreads ?? defaultBlasThreads(1));
+    const release = claimBackend(backend, opts.blasThreads ?? defaultBlasThreads(1), opts.blas);
     try {
       return Replica.open(dir, opts, backend, release);
     } catch (e) {

@@ -15,7 +15,7 @@
  */
 import * as tf from "@tensorflow/tfjs";
 import "@tensorflow/tfjs-backend-wasm";
-import { loadNative, type BackendName, type NativeAddon } from "./native.js";
+import { loadNative, resolveBlas, type BackendName, type BlasChoice, type NativeAddon } from "./native.js";
 import { InputError } from "../../util/errors.js";
 import { settings } from "../../util/settings.js";
 
@@ -177,9 +177,10 @@ export function setFusedOps(on: boolean): void {
 /**
  * Switches this thread's matrix products (tests; engines use claimBackend).
  * "native" throws an InputError naming the reason when the addon cannot load;
- * `threads` sets BLAS threads per product (process-wide; default 1).
+ * `threads` sets threads per product and `blas` the matrix products (both
+ * process-wide; default 1 thread, env AGENT_R1_BLAS else auto; see resolveBlas).
  */
-export function setMatmulBackend(backend: BackendName, threads = 1): void {
+export function setMatmulBackend(backend: BackendName, threads = 1, blas?: BlasChoice): void {
   if (backend === "tfjs") {
     native = undefined;
     return;
@@ -187,6 +188,7 @@ export function setMatmulBackend(backend: BackendName, threads = 1): void {
   const st = loadNative();
   if (!st.ok)
     throw new InputError(`the native backend is unavailable: ${st.reason}`, "use the tfjs backend, or build the addon");
+  st.addon.setBlas(resolveBlas(st.addon, blas));
   st.addon.setThreads(threads);
   native = st.addon;
   const s = settings();
@@ -199,7 +201,7 @@ export function setMatmulBackend(backend: BackendName, threads = 1): void {
  * returned release. The kernel is per thread (per TF.js instance), so replicas
  * on different backends cannot share a thread: that is an error, not a silent switch.
  */
-export function claimBackend(backend: BackendName, threads = 1): () => void {
+export function claimBackend(backend: BackendName, threads = 1, blas?: BlasChoice): () => void {
   const other: BackendName = backend === "native" ? "tfjs" : "native";
   if (claims[other] > 0) {
     throw new InputError(
@@ -207,7 +209,7 @@ export function claimBackend(backend: BackendName, threads = 1): () => void {
       "dispose it first, or load the engines with workers >= 1 (each replica then has its own thread)",
     );
   }
-  setMatmulBackend(backend, threads);
+  setMatmulBackend(backend, threads, blas);
   claims[backend]++;
   let released = false;
   return () => {

@@ -1,0 +1,120 @@
+/**
+ * Matrix-product micro-benchmark: GFLOPS of the project's own kernels and of the system BLAS the
+ * addon was built with (OpenBLAS, Accelerate), on the M model's shapes (hidden 512, kv 128,
+ * ffn 1536, vocab 2048), through the addon's gemm as the engine calls it. One JSON line per shape:
+ *   {"shape":"...","m":..,"n":..,"k":..,"op":"NN"|"NT"|"TN","own_gflops":x,"system_gflops":y,"ratio":own/system}
+ * then a summary line {"kernel":"avx512","threads":1,"geomean_ratio":r,"min_ratio":r,"system":"OpenBLAS ..."}.
+ * Each figure is the best of 5 rounds; the two implementations run in alternating rounds, so both
+ * see the same machine. Cold (--cold): a 32 MiB buffer is written before each call (not timed), so
+ * the inputs come from memory, as they do between the engine's operations.
+ *   npm run bench:gemm [-- --threads N] [-- --cold]
+ * Without a system BLAS only the own figures are printed.
+ */
+import { parseArgs } from "node:util";
+import { loadNative, type NativeAddon } from "../src/engine/local/native.js";
+import { Rng } from "../src/util/rng.js";
+
+const { values: args } = parseArgs({
+  options: { threads: { type: "string", default: "1" }, cold: { type: "boolean", default: false } },
+});
+
+/** [name, m, n, k, transA, transB]: M's products in decoding and in one training micro-batch (512 tokens). */
+const SHAPES: [string, number, number, number, boolean, boolean][] = [
+  ["decode b1: ffn up", 1, 1536, 512, false, false],
+  ["decode b1: lm head", 1, 2048, 512, false, false],
+  ["decode b32: q/o", 32, 512, 512, false, false],
+  ["decode b32: ffn up", 32, 1536, 512, false, false],
+  ["decode b32: ffn down", 32, 512, 1536, false, false],
+  ["train: q/o", 512, 512, 512, false, false],
+  ["train: k/v", 512, 128, 512, false, false],
+  ["train: ffn up", 512, 1536, 512, false, false],
+  ["train: ffn down", 512, 512, 1536, false, false],
+  ["train: lm head (tied)", 512, 2048, 512, false, true],
+  ["train: dX of ffn up", 512, 512, 1536, false, true],
+  ["train: dW of ffn up", 512, 1536, 512, true, false],
+  ["train: dW of k/v", 512, 128, 512, true, false],
+  ["train: attention scores", 256, 256, 64, false, true],
+  ["train: attention x values", 256, 64, 256, false, false],
+  ["train: dV", 256, 64, 256, true, false],
+];
+
+const junk = new Float32Array(8 << 20);
+function flush(): void {
+  for (let i = 0; i < junk.length; i += 16) junk[i] += 1;
+}
+
+function timeOne(
+  addon: NativeAddon,
+  a: Float32Array,
+  b: Float32Array,
+  c: Float32Array,
+  s: (typeof SHAPES)[number],
+  reps: number,
+): number {
+  const [, m, n, k, ta, tb] = s;
+  let total = 0;
+  for (let r = 0; r < reps; r++) {
+    if (args.cold) flush();
+    const t0 = performance.now();
+    addon.gemm(a, b, c, 1, m, n, k, ta, tb);
+    total += performance.now() - t0;
+  }
+  return total / reps / 1000;
+}
+
+function main(): void {
+  const st = loadNative();
+  if (!st.ok) throw new Error(`the native addon is unavailable: ${st.reason}`);
+  const addon = st.addon;
+  const threads = Number(args.threads);
+  if (!Number.isInteger(threads) || threads < 1)
+    throw new Error(`--threads must be a positive integer, got ${args.threads}`);
+  addon.setThreads(threads);
+  const system = addon.info().system;
+  const impls = system === null ? (["own"] as const) : (["own", "system"] as const);
+  const rng = new Rng(5);
+  const ratios: number[] = [];
+  for (const s of SHAPES) {
+    const [shape, m, n, k, ta, tb] = s;
+    const a = Float32Array.from({ length: m * k }, () => rng.normal());
+    const b = Float32Array.from({ length: k * n }, () => rng.normal());
+    const c = new Float32Array(m * n);
+    const flops = 2 * m * n * k;
+    const reps = Math.max(3, Math.min(args.cold ? 50 : 2000, Math.round(2e8 / flops)));
+    const best: Record<string, number> = {};
+    for (let round = 0; round < 5; round++) {
+      for (const impl of round % 2 === 0 ? impls : [...impls].reverse()) {
+        addon.setBlas(impl);
+        timeOne(addon, a, b, c, s, 1); // warm the packing buffers
+        const sec = timeOne(addon, a, b, c, s, reps);
+        best[impl] = Math.min(best[impl] ?? Infinity, sec);
+      }
+    }
+    const gf = (impl: string) => Math.round((flops / best[impl] / 1e9) * 10) / 10;
+    const line: Record<string, unknown> = {
+      shape,
+      m,
+      n,
+      k,
+      op: `${ta ? "T" : "N"}${tb ? "T" : "N"}`,
+      own_gflops: gf("own"),
+    };
+    if (system !== null) {
+      line.system_gflops = gf("system");
+      line.ratio = Math.round((best.system / best.own) * 100) / 100;
+      ratios.push(best.system / best.own);
+    }
+    console.log(JSON.stringify(line));
+  }
+  addon.setBlas("own");
+  const summary: Record<string, unknown> = { kernel: addon.info().kernel, threads, cold: args.cold };
+  if (ratios.length > 0) {
+    summary.geomean_ratio =
+      Math.round(Math.exp(ratios.reduce((x, r) => x + Math.log(r), 0) / ratios.length) * 100) / 100;
+    summary.min_ratio = Math.round(Math.min(...ratios) * 100) / 100;
+    summary.system = system;
+  }
+  console.log(JSON.stringify(summary));
+}
+
+main();

@@ -1,0 +1,376 @@
+/*
+ * own_sgemm (gemm.h): the blocked driver, the packing routines, the portable micro-kernel, the
+ * choice of kernel, and the split across threads.
+ *
+ * Loop nest of one thread's part of C (BLIS order):
+ *   for jc in n, step NC:                 B block (kc, nc): packed once per (jc, pc)
+ *     for pc in k, step KC:
+ *       pack op(B)[pc:pc+kc, jc:jc+nc]     -> bpack: nc/NR panels of (kc, NR)
+ *       for ic in m, step MC:              A block (mc, kc): packed once per (ic, pc), lives in L2
+ *         pack op(A)[ic:ic+mc, pc:pc+kc]   -> apack: mc/MR panels of (kc, MR)
+ *         for jr in nc, step NR:           B panel (kc, NR): stays in L1 across the ir loop
+ *           for ir in mc, step MR:
+ *             C[ic+ir, jc+jr] (MR, NR) (+)= apack panel . bpack panel      (the micro-kernel)
+ * The first pc block writes C, later ones add to it. The micro-kernels take edge tiles (fewer
+ * than MR rows or NR columns) themselves.
+ * With few rows of A (a decode step: m is the batch) and B not transposed, B is read in place
+ * (its rows ldb apart) instead of packed: packing would cost as much as the product itself.
+ */
+#define _POSIX_C_SOURCE 200112L
+#include "gemm.h"
+
+#include <math.h>
+#include "vec_math.h" /* ROW_LOOP */
+
+#include "parallel.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*pack_bt_fn)(const float *src, int64_t ldb, int64_t kc, float *d);
+typedef void (*gemv_fn)(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c);
+
+typedef struct {
+  const char *name;
+  gemm_ukernel kernel;
+  int mr, nr;     /* tile of C per kernel call */
+  int64_t kc, mc; /* block sizes: k steps per packed panel, rows of A per packed block */
+  int64_t nc;     /* columns of B per packed block */
+  gemv_fn gemv;   /* one row of A, B not transposed */
+  pack_bt_fn pack_bt; /* a whole (kc, NR) panel of a transposed B, or NULL for the plain loop */
+} kernel_info;
+
+/* Portable C: MR = 4 x NR = 16; the compiler vectorizes the inner loop with whatever it has. Edge
+ * tiles and A read in place take the plain loop; only rows x cols of C are stored, and B columns
+ * past cols are not read. */
+static void ukernel_portable(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                             const float *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  float acc[4][16];
+  memset(acc, 0, sizeof acc);
+  if (rows == 4 && cols == 16 && arow == 1) {
+    for (int64_t p = 0; p < kc; p++) {
+      for (int i = 0; i < 4; i++) {
+        const float a = ap[i];
+        for (int j = 0; j < 16; j++) acc[i][j] += a * bp[j];
+      }
+      ap += astride;
+      bp += bstride;
+    }
+  } else {
+    for (int64_t p = 0; p < kc; p++) {
+      for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) acc[i][j] += ap[i * arow] * bp[j];
+      ap += astride;
+      bp += bstride;
+    }
+  }
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+}
+
+/* c (n) = sum over p of a[p * astride] * B[p, :], B's rows read whole and in order, four at a time, into a
+ * chunk of c that stays in L1 (see gemm_gemv_avx512). */
+ROW_LOOP static void gemv_portable(int64_t k, int64_t n, const float *a, int64_t astride, const float *b,
+                                   int64_t ldb, float *c) {
+  enum { CHUNK = 2048 };
+  for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+    const int64_t cols = n - j0 < CHUNK ? n - j0 : CHUNK;
+    float *cc = c + j0; /* (cols) */
+    memset(cc, 0, (size_t)cols * sizeof(float));
+    int64_t p = 0;
+    for (; p + 4 <= k; p += 4) {
+      const float *b0 = b + p * ldb + j0, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb; /* rows p..p+3 */
+      const float a0 = a[p * astride], a1 = a[(p + 1) * astride], a2 = a[(p + 2) * astride],
+                  a3 = a[(p + 3) * astride];
+      for (int64_t j = 0; j < cols; j++) cc[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];
+    }
+    for (; p < k; p++) {
+      const float *b0 = b + p * ldb + j0, a0 = a[p * astride];
+      for (int64_t j = 0; j < cols; j++) cc[j] += a0 * b0[j];
+    }
+  }
+}
+
+static const kernel_info PORTABLE = {"portable", ukernel_portable, 4, 16, 256, 64, 2048, gemv_portable, NULL};
+#if defined(__x86_64__) || defined(_M_X64)
+static const kernel_info AVX512 = {"avx512", gemm_ukernel_avx512, 12, 32, 384, 144, 4096, gemm_gemv_avx512, gemm_pack_bt_avx512};
+static const kernel_info AVX2 = {"avx2", gemm_ukernel_avx2, 6, 16, 256, 96, 4096, gemv_portable, NULL};
+#endif
+
+static const kernel_info *chosen = NULL;
+
+static const kernel_info *best_kernel(void) {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (gemm_cpu_has_avx512()) return &AVX512;
+  if (gemm_cpu_has_avx2()) return &AVX2;
+#endif
+  return &PORTABLE;
+}
+
+static const kernel_info *kernel(void) {
+  if (!chosen) chosen = best_kernel(); /* a race only writes the same value twice */
+  return chosen;
+}
+
+const char *own_sgemm_kernel(void) { return kernel()->name; }
+
+/* Forces a kernel by name ("avx512", "avx2", "portable"), or the best one for "auto". Returns 0
+ * when the name is unknown or the CPU cannot run that kernel (nothing changes then). */
+int own_sgemm_force_kernel(const char *name) {
+  if (strcmp(name, "auto") == 0) {
+    chosen = best_kernel();
+    return 1;
+  }
+  if (strcmp(name, "portable") == 0) {
+    chosen = &PORTABLE;
+    return 1;
+  }
+#if defined(__x86_64__) || defined(_M_X64)
+  if (strcmp(name, "avx2") == 0 && gemm_cpu_has_avx2()) {
+    chosen = &AVX2;
+    return 1;
+  }
+  if (strcmp(name, "avx512") == 0 && gemm_cpu_has_avx512()) {
+    chosen = &AVX512;
+    return 1;
+  }
+#endif
+  return 0;
+}
+
+static int gemm_threads = 1;
+void own_sgemm_set_threads(int threads) {
+  gemm_threads = threads < 1 ? 1 : threads > MAX_POOL_TASKS ? MAX_POOL_TASKS : threads;
+}
+int own_sgemm_threads(void) { return gemm_threads; }
+
+typedef struct {
+  int trans_a, trans_b;
+  int64_t m, n, k;
+  const float *a, *b;
+  int64_t lda, ldb, ldc;
+  float *c;
+} gemm_args;
+
+/* (mc, kc) block of op(A) at (i0, p0) -> panels of MR rows, (kc, MR) each; rows past mc are zero. */
+static void pack_a(const kernel_info *K, const gemm_args *g, int64_t i0, int64_t p0, int64_t mc, int64_t kc,
+                   float *dst) {
+  const int mr = K->mr;
+  if (g->trans_a) {
+    /* op(A)(i, p) = A[p, i]: row p of A holds step p of every panel; read each row once, in order */
+    for (int64_t p = 0; p < kc; p++) {
+      const float *src = g->a + (p0 + p) * g->lda + i0; /* (mc) */
+      for (int64_t ir = 0; ir < mc; ir += mr) {
+        const int64_t rows = mc - ir < mr ? mc - ir : mr;
+        float *dd = dst + (ir / mr) * kc * mr + p * mr; /* step p of panel ir / MR */
+        int64_t i = 0;
+        for (; i < rows; i++) dd[i] = src[ir + i];
+        for (; i < mr; i++) dd[i] = 0.0f;
+      }
+    }
+    return;
+  }
+  /* op(A)(i, p) = A[i, p]: rows of A are contiguous in p; each panel is written in order while its
+   * MR source rows are read side by side */
+  for (int64_t ir = 0; ir < mc; ir += mr) {
+    const int64_t rows = mc - ir < mr ? mc - ir : mr;
+    float *d = dst + (ir / mr) * kc * mr;                /* (kc, MR) */
+    const float *src = g->a + (i0 + ir) * g->lda + p0; /* (rows, kc) rows lda apart */
+    for (int64_t p = 0; p < kc; p++) {
+      float *dd = d + p * mr;
+      int64_t i = 0;
+      for (; i < rows; i++) dd[i] = src[i * g->lda + p];
+      for (; i < mr; i++) dd[i] = 0.0f;
+    }
+  }
+}
+
+/* (kc, cols) panel of op(B) at (p0, j0), cols <= NR -> (kc, NR) with columns past cols zero. */
+static void pack_b_panel(const kernel_info *K, const gemm_args *g, int64_t p0, int64_t j0, int64_t kc, int64_t cols,
+                         float *d) {
+  const int nr = K->nr;
+  if (!g->trans_b) {
+    /* op(B)(p, j) = B[p, j]: NR contiguous floats per step */
+    for (int64_t p = 0; p < kc; p++) {
+      const float *src = g->b + (p0 + p) * g->ldb + j0; /* (cols) */
+      memcpy(d + p * nr, src, (size_t)cols * sizeof(float));
+      if (cols < nr) memset(d + p * nr + cols, 0, (size_t)(nr - cols) * sizeof(float));
+    }
+  } else {
+    /* op(B)(p, j) = B[j, p]: each column of the panel is a contiguous row of B. Written row by
+     * row of the panel: the cols source rows are read side by side and stay in L1. */
+    const float *src = g->b + j0 * g->ldb + p0; /* (cols, kc) rows ldb apart */
+    if (cols == nr && K->pack_bt) {
+      K->pack_bt(src, g->ldb, kc, d);
+      return;
+    }
+    for (int64_t p = 0; p < kc; p++) {
+      float *dd = d + p * nr;
+      int64_t j = 0;
+      for (; j < cols; j++) dd[j] = src[j * g->ldb + p];
+      for (; j < nr; j++) dd[j] = 0.0f;
+    }
+  }
+}
+
+/* Per-thread packing buffers, grown as needed and kept (a thread calls again and again). */
+typedef struct {
+  float *a, *b;
+  size_t a_len, b_len;
+} workspace;
+
+static float *grow(float **buf, size_t *len, size_t need) {
+  if (*len >= need) return *buf;
+  free(*buf);
+  *buf = NULL;
+  *len = 0;
+  void *p = NULL;
+  if (posix_memalign(&p, 64, need * sizeof(float)) != 0) return NULL;
+  *buf = (float *)p;
+  *len = need;
+  return *buf;
+}
+
+/* How many rows of A make B worth reading in place rather than packing (see the header). */
+static int64_t direct_b_rows(const kernel_info *K) { return 4 * (int64_t)K->mr; }
+/* Up to how many columns of C A is read in place rather than packed: a transposed A is read
+ * MR floats at a time but a row of it per step, so it wins only for fewer columns (measured). */
+static int64_t direct_a_cols(const kernel_info *K, int trans_a) { return (trans_a ? 2 : 4) * (int64_t)K->nr; }
+
+/* C[m0:m1, n0:n1] of the product, with this thread's workspace. Returns 0 when out of memory. */
+static int gemm_part(const kernel_info *K, const gemm_args *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                     workspace *ws) {
+  const int mr = K->mr, nr = K->nr;
+  const int direct_b = !g->trans_b && m1 - m0 <= direct_b_rows(K);
+  /* With few columns each element of A is used only n / NR times: read it in place, unpacked. */
+  const int direct_a = n1 - n0 <= direct_a_cols(K, g->trans_a);
+  for (int64_t jc = n0; jc < n1; jc += K->nc) {
+    const int64_t nc = n1 - jc < K->nc ? n1 - jc : K->nc;
+    for (int64_t pc = 0; pc < g->k; pc += K->kc) {
+      const int64_t kc = g->k - pc < K->kc ? g->k - pc : K->kc;
+      const int accumulate = pc > 0;
+      float *bpack = NULL;
+      if (!direct_b) {
+        const int64_t panels = (nc + nr - 1) / nr;
+        bpack = grow(&ws->b, &ws->b_len, (size_t)(panels * kc * nr)); /* panels x (kc, NR) */
+        if (!bpack) return 0;
+        for (int64_t jr = 0; jr < nc; jr += nr)
+          pack_b_panel(K, g, pc, jc + jr, kc, nc - jr < nr ? nc - jr : nr, bpack + (jr / nr) * kc * nr);
+      }
+      for (int64_t ic = m0; ic < m1; ic += K->mc) {
+        const int64_t mc = m1 - ic < K->mc ? m1 - ic : K->mc;
+        float *apack = NULL;
+        if (!direct_a) {
+          apack = grow(&ws->a, &ws->a_len, (size_t)(((mc + mr - 1) / mr) * kc * mr)); /* (mc/MR) x (kc, MR) */
+          if (!apack) return 0;
+          pack_a(K, g, ic, pc, mc, kc, apack);
+        }
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+          const int cols = (int)(nc - jr < nr ? nc - jr : nr);
+          /* (kc, NR) panel of B, rows bs floats apart: packed, or B itself read in place */
+          const float *bp = direct_b ? g->b + pc * g->ldb + jc + jr : bpack + (jr / nr) * kc * nr;
+          const int64_t bs = direct_b ? g->ldb : nr;
+          for (int64_t ir = 0; ir < mc; ir += mr) {
+            const int rows = (int)(mc - ir < mr ? mc - ir : mr);
+            float *cp = g->c + (ic + ir) * g->ldc + jc + jr; /* (rows, cols) of C */
+            if (!direct_a) {
+              K->kernel(rows, cols, kc, apack + (ir / mr) * kc * mr, 1, mr, bp, bs, cp, g->ldc, accumulate);
+            } else if (g->trans_a) { /* op(A)(i, p) = A[p, i] */
+              K->kernel(rows, cols, kc, g->a + pc * g->lda + ic + ir, 1, g->lda, bp, bs, cp, g->ldc, accumulate);
+            } else { /* op(A)(i, p) = A[i, p] */
+              K->kernel(rows, cols, kc, g->a + (ic + ir) * g->lda + pc, g->lda, 1, bp, bs, cp, g->ldc, accumulate);
+            }
+          }
+        }
+      }
+    }
+  }
+  return 1;
+}
+
+#define MAX_GEMM_THREADS MAX_POOL_TASKS
+
+typedef struct {
+  const kernel_info *K;
+  const gemm_args *g;
+  int by_rows;
+  int64_t per, unit, len; /* task i takes [i * per * unit, (i + 1) * per * unit) of the split side */
+  workspace *ws;          /* (tasks) the calling thread's workspaces */
+  int ok[MAX_GEMM_THREADS];
+} split_job;
+
+static void run_part(void *arg, int i) {
+  split_job *j = (split_job *)arg;
+  const int64_t lo = i * j->per * j->unit, end = (i + 1) * j->per * j->unit, hi = end < j->len ? end : j->len;
+  const gemm_args *g = j->g;
+  j->ok[i] = lo >= hi || gemm_part(j->K, g, j->by_rows ? lo : 0, j->by_rows ? hi : g->m, j->by_rows ? 0 : lo,
+                                   j->by_rows ? g->n : hi, &j->ws[i]);
+}
+
+/* One workspace per task slot, owned by the calling thread (its pool's helpers borrow them). */
+static __thread workspace slots[MAX_GEMM_THREADS];
+
+/* Below this many multiply-adds per thread a helper costs more than it saves. */
+#define MIN_FMAS_PER_THREAD (1 << 18)
+
+typedef struct {
+  gemv_fn fn;
+  int64_t k, n, astride, ldb, per; /* task i takes columns [i * per, (i + 1) * per) */
+  const float *a, *b;
+  float *c;
+} gemv_job;
+
+static void run_gemv(void *arg, int i) {
+  const gemv_job *j = (const gemv_job *)arg;
+  const int64_t lo = i * j->per, hi = lo + j->per < j->n ? lo + j->per : j->n;
+  if (lo < hi) j->fn(j->k, hi - lo, j->a, j->astride, j->b + lo, j->ldb, j->c + lo);
+}
+
+/* c (n) = a (k) . B (k, n), the columns split across threads in runs of 64. */
+static void gemv_threads(const kernel_info *K, int64_t k, int64_t n, const float *a, int64_t astride, const float *b,
+                         int64_t ldb, float *c) {
+  int64_t t = gemm_threads;
+  if (t > 1 && (double)k * (double)n / (double)t < MIN_FMAS_PER_THREAD) t = (int64_t)((double)k * n / MIN_FMAS_PER_THREAD);
+  if (t < 1) t = 1;
+  const int64_t per = ((n + t - 1) / t + 63) / 64 * 64;
+  gemv_job job = {K->gemv, k, n, astride, ldb, per, a, b, c};
+  run_tasks((int)t, run_gemv, &job);
+}
+
+void own_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+               const float *b, int64_t ldb, float *c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+    return;
+  }
+  const kernel_info *K = kernel();
+  if (m == 1 && !trans_b) {
+    gemv_threads(K, k, n, a, trans_a ? lda : 1, b, ldb, c); /* a row of A: (k) floats, astride apart */
+    return;
+  }
+  const gemm_args g = {trans_a, trans_b, m, n, k, a, b, lda, ldb, ldc, c};
+  /* Threads split the longer side of C into runs of whole tiles: each packs its own panels of the
+   * other operand, so the side that is split is the one whose packing is not repeated. */
+  const int by_rows = m >= n;
+  const int64_t unit = by_rows ? K->mr : K->nr, len = by_rows ? m : n;
+  int64_t t = gemm_threads;
+  const int64_t tiles = (len + unit - 1) / unit;
+  if (t > tiles) t = tiles;
+  const double fmas = (double)m * (double)n * (double)k;
+  if (t > 1 && fmas / (double)t < MIN_FMAS_PER_THREAD) t = (int64_t)(fmas / MIN_FMAS_PER_THREAD);
+  if (t < 1) t = 1;
+  split_job job = {K, &g, by_rows, (tiles + t - 1) / t, unit, len, slots, {0}};
+  run_tasks((int)t, run_part, &job);
+  /* Out of memory for the packing buffers: the plain loop needs none. */
+  for (int64_t i = 0; i < t; i++) {
+    if (job.ok[i]) continue;
+    const int64_t lo = i * job.per * unit, end = (i + 1) * job.per * unit, hi = end < len ? end : len;
+    for (int64_t r = by_rows ? lo : 0; r < (by_rows ? hi : m); r++)
+      for (int64_t col = by_rows ? 0 : lo; col < (by_rows ? n : hi); col++) {
+        float s = 0.0f;
+        for (int64_t p = 0; p < k; p++)
+          s += (trans_a ? a[p * lda + r] : a[r * lda + p]) * (trans_b ? b[col * ldb + p] : b[p * ldb + col]);
+        c[r * ldc + col] = s;
+      }
+  }
+}
