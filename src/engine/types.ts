@@ -165,6 +165,8 @@ export interface Engine {
   optimStep(params: AdamParams): Promise<OptimStepResult>;
   save(dir: string): Promise<void>;
   load(dir: string): Promise<void>;
+  /** Where this engine computes, in a few words for logs ("local, native backend, own avx512 kernels, 2 replicas"). */
+  describe?(): string;
 }
 
 /** A value model for PPO with GAE, on its own weights. */

@@ -66,7 +66,8 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
   try {
     const algorithm = cfg.algorithm.estimator.toUpperCase();
     o.say?.(
-      `main: ${algorithm} on '${task.name}' from ${o.base}, ${cfg.train.iterations} iterations x ${cfg.train.batchSize} questions x ${r.n} samples (budget ${o.budgetMinutes} min) → ${o.out}`,
+      `main: ${algorithm} on '${task.name}' from ${o.base}, ${cfg.train.iterations} iterations x ${cfg.train.batchSize} questions x ${r.n} samples (budget ${o.budgetMinutes} min) → ${o.out}` +
+        (trainer.policy.describe ? `; ${trainer.policy.describe()}` : ""),
     );
     const before = await evaluate();
     o.say?.(

@@ -65,7 +65,7 @@ export const demoCommand: Command = {
     announceBackend(backend, io);
     const prompt = encodeChat(engine.tokenizer, [{ role: "user", content: "Say a number." }]);
     io.out(
-      `demo: tiny model (${modelDir}), ${iterations} iterations x ${group} samples, reward = share of digits in the answer`,
+      `demo: tiny model (${modelDir}), ${iterations} iterations x ${group} samples, reward = share of digits in the answer; ${engine.describe()}`,
     );
     const rewards: number[] = [];
     for (let it = 0; it < iterations; it++) {

@@ -43,7 +43,7 @@ import { checkRequestOptions } from "./sampling-params.js";
 import { randomSeed } from "../../util/rng.js";
 import { AffinityRouter, splitByCost, splitCount } from "./routing.js";
 import { readTrainerStep } from "./trainable-io.js";
-import { defaultBlasThreads, resolveBackend, type BackendName } from "./native.js";
+import { backendLabel, defaultBlasThreads, resolveBackend, type BackendName } from "./native.js";
 
 export interface LocalEngineOptions extends ReplicaOptions {
   /** Worker threads, one model replica each; 0 runs a single replica in this thread. Default: 2 when the machine has 2+ cores (env AGENT_R1_WORKERS overrides). */
@@ -115,6 +115,11 @@ export class LocalEngine implements Engine {
 
   get workers(): number {
     return this.replicas[0] instanceof Replica ? 0 : this.replicas.length;
+  }
+
+  describe(): string {
+    const n = this.replicas.length;
+    return `local, ${backendLabel(this.backend)}, ${n} replica${n === 1 ? "" : "s"}`;
   }
 
   /** @internal The in-process replica's policy (single-replica engines only; tests). */

@@ -275,6 +275,19 @@ export function resolveBackend(choice?: BackendChoice): ResolvedBackend {
   return { backend: "tfjs", fallback: st.reason };
 }
 
+/**
+ * The backend in a few words: "native backend, own avx512 kernels", "native backend, OpenBLAS",
+ * "tfjs backend". The addon's BLAS choice is process-wide, so any thread can read it.
+ */
+export function backendLabel(backend: BackendName): string {
+  const st = loadNative();
+  if (backend === "tfjs" || !st.ok) return "tfjs backend";
+  const info = st.addon.info();
+  return info.blas === "own"
+    ? `native backend, own ${info.kernel} kernels`
+    : `native backend, ${(info.system ?? "system BLAS").split(" ")[0]}`;
+}
+
 /** The one line a command prints when auto falls back. */
 export function fallbackLine(reason: string): string {
   return `agent-r1: native backend unavailable (${reason}); using tfjs`;
