@@ -39,7 +39,8 @@ import { runCli } from "../src/cli/main.js";
 import { loadConfig } from "../src/train/load-config.js";
 import { Rng } from "../src/util/rng.js";
 import type { Datum } from "../src/engine/types.js";
-import { captureIO } from "./helpers.js";
+import { spawnSync } from "node:child_process";
+import { captureIO, cliEntry } from "./helpers.js";
 import {
   assertClose,
   diff,
@@ -708,6 +709,28 @@ test("without the addon: native is an error naming the reason, auto falls back a
     assert.equal(forced.stderr.length, 1);
     assert.match(forced.stderr[0], /^error: the native backend is unavailable: disabled by AGENT_R1_NATIVE_DISABLE/);
   });
+});
+
+test("without the addon, a command that fails to load its model still fails with one line (the fallback is said only after a load)", () => {
+  const input = path.join(fx.root, "one.jsonl");
+  fs.writeFileSync(input, JSON.stringify({ tokens: [5, 6, 7] }) + "\n");
+  const missing = path.join(fx.root, "no-such-model");
+  for (const args of [
+    ["generate", "--model", missing, "--prompt", "hi"],
+    ["score", "--model", missing, "--input", input],
+    ["eval", "--model", missing, "--task", "calc"],
+    ["chat", "--model", missing, "--task", "calc"],
+  ]) {
+    const res = spawnSync(process.execPath, [...process.execArgv, cliEntry(), ...args], {
+      encoding: "utf8",
+      input: "",
+      env: { ...process.env, AGENT_R1_NATIVE_DISABLE: "1", AGENT_R1_DEBUG: "" },
+    });
+    assert.equal(res.status, 1, `${args[0]}: ${res.stderr}`);
+    const lines = res.stderr.trim().split("\n");
+    assert.equal(lines.length, 1, `${args[0]} printed ${lines.length} lines:\n${res.stderr}`);
+    assert.match(lines[0], /^error: .*no-such-model/, args[0]);
+  }
 });
 
 test("backend choice: bad values name the allowed ones; env AGENT_R1_BACKEND is the default; engine.backend in the config", async () => {
