@@ -19,15 +19,13 @@
 #define _POSIX_C_SOURCE 200112L
 #include "gemm.h"
 
-#include <math.h>
-#include "vec_math.h" /* ROW_LOOP */
-
 #include "parallel.h"
 #include <stdlib.h>
 #include <string.h>
 
 typedef void (*pack_bt_fn)(const float *src, int64_t ldb, int64_t kc, float *d);
-typedef void (*gemv_fn)(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c);
+typedef void (*gemv_fn)(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c,
+                        int64_t kc);
 
 typedef struct {
   const char *name;
@@ -67,25 +65,23 @@ static void ukernel_portable(int rows, int cols, int64_t kc, const float *ap, in
     for (int j = 0; j < cols; j++) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
 }
 
-/* c (n) = sum over p of a[p * astride] * B[p, :], B's rows read whole and in order, four at a time, into a
- * chunk of c that stays in L1 (see gemm_gemv_avx512). */
-ROW_LOOP static void gemv_portable(int64_t k, int64_t n, const float *a, int64_t astride, const float *b,
-                                   int64_t ldb, float *c) {
+/* c (n) = sum over p of a[p * astride] * B[p, :], B's rows read in order into a chunk of c that
+ * stays in L1, summed in blocks of kc steps as the portable micro-kernel sums (see gemm_gemv_avx512). */
+static void gemv_portable(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb,
+                          float *c, int64_t kc) {
   enum { CHUNK = 2048 };
+  float t[CHUNK]; /* (cols) one block's sums */
   for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
     const int64_t cols = n - j0 < CHUNK ? n - j0 : CHUNK;
     float *cc = c + j0; /* (cols) */
-    memset(cc, 0, (size_t)cols * sizeof(float));
-    int64_t p = 0;
-    for (; p + 4 <= k; p += 4) {
-      const float *b0 = b + p * ldb + j0, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb; /* rows p..p+3 */
-      const float a0 = a[p * astride], a1 = a[(p + 1) * astride], a2 = a[(p + 2) * astride],
-                  a3 = a[(p + 3) * astride];
-      for (int64_t j = 0; j < cols; j++) cc[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];
-    }
-    for (; p < k; p++) {
-      const float *b0 = b + p * ldb + j0, a0 = a[p * astride];
-      for (int64_t j = 0; j < cols; j++) cc[j] += a0 * b0[j];
+    for (int64_t pc = 0; pc < k; pc += kc) {
+      const int64_t pend = k - pc < kc ? k : pc + kc;
+      memset(t, 0, (size_t)cols * sizeof(float));
+      for (int64_t p = pc; p < pend; p++) {
+        const float *b0 = b + p * ldb + j0, a0 = a[p * astride]; /* row p */
+        for (int64_t j = 0; j < cols; j++) t[j] += a0 * b0[j];
+      }
+      for (int64_t j = 0; j < cols; j++) cc[j] = pc == 0 ? t[j] : t[j] + cc[j];
     }
   }
 }
@@ -93,7 +89,7 @@ ROW_LOOP static void gemv_portable(int64_t k, int64_t n, const float *a, int64_t
 static const kernel_info PORTABLE = {"portable", ukernel_portable, 4, 16, 256, 64, 2048, gemv_portable, NULL};
 #if defined(__x86_64__) || defined(_M_X64)
 static const kernel_info AVX512 = {"avx512", gemm_ukernel_avx512, 12, 32, 384, 144, 4096, gemm_gemv_avx512, gemm_pack_bt_avx512};
-static const kernel_info AVX2 = {"avx2", gemm_ukernel_avx2, 6, 16, 256, 96, 4096, gemv_portable, NULL};
+static const kernel_info AVX2 = {"avx2", gemm_ukernel_avx2, 6, 16, 256, 96, 4096, gemm_gemv_avx2, NULL};
 #endif
 
 static const kernel_info *chosen = NULL;
@@ -314,7 +310,7 @@ static __thread workspace slots[MAX_GEMM_THREADS];
 
 typedef struct {
   gemv_fn fn;
-  int64_t k, n, astride, ldb, per; /* task i takes columns [i * per, (i + 1) * per) */
+  int64_t k, n, astride, ldb, kc, per; /* task i takes columns [i * per, (i + 1) * per) */
   const float *a, *b;
   float *c;
 } gemv_job;
@@ -322,7 +318,7 @@ typedef struct {
 static void run_gemv(void *arg, int i) {
   const gemv_job *j = (const gemv_job *)arg;
   const int64_t lo = i * j->per, hi = lo + j->per < j->n ? lo + j->per : j->n;
-  if (lo < hi) j->fn(j->k, hi - lo, j->a, j->astride, j->b + lo, j->ldb, j->c + lo);
+  if (lo < hi) j->fn(j->k, hi - lo, j->a, j->astride, j->b + lo, j->ldb, j->c + lo, j->kc);
 }
 
 /* c (n) = a (k) . B (k, n), the columns split across threads in runs of 64. */
@@ -332,7 +328,7 @@ static void gemv_threads(const kernel_info *K, int64_t k, int64_t n, const float
   if (t > 1 && (double)k * (double)n / (double)t < MIN_FMAS_PER_THREAD) t = (int64_t)((double)k * n / MIN_FMAS_PER_THREAD);
   if (t < 1) t = 1;
   const int64_t per = ((n + t - 1) / t + 63) / 64 * 64;
-  gemv_job job = {K->gemv, k, n, astride, ldb, per, a, b, c};
+  gemv_job job = {K->gemv, k, n, astride, ldb, K->kc, per, a, b, c};
   run_tasks((int)t, run_gemv, &job);
 }
 

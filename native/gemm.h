@@ -41,8 +41,12 @@ void gemm_ukernel_avx512(int rows, int cols, int64_t kc, const float *ap, int64_
                          const float *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
 void gemm_ukernel_avx2(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
                        const float *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
-/* c (n) = sum over p < k of a[p * astride] * B[p, :] (B rows ldb apart): one row of A. */
-void gemm_gemv_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c);
+/* c (n) = sum over p < k of a[p * astride] * B[p, :] (B rows ldb apart): one row of A, summed in
+ * blocks of kc steps as the micro-kernels sum (so a row gets the same bits alone as in a batch). */
+void gemm_gemv_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c,
+                      int64_t kc);
+void gemm_gemv_avx2(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c,
+                    int64_t kc);
 /* d (kc, 32) = the transpose of the (32, kc) rows of B at src, ldb apart. */
 void gemm_pack_bt_avx512(const float *src, int64_t ldb, int64_t kc, float *d);
 int gemm_cpu_has_avx512(void);

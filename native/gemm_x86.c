@@ -209,43 +209,69 @@ void gemm_ukernel_avx2(int rows, int cols, int64_t kc, const float *ap, int64_t 
 /* ---- One row of A (a decode step of batch 1): c (n) = sum over p of a[p * astride] * B[p, :]. ----
  * B's rows are read whole and in order, four at a time (four streams the prefetcher follows), into
  * a chunk of c that stays in L1; the packed path would read B in column panels, a row or more
- * apart, which is slow when B comes from memory, as it does once per token. */
+ * apart, which is slow when B comes from memory, as it does once per token. The sums are formed
+ * exactly as the micro-kernel forms them (fused multiply-adds in order of p from zero within each
+ * block of kc steps, each block's sum then added to c), so a row gets the same bits alone as in a
+ * batch: sampling does not depend on which sequences share a decode step. */
 #define GEMV_CHUNK 2048 /* floats of c per pass over B's rows */
 
-T512 void gemm_gemv_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb,
-                           float *c) {
-  for (int64_t j0 = 0; j0 < n; j0 += GEMV_CHUNK) {
-    const int64_t cols = n - j0 < GEMV_CHUNK ? n - j0 : GEMV_CHUNK;
-    float *cc = c + j0; /* (cols) */
-    for (int64_t j = 0; j < cols; j += 16) {
-      const __mmask16 m = cols - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - j)) - 1u);
-      _mm512_mask_storeu_ps(cc + j, m, _mm512_setzero_ps());
-    }
-    int64_t p = 0;
-    for (; p + 4 <= k; p += 4) {
-      const float *b0 = b + p * ldb + j0, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb; /* rows p..p+3 */
-      const __m512 a0 = _mm512_set1_ps(a[p * astride]), a1 = _mm512_set1_ps(a[(p + 1) * astride]);
-      const __m512 a2 = _mm512_set1_ps(a[(p + 2) * astride]), a3 = _mm512_set1_ps(a[(p + 3) * astride]);
-      for (int64_t j = 0; j < cols; j += 16) {
-        const __mmask16 m = cols - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - j)) - 1u);
-        __m512 s = _mm512_maskz_loadu_ps(m, cc + j);
-        s = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m, b0 + j), s);
-        s = _mm512_fmadd_ps(a1, _mm512_maskz_loadu_ps(m, b1 + j), s);
-        s = _mm512_fmadd_ps(a2, _mm512_maskz_loadu_ps(m, b2 + j), s);
-        s = _mm512_fmadd_ps(a3, _mm512_maskz_loadu_ps(m, b3 + j), s);
-        _mm512_mask_storeu_ps(cc + j, m, s);
-      }
-    }
-    for (; p < k; p++) {
-      const float *b0 = b + p * ldb + j0; /* row p */
-      const __m512 a0 = _mm512_set1_ps(a[p * astride]);
-      for (int64_t j = 0; j < cols; j += 16) {
-        const __mmask16 m = cols - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - j)) - 1u);
-        const __m512 s = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m, b0 + j), _mm512_maskz_loadu_ps(m, cc + j));
-        _mm512_mask_storeu_ps(cc + j, m, s);
-      }
-    }
+#define GEMV_BODY(VEC, W, ZERO, LOAD, STORE, FMA, ADD, SET1, MASKDECL)                                             \
+  float t[GEMV_CHUNK] __attribute__((aligned(64))); /* (cols) one block's sums */                                  \
+  for (int64_t j0 = 0; j0 < n; j0 += GEMV_CHUNK) {                                                                  \
+    const int64_t cols = n - j0 < GEMV_CHUNK ? n - j0 : GEMV_CHUNK;                                                 \
+    float *cc = c + j0; /* (cols) */                                                                                \
+    for (int64_t pc = 0; pc < k; pc += kc) {                                                                        \
+      const int64_t pend = k - pc < kc ? k : pc + kc;                                                               \
+      for (int64_t j = 0; j < cols; j += W) {                                                                       \
+        MASKDECL;                                                                                                   \
+        STORE(t + j, ZERO);                                                                                         \
+      }                                                                                                             \
+      int64_t p = pc;                                                                                               \
+      for (; p + 4 <= pend; p += 4) {                                                                               \
+        const float *b0 = b + p * ldb + j0, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb; /* rows p..p+3 */       \
+        const VEC a0 = SET1(a[p * astride]), a1 = SET1(a[(p + 1) * astride]);                                       \
+        const VEC a2 = SET1(a[(p + 2) * astride]), a3 = SET1(a[(p + 3) * astride]);                                 \
+        for (int64_t j = 0; j < cols; j += W) {                                                                     \
+          MASKDECL;                                                                                                 \
+          VEC s = LOAD(t + j);                                                                                      \
+          s = FMA(a0, LOAD(b0 + j), s);                                                                             \
+          s = FMA(a1, LOAD(b1 + j), s);                                                                             \
+          s = FMA(a2, LOAD(b2 + j), s);                                                                             \
+          s = FMA(a3, LOAD(b3 + j), s);                                                                             \
+          STORE(t + j, s);                                                                                          \
+        }                                                                                                           \
+      }                                                                                                             \
+      for (; p < pend; p++) {                                                                                       \
+        const float *b0 = b + p * ldb + j0; /* row p */                                                             \
+        const VEC a0 = SET1(a[p * astride]);                                                                        \
+        for (int64_t j = 0; j < cols; j += W) {                                                                     \
+          MASKDECL;                                                                                                 \
+          STORE(t + j, FMA(a0, LOAD(b0 + j), LOAD(t + j)));                                                         \
+        }                                                                                                           \
+      }                                                                                                             \
+      for (int64_t j = 0; j < cols; j += W) {                                                                       \
+        MASKDECL;                                                                                                   \
+        STORE(cc + j, pc == 0 ? LOAD(t + j) : ADD(LOAD(t + j), LOAD(cc + j)));                                      \
+      }                                                                                                             \
+    }                                                                                                               \
   }
+
+#define M512 const __mmask16 m = cols - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - j)) - 1u)
+#define LD512(x) _mm512_maskz_loadu_ps(m, (x))
+#define ST512(x, v) _mm512_mask_storeu_ps((x), m, (v))
+
+T512 void gemm_gemv_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb,
+                           float *c, int64_t kc) {
+  GEMV_BODY(__m512, 16, _mm512_setzero_ps(), LD512, ST512, _mm512_fmadd_ps, _mm512_add_ps, _mm512_set1_ps, M512)
+}
+
+#define M256 const __m256i m = mask256(cols - j >= 8 ? 8 : (int)(cols - j))
+#define LD256(x) _mm256_maskload_ps((x), m)
+#define ST256(x, v) _mm256_maskstore_ps((x), m, (v))
+
+T256 void gemm_gemv_avx2(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c,
+                         int64_t kc) {
+  GEMV_BODY(__m256, 8, _mm256_setzero_ps(), LD256, ST256, _mm256_fmadd_ps, _mm256_add_ps, _mm256_set1_ps, M256)
 }
 
 /* ---- Packing a transposed B for the AVX-512 kernel: d (kc, 32) = the (32, kc) rows of B,

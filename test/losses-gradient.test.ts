@@ -49,6 +49,14 @@ test("by hand: policy token losses, KL forms, aggregation coefficients", () => {
   // Importance sampling and cross-entropy.
   assert.ok(close(policyTokenLoss(resolvedLoss({ type: "importance_sampling" }), -1, -1 - L(3), 0.5).loss, -1.5));
   assert.ok(close(policyTokenLoss(resolvedLoss({ type: "cross_entropy" }), -2.5, 0, 0).loss, 2.5));
+  // CISPO, default bounds [1 - 1, 1 + 3] = [0, 4]: the clipped ratio weights -p·A.
+  const cispo = resolvedLoss({ type: "cispo" });
+  assert.ok(close(policyTokenLoss(cispo, L(0.5), 0, 2).loss, -0.5 * L(0.5) * 2)); // = ln 2
+  assert.equal(policyTokenLoss(cispo, L(0.5), 0, 2).clipped, false);
+  assert.ok(close(policyTokenLoss(cispo, L(5), 0, 1).loss, -4 * L(5) * 1)); // r = 5 clipped to 4
+  assert.equal(policyTokenLoss(cispo, L(5), 0, 1).clipped, true);
+  // DRO: -(p·A - ½·β·(p - q)²) with p = -1, q = -1.5, A = 2, β = 0.05.
+  assert.ok(close(policyTokenLoss(resolvedLoss({ type: "dro" }), -1, -1.5, 2).loss, -(-1 * 2 - 0.5 * 0.05 * 0.5 ** 2)));
   // KL forms, p = -1, ref = -1.5.
   assert.ok(close(klValue(-1, -1.5, "k1"), 0.5));
   assert.ok(close(klValue(-1, -1.5, "k2"), 0.125));
@@ -242,6 +250,7 @@ const LOSSES: [string, LossSpec][] = [
   ["ppo+k2", { type: "ppo", kl: { coef: 0.3, form: "k2" } }],
   ["ppo+k3", { type: "ppo", kl: { coef: 0.3, form: "k3" } }],
   ["ppo, temperature 0.8", { type: "ppo", temperature: 0.8 }],
+  ["dro", { type: "dro", beta: 0.3 }],
 ];
 const AGGS: LossAggregation[] = [
   "token-mean",
@@ -304,7 +313,7 @@ for (const [label, spec0] of LOSSES) {
         let h = 0;
         datums.forEach((d, i) => d.weights.forEach((w, t) => w > 0 && (h += direct.entropy[i][t])));
         assert.ok(
-          Math.abs(res.metrics.entropy - h / weighted) < 1e-5,
+          Math.abs(res.metrics.entropy! - h / weighted) < 1e-5,
           `entropy ${res.metrics.entropy} vs ${h / weighted}`,
         );
         // (a) the reported loss is the plain-number loss of the returned logprobs.
@@ -370,6 +379,48 @@ for (const [label, spec0] of LOSSES) {
   });
 }
 
+test("CISPO: the gradient is that of −w·p·A with the clipped ratio w held fixed (finite differences of that surrogate)", () => {
+  const tr = fresh();
+  try {
+    const lp0 = currentLogprobs(tr, 1);
+    const { datums } = makeDatums(lp0);
+    const spec = resolvedLoss({ type: "cispo", clipLow: 0.3, clipHigh: 0.4, aggregation: "token-mean" });
+    // The weights w = clip(r) at the current parameters, then the surrogate Σ c·(−w·p·A) in plain numbers.
+    const coef = aggregationCoefficients(datums, spec.aggregation);
+    const w = datums.map((d, i) =>
+      d.tokens.map((_, t) => Math.max(0.7, Math.min(1.4, Math.exp(lp0[i][t] - d.logprobs![t])))),
+    );
+    assert.ok(w.flat().some((x) => x === 0.7) && w.flat().some((x) => x === 1.4), "both bounds are hit");
+    const surrogate = (lp: number[][]) =>
+      datums.reduce(
+        (s, d, i) => s + d.tokens.reduce((u, _, t) => u + coef[i][t] * -w[i][t] * lp[i][t] * d.advantages![t], 0),
+        0,
+      );
+    const res = policyForwardBackward(tr, datums, spec, 10_000);
+    assert.ok(Math.abs(res.metrics.loss - surrogate(res.logprobs)) < 1e-5, `loss ${res.metrics.loss}`);
+    const g = Float32Array.from(gradsOf(tr).get("model.layers.0.self_attn.q_proj.weight")!.dataSync() as Float32Array);
+    tr.zeroGrad();
+    let G = 0,
+      iMax = 0;
+    g.forEach((x, i) => {
+      if (Math.abs(x) > G) ((G = Math.abs(x)), (iMax = i));
+    });
+    assert.ok(G > 1e-3, "the gradient does not vanish: clipped tokens keep theirs");
+    const v = tr.model.params.get("model.layers.0.self_attn.q_proj.weight")! as tf.Variable;
+    const w0 = (v.dataSync() as Float32Array)[iMax];
+    const wp = setEntry(v, iMax, w0 + EPS);
+    const up = surrogate(currentLogprobs(tr, 1));
+    const wm = setEntry(v, iMax, w0 - EPS);
+    const down = surrogate(currentLogprobs(tr, 1));
+    setEntry(v, iMax, w0);
+    const fd = (up - down) / (wp - wm);
+    assert.ok(Math.abs(fd - g[iMax]) <= RTOL * Math.abs(g[iMax]) + ATOL_FRAC * G, `analytic ${g[iMax]}, fd ${fd}`);
+    assert.ok(res.metrics.clipFraction! > 0, "clipped tokens are counted");
+  } finally {
+    tr.dispose();
+  }
+});
+
 test("PPO gradient is zero exactly on clipped tokens and non-zero on the others", () => {
   // Single-token datums: each weighted token alone, so its gradient is its own.
   const tr = fresh();
@@ -423,7 +474,7 @@ test("micro-batches: splitting one call gives the same loss and gradients", () =
           `loss ${a.metrics.loss} vs ${b.metrics.loss}`,
         );
         a.logprobs.forEach((r, i) => r.forEach((p, t) => assert.ok(Math.abs(p - b.logprobs[i][t]) < 1e-5)));
-        assert.ok(Math.abs(a.metrics.entropy - b.metrics.entropy) < 1e-5);
+        assert.ok(Math.abs(a.metrics.entropy! - b.metrics.entropy!) < 1e-5);
         const ga = gradsOf(one),
           gb = gradsOf(split);
         assert.equal(ga.size, gb.size);

@@ -166,6 +166,39 @@ test(
   },
 );
 
+test("own gemm: a row gets the same bits alone as inside a larger product (batch-invariant decoding)", native, () => {
+  const addon = addonOrFail();
+  addon.setBlas("own");
+  const rng = new Rng(15);
+  for (const kernel of KERNELS) {
+    if (!addon.setGemmKernel(kernel)) continue;
+    for (const [n, k] of [
+      [1536, 512],
+      [37, 900],
+      [2050, 17],
+    ] as [number, number][]) {
+      for (const m of [2, 7, 32, 150]) {
+        const a = rand(rng, m * k),
+          b = rand(rng, k * n),
+          all = new Float32Array(m * n),
+          one = new Float32Array(n);
+        addon.gemm(a, b, all, 1, m, n, k, false, false);
+        for (const r of [0, m - 1]) {
+          addon.gemm(a.subarray(r * k, (r + 1) * k), b, one, 1, 1, n, k, false, false);
+          const row = all.subarray(r * n, (r + 1) * n);
+          const at = one.findIndex((x, j) => x !== row[j]);
+          assert.equal(
+            at,
+            -1,
+            `${kernel} (${m},${n},${k}) row ${r}: alone ${one[at]} vs in the batch ${row[at]} at column ${at}`,
+          );
+        }
+      }
+    }
+  }
+  addon.setGemmKernel("auto");
+});
+
 test("own gemm: batches broadcast through index arrays, both operands", native, () => {
   const addon = addonOrFail();
   addon.setBlas("own");

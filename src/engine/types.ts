@@ -87,7 +87,8 @@ export interface Datum {
   sequence?: number;
 }
 
-export type LossType = "cross_entropy" | "importance_sampling" | "ppo";
+/** The per-token losses, as Tinker names them; the formulas are in src/rl/policy-loss.ts. */
+export type LossType = "cross_entropy" | "importance_sampling" | "ppo" | "cispo" | "dro";
 export type KlForm = "k1" | "k2" | "k3";
 /**
  * How per-token losses l reduce over the datums of one call, as verl's `agg_loss`; w are the
@@ -105,9 +106,11 @@ export type LossAggregation =
 
 export interface LossSpec {
   type: LossType;
-  /** PPO: ratio clipped to [1 - clipLow, 1 + clipHigh]. Defaults 0.2 / 0.2 (raise clipHigh for DAPO's clip-higher). */
+  /** PPO and CISPO: ratio clipped to [1 - clipLow, 1 + clipHigh]. Defaults 0.2 / 0.2 for PPO (raise clipHigh for DAPO's clip-higher), 1 / 3 for CISPO. */
   clipLow?: number;
   clipHigh?: number;
+  /** DRO: weight of the quadratic penalty ½·β·(p − q)². Default 0.05. */
+  beta?: number;
   /** PPO dual clip: for negative advantages the loss is capped at -A x dualClip. Default 3; 0 disables. */
   dualClip?: number;
   /** KL penalty against `refLogprobs`, added to the loss as coef x KL per token. */
@@ -127,8 +130,8 @@ export interface ForwardBackwardResult {
     loss: number;
     /** Weighted tokens that entered the loss. */
     tokens: number;
-    /** Mean entropy of the next-token distribution over weighted tokens. */
-    entropy: number;
+    /** Mean entropy of the next-token distribution over weighted tokens (absent when the engine cannot compute it: Tinker). */
+    entropy?: number;
     /** PPO: fraction of weighted tokens whose ratio was clipped. */
     clipFraction?: number;
     /** k3 estimate of KL(sampler || learner) over weighted tokens, when sampling logprobs were given. */

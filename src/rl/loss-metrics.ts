@@ -33,7 +33,7 @@ export function summarizeForwardBackward(
   });
   const denom = Math.max(1, n);
   const metrics: ForwardBackwardResult["metrics"] = { loss: lossSum, tokens: n, entropy: entropySum / denom };
-  if (loss.type === "ppo") metrics.clipFraction = clipped / denom;
+  if (loss.type === "ppo" || loss.type === "cispo") metrics.clipFraction = clipped / denom;
   if (datums[0].logprobs) metrics.approxKl = approxKl / denom;
   if (datums[0].refLogprobs) metrics.klRef = klRef / denom;
   return { logprobs, metrics };

@@ -8,6 +8,10 @@
  *  - importance_sampling:  l = −r·A
  *  - ppo (dual clip):      l = max(−r·A, −clip(r, 1 − clipLow, 1 + clipHigh)·A); if A < 0, l = min(l, −A·c)
  *    with log r clamped to ±20 before exp, as verl and Agent-R1 do.
+ *  - cispo:                l = −sg(clip(r, 1 − clipLow, 1 + clipHigh))·p·A (MiniMax-M1's CISPO, as Tinker
+ *    defines it: the clipped ratio is a constant weight, so every token keeps a gradient −clip(r)·A;
+ *    default bounds [0, 4], Tinker's tutorial values)
+ *  - dro:                  l = −(p·A − ½·β·(p − q)²) (Tinker's `dro`, β default 0.05)
  * A KL term to the reference (kl.ts) is added as coef·kl per token; the batch
  * reduction is aggregation.ts.
  */
@@ -18,11 +22,13 @@ export const LOG_RATIO_CLAMP = 20;
 
 /** A loss spec with every default filled in. */
 export function resolvedLoss(spec: LossSpec) {
+  const cispo = spec.type === "cispo";
   return {
     type: spec.type,
-    clipLow: spec.clipLow ?? 0.2,
-    clipHigh: spec.clipHigh ?? 0.2,
+    clipLow: spec.clipLow ?? (cispo ? 1 : 0.2),
+    clipHigh: spec.clipHigh ?? (cispo ? 3 : 0.2),
     dualClip: spec.dualClip ?? 3,
+    beta: spec.beta ?? 0.05,
     kl: spec.kl && spec.kl.coef !== 0 ? { coef: spec.kl.coef, form: spec.kl.form ?? "k3" } : undefined,
     aggregation: spec.aggregation ?? "token-mean",
     normalizer: spec.normalizer,
@@ -31,7 +37,7 @@ export function resolvedLoss(spec: LossSpec) {
 }
 export type ResolvedLoss = ReturnType<typeof resolvedLoss>;
 
-/** The policy part of the per-token loss (no KL), and whether PPO clipped it. */
+/** The policy part of the per-token loss (no KL), and whether PPO (or CISPO) clipped the ratio. */
 export function policyTokenLoss(
   loss: ResolvedLoss,
   p: number,
@@ -39,8 +45,13 @@ export function policyTokenLoss(
   a: number,
 ): { loss: number; clipped: boolean } {
   if (loss.type === "cross_entropy") return { loss: -p, clipped: false };
+  if (loss.type === "dro") return { loss: -(p * a - 0.5 * loss.beta * (p - q) ** 2), clipped: false };
   const r = Math.exp(Math.max(-LOG_RATIO_CLAMP, Math.min(LOG_RATIO_CLAMP, p - q)));
   if (loss.type === "importance_sampling") return { loss: -r * a, clipped: false };
+  if (loss.type === "cispo") {
+    const w = Math.max(1 - loss.clipLow, Math.min(1 + loss.clipHigh, r));
+    return { loss: -w * p * a, clipped: w !== r };
+  }
   const unclipped = -a * r;
   const clipped = -a * Math.max(1 - loss.clipLow, Math.min(1 + loss.clipHigh, r));
   let l = Math.max(unclipped, clipped);

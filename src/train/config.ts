@@ -38,10 +38,10 @@ export const configSchema = z.strictObject({
   engine: z
     .strictObject({
       kind: z
-        .enum(["local"])
+        .enum(["local", "tinker"])
         .default("local")
         .describe(
-          "The engine: local (in this process, on TF.js or the native addon). The other settings of this section are the local engine's.",
+          "The engine: local (in this process, on TF.js or the native addon) or tinker (a Tinker-protocol server: engine.tinker). The settings below up to `blas` are the local engine's.",
         ),
       workers: nonNegInt
         .optional()
@@ -62,6 +62,36 @@ export const configSchema = z.strictObject({
         .describe(
           "The native backend's matrix products: own (the project's kernels), system (the BLAS the addon was built with, e.g. OpenBLAS) or auto (own). Default: env AGENT_R1_BLAS, else auto.",
         ),
+      tinker: z
+        .strictObject({
+          url: z
+            .string()
+            .optional()
+            .describe("The server's base URL. Default: env TINKER_BASE_URL, else the hosted service."),
+          baseModel: z.string().min(1).describe("The server's name of the base model to train."),
+          lora: z
+            .strictObject({
+              rank: positiveInt.default(32),
+              seed: z.number().int().optional(),
+              trainAttn: z.boolean().default(true),
+              trainMlp: z.boolean().default(true),
+              trainUnembed: z.boolean().default(true),
+            })
+            .nullable()
+            .prefault({})
+            .describe(
+              "LoRA adapters to train (Tinker's LoraConfig); null trains the full weights where the server can.",
+            ),
+          sdkVersion: z
+            .string()
+            .regex(/^\d+\.\d+\.\d+$/)
+            .default("0.25.0")
+            .describe(
+              "The Tinker SDK version to report and speak: >= 0.25.0 protobuf, older JSON (0.24.1: SkyRL, miles).",
+            ),
+        })
+        .optional()
+        .describe("The tinker engine (engine.kind: tinker). The tokenizer comes from model.tokenizer or model.path."),
     })
     .prefault({}),
   task: z
@@ -133,13 +163,21 @@ export const configSchema = z.strictObject({
     .prefault({}),
   loss: z
     .strictObject({
-      type: z.enum(["importance_sampling", "ppo", "cross_entropy"]).default("ppo").describe("Policy loss."),
-      clipLow: z.number().nonnegative().default(0.2).describe("PPO ratio lower clip: 1 - clipLow."),
+      type: z
+        .enum(["importance_sampling", "ppo", "cross_entropy", "cispo", "dro"])
+        .default("ppo")
+        .describe("Policy loss (formulas in src/rl/policy-loss.ts)."),
+      clipLow: z
+        .number()
+        .nonnegative()
+        .optional()
+        .describe("PPO/CISPO ratio lower clip: 1 - clipLow. Default 0.2 (PPO), 1 (CISPO: no lower bound)."),
       clipHigh: z
         .number()
         .nonnegative()
-        .default(0.28)
-        .describe("PPO ratio upper clip: 1 + clipHigh (DAPO clip-higher)."),
+        .optional()
+        .describe("PPO/CISPO ratio upper clip: 1 + clipHigh. Default 0.28 (PPO, DAPO's clip-higher), 3 (CISPO)."),
+      beta: z.number().nonnegative().default(0.05).describe("DRO: weight of the penalty ½·beta·(p - q)²."),
       dualClip: z.number().nonnegative().default(3).describe("Dual-clip constant for negative advantages; 0 disables."),
       aggregation: z
         .enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "sum"])

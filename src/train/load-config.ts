@@ -79,7 +79,18 @@ export function parseConfig(raw: unknown, source = "config"): TrainConfig {
   const res = configSchema.safeParse(raw);
   if (!res.success) throw new InputError(formatConfigIssue(res.error.issues[0], source));
   const c = res.data;
-  if (!c.model.path && !c.model.preset) c.model.preset = "tiny";
+  if (c.engine.kind === "tinker") {
+    if (!c.engine.tinker)
+      throw new InputError(`${source}: engine.tinker: required with engine.kind tinker (baseModel, url)`);
+    if (c.model.preset)
+      throw new InputError(
+        `${source}: model.preset: a tinker engine starts from engine.tinker.baseModel, not a local preset; give model.tokenizer`,
+      );
+    if (!c.model.path && !c.model.tokenizer)
+      throw new InputError(
+        `${source}: model.tokenizer: required with engine.kind tinker (a local directory with the base model's tokenizer.json and tokenizer_config.json)`,
+      );
+  } else if (!c.model.path && !c.model.preset) c.model.preset = "tiny";
   if (c.model.path && c.model.preset) throw new InputError(`${source}: model: give either path or preset, not both`);
   if (c.loss.aggregation === "seq-mean-token-sum-norm" && !c.loss.normalizer)
     c.loss.normalizer = c.rollout.maxTotalTokens;

@@ -208,7 +208,7 @@ export class Trainer {
       ...prefixed("", ro.summary),
       reward_std: std(ro.result.trajectories.map((t) => t.reward)),
       loss: upd.loss,
-      entropy: upd.entropy,
+      ...(upd.entropy !== undefined ? { entropy: upd.entropy } : {}),
       ...(upd.clipFraction !== undefined ? { clip_fraction: upd.clipFraction } : {}),
       approx_kl: upd.approxKl ?? 0,
       ...(batch.klRef !== undefined ? { kl_ref: batch.klRef } : {}),
@@ -362,6 +362,7 @@ async function readRows(cfg: TrainConfig, task: Task, notes: string[]): Promise<
 /** The starting model directory: the configured path, or a preset initialized once inside the run. */
 async function baseModel(cfg: TrainConfig, out: string, engines: EngineFactory): Promise<string> {
   if (cfg.model.path) return cfg.model.path;
+  if (!cfg.model.preset && cfg.model.tokenizer) return cfg.model.tokenizer; // a remote engine: only its tokenizer is local
   const dir = join(out, "base-model");
   if (!existsSync(join(dir, "config.json")))
     await engines.initModel({

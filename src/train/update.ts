@@ -12,7 +12,8 @@ import { learningRate } from "./lr-schedule.js";
 
 export interface UpdateResult {
   loss: number;
-  entropy: number;
+  /** Absent when the engine does not report entropy. */
+  entropy?: number;
   clipFraction?: number;
   approxKl?: number;
   klRef?: number;
@@ -53,8 +54,9 @@ export function lossSpec(cfg: TrainConfig, klCoef: number): LossSpec {
     kl = cfg.algorithm.kl;
   return {
     type: l.type,
-    clipLow: l.clipLow,
-    clipHigh: l.clipHigh,
+    clipLow: l.clipLow ?? (l.type === "cispo" ? 1 : 0.2),
+    clipHigh: l.clipHigh ?? (l.type === "cispo" ? 3 : 0.28),
+    beta: l.beta,
     dualClip: l.dualClip,
     aggregation: l.aggregation,
     normalizer: l.normalizer,
@@ -79,7 +81,7 @@ export async function updatePolicy(
 ): Promise<UpdateResult> {
   const rng = new Rng(seed, 7);
   const spec = lossSpec(cfg, klCoef);
-  const acc = { loss: 0, entropy: 0, clip: 0, approxKl: 0, klRef: 0, gradNorm: 0, skipped: 0, n: 0 };
+  const acc = { loss: 0, entropy: 0, noEntropy: false, clip: 0, approxKl: 0, klRef: 0, gradNorm: 0, skipped: 0, n: 0 };
   let lr = learningRate(cfg.optim, step, totalSteps);
   for (let epoch = 0; epoch < cfg.train.ppoEpochs; epoch++) {
     for (const mb of miniBatches(sequences(datums), cfg.train.miniBatches, rng).map((seqs) => seqs.flat())) {
@@ -100,7 +102,8 @@ export async function updatePolicy(
       step++;
       acc.n++;
       acc.loss += fb.metrics.loss;
-      acc.entropy += fb.metrics.entropy;
+      if (fb.metrics.entropy === undefined) acc.noEntropy = true;
+      else acc.entropy += fb.metrics.entropy;
       acc.clip += fb.metrics.clipFraction ?? 0;
       acc.approxKl += fb.metrics.approxKl ?? 0;
       acc.klRef += fb.metrics.klRef ?? 0;
@@ -110,8 +113,8 @@ export async function updatePolicy(
   const n = Math.max(1, acc.n);
   return {
     loss: acc.loss / n,
-    entropy: acc.entropy / n,
-    clipFraction: spec.type === "ppo" ? acc.clip / n : undefined,
+    entropy: acc.noEntropy ? undefined : acc.entropy / n,
+    clipFraction: spec.type === "ppo" || spec.type === "cispo" ? acc.clip / n : undefined,
     approxKl: acc.approxKl / n,
     klRef: spec.kl ? acc.klRef / n : undefined,
     gradNorm: acc.gradNorm / n,

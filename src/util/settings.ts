@@ -26,6 +26,10 @@ export interface Settings {
   debug: boolean;
   /** AGENT_R1_API_KEY: the key `serve` requires when no --api-key is given. */
   apiKey?: string;
+  /** TINKER_API_KEY: sent as X-API-Key to a Tinker-protocol server (the SDK's variable). */
+  tinkerApiKey?: string;
+  /** TINKER_BASE_URL: the Tinker server when engine.tinker.url is unset (the SDK's variable). */
+  tinkerBaseUrl?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -55,6 +59,8 @@ export function settings(env: Env = process.env): Settings {
     nativeDisabled: flag(env, "AGENT_R1_NATIVE_DISABLE"),
     debug: flag(env, "AGENT_R1_DEBUG"),
     apiKey: env.AGENT_R1_API_KEY || undefined,
+    tinkerApiKey: env.TINKER_API_KEY || undefined,
+    tinkerBaseUrl: env.TINKER_BASE_URL || undefined,
   };
 }
 
@@ -78,4 +84,9 @@ export const SETTINGS_DOC: [string, string][] = [
   ["AGENT_R1_NATIVE_DISABLE", "any value but `0` makes the native addon unavailable (tests the fallback)"],
   ["AGENT_R1_DEBUG", "the CLI prints the stack trace after an error's one line"],
   ["AGENT_R1_API_KEY", "the key `agent-r1 serve` requires when no `--api-key` is given"],
+  [
+    "TINKER_API_KEY",
+    "the API key sent to a Tinker-protocol server (`engine.kind: tinker`), as the Tinker SDK reads it",
+  ],
+  ["TINKER_BASE_URL", "the Tinker-protocol server when `engine.tinker.url` is unset, as the Tinker SDK reads it"],
 ];

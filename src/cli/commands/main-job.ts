@@ -57,12 +57,12 @@ export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<
     return await runMainJob(cfg, task, {
       base: o.base,
       out: o.out,
-      engines: enginesFor(cfg.engine),
+      engines: enginesFor(cfg.engine, (line) => io.err(line)),
       budgetMinutes: o.budgetMinutes,
       force: o.force,
       say: (line) => {
         progress.finish();
-        announceBackend(cfg.engine.backend, io); // the engines have loaded by the first line
+        if (cfg.engine.kind === "local") announceBackend(cfg.engine.backend, io); // the engines have loaded by the first line
         io.out(line);
       },
       log: (line) => io.err(line),

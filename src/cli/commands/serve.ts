@@ -1,4 +1,8 @@
+import { existsSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
 import { startServer } from "../../serve/server.js";
+import { startTinkerServer } from "../../serve/tinker/server.js";
+import { InputError } from "../../util/errors.js";
 import { DEFAULT_REQUEST_LIMITS } from "../../serve/request-limits.js";
 import {
   noPositionals,
@@ -9,7 +13,7 @@ import {
   type FlagSpec,
   type Parsed,
 } from "../args.js";
-import type { Command } from "../command.js";
+import type { Command, CommandIO } from "../command.js";
 import { settings } from "../../util/settings.js";
 import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 
@@ -66,12 +70,31 @@ const FLAGS: FlagSpec = {
     description: "bytes of one response, streamed or not",
     fallback: D.maxResponseBytes,
   },
+  tinker: {
+    type: "boolean",
+    description:
+      "serve the Tinker training protocol instead (both SDK generations): train and sample this model remotely",
+  },
+  "state-dir": {
+    type: "string",
+    value: "DIR",
+    description: "with --tinker: where checkpoints are kept (they outlive a restart)",
+    fallback: "runs/tinker-state",
+  },
+  zstd: { type: "boolean", description: "with --tinker: ask protobuf clients to compress request bodies with zstd" },
+  workers: {
+    type: "string",
+    value: "N",
+    description: "engine worker threads per model; 0 runs in the server's thread",
+    fallback: "2 on 2+ cores",
+  },
   ...BACKEND_FLAG,
 };
 
 export const serveCommand: Command = {
   name: "serve",
-  summary: "serve a model over an OpenAI-compatible HTTP API (chat completions, completions, models)",
+  summary:
+    "serve a model over an OpenAI-compatible HTTP API (chat completions, completions, models), or with --tinker the Tinker training protocol",
   usage: "agent-r1 serve --model DIR [flags]",
   flags: FLAGS,
   async run(argv, io) {
@@ -89,6 +112,30 @@ export const serveCommand: Command = {
     const host = typeof flags.host === "string" && flags.host !== "" ? flags.host : "127.0.0.1";
     // The key is read here, once: the library takes it as an option and never looks at the environment.
     const apiKey = (flags["api-key"] as string | undefined) ?? settings().apiKey;
+    const workers = optionalNumber("serve", flags, "workers");
+    if (workers !== undefined && !(Number.isInteger(workers) && workers >= 0))
+      throw usageError("serve", `--workers must be a non-negative integer, got '${flags.workers}'`);
+    const engineOptions = { backend, ...(workers !== undefined ? { workers } : {}) };
+    if (flags.tinker === true) {
+      const name = (flags.name as string | undefined) ?? basename(resolve(model));
+      if (!existsSync(join(model, "config.json")))
+        throw new InputError(`serve: ${model}: not a model directory (no config.json)`);
+      const tinker = await startTinkerServer({
+        baseModels: new Map([[name, model]]),
+        stateDir: (flags["state-dir"] as string | undefined) ?? "runs/tinker-state",
+        compress: flags.zstd === true,
+        host,
+        port,
+        apiKey,
+        allowHosts: flags["allow-host"] as string[] | undefined,
+        allowOrigins: flags["allow-origin"] as string[] | undefined,
+        engineOptions,
+        log: io.err,
+      });
+      io.out(`serving the Tinker protocol for base model '${name}' on ${tinker.url}`);
+      await untilSignal(io, () => tinker.close());
+      return;
+    }
 
     const server = await startServer({
       model,
@@ -103,7 +150,7 @@ export const serveCommand: Command = {
       maxRequestTokens,
       maxResponseBytes,
       log: io.err,
-      engineOptions: { backend },
+      engineOptions,
     });
     announceBackend(backend, io);
     io.out(`serving ${server.modelId} on ${server.url}`);
@@ -112,19 +159,24 @@ export const serveCommand: Command = {
         `warning: serving on ${host} without an API key: anyone who can reach this port can use the model (set --api-key or AGENT_R1_API_KEY)`,
       );
     }
-    const signal = await new Promise<NodeJS.Signals>((resolve) => {
-      const stop = (s: NodeJS.Signals) => {
-        process.off("SIGINT", stop);
-        process.off("SIGTERM", stop);
-        resolve(s);
-      };
-      process.on("SIGINT", stop);
-      process.on("SIGTERM", stop);
-    });
-    await server.close();
-    io.err(`stopped (${signal})`);
+    await untilSignal(io, () => server.close());
   },
 };
+
+/** Serves until SIGINT or SIGTERM, then closes and says so. */
+async function untilSignal(io: CommandIO, close: () => Promise<void>): Promise<void> {
+  const signal = await new Promise<NodeJS.Signals>((done) => {
+    const stop = (s: NodeJS.Signals) => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      done(s);
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+  });
+  await close();
+  io.err(`stopped (${signal})`);
+}
 
 function positiveInt(flags: Parsed["flags"], name: string): number | undefined {
   const v = optionalNumber("serve", flags, name);

@@ -64,12 +64,12 @@ export const trainCommand: Command = {
     const trainer = await Trainer.open(cfg, {
       out,
       task,
-      engines: enginesFor(cfg.engine),
+      engines: enginesFor(cfg.engine, (line) => io.err(line)),
       resume: Boolean(resume),
       force: flags.force === true,
       log: (l) => io.err(l),
     });
-    announceBackend(cfg.engine.backend, io);
+    if (cfg.engine.kind === "local") announceBackend(cfg.engine.backend, io);
     io.out(
       `training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${trainer.iteration})` : ""}`,
     );

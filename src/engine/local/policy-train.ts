@@ -115,6 +115,13 @@ function tokenLossTensor(
 ): tf.Tensor1D {
   let l: tf.Tensor1D;
   if (loss.type === "cross_entropy") l = p.neg();
+  else if (loss.type === "dro") {
+    const d = p.sub(tf.tensor1d(q));
+    l = p
+      .mul(tf.tensor1d(a))
+      .sub(d.square().mul(0.5 * loss.beta))
+      .neg() as tf.Tensor1D;
+  } else if (loss.type === "cispo") l = cispoTensor(p, loss, q, a);
   else {
     const A = tf.tensor1d(a);
     const r = p.sub(tf.tensor1d(q)).clipByValue(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp();
@@ -144,6 +151,20 @@ function tokenLossTensor(
   }
   if (loss.kl) l = l.add(klTensor(p, tf.tensor1d(ref), loss.kl.form).mul(loss.kl.coef));
   return l;
+}
+
+/**
+ * CISPO: −sg(clip(r))·p·A. The clipped ratio is read off p's values and enters as a constant,
+ * which is the stop-gradient: the gradient is −clip(r)·A on every token.
+ */
+function cispoTensor(p: tf.Tensor1D, loss: ResolvedLoss, q: Float32Array, a: Float32Array): tf.Tensor1D {
+  const pv = p.dataSync();
+  const w = new Float32Array(pv.length);
+  for (let i = 0; i < w.length; i++) {
+    const r = Math.exp(Math.max(-LOG_RATIO_CLAMP, Math.min(LOG_RATIO_CLAMP, pv[i] - q[i])));
+    w[i] = Math.max(1 - loss.clipLow, Math.min(1 + loss.clipHigh, r));
+  }
+  return p.mul(tf.tensor1d(w)).mul(tf.tensor1d(a)).neg() as tf.Tensor1D;
 }
 
 function klTensor(p: tf.Tensor1D, ref: tf.Tensor1D, form: "k1" | "k2" | "k3"): tf.Tensor1D {
