@@ -1,5 +1,9 @@
 /** The engine factory a recipe's `engine` section names; the one place the CLI picks an engine kind. */
-import type { EngineFactory } from "../engine/factory.js";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import type { EngineFactory, PolicyEngine } from "../engine/factory.js";
+import type { LocalEngineOptions } from "../engine/local/local-engine.js";
+import { readRemoteState, REMOTE_FILE, TinkerEngine } from "../engine/remote/tinker-engine.js";
 import { localEngineOptions, localEngines } from "../engine/local/factory.js";
 import { tinkerEngines } from "../engine/remote/factory.js";
 import type { TrainConfig } from "../train/config.js";
@@ -12,6 +16,28 @@ const KINDS: Record<Section["kind"], (section: Section, log?: (line: string) => 
   tinker: (section, log) =>
     tinkerEngines(section.tinker!, { defaultUrl: settings().tinkerBaseUrl, apiKey: settings().tinkerApiKey, log }),
 };
+
+/**
+ * A model directory as an engine, for the commands that take --model: a local Hugging Face
+ * directory, or a checkpoint of a remote run (its remote.json names the server, and the run's
+ * state is loaded there; TINKER_BASE_URL and TINKER_API_KEY override or complete it).
+ */
+export async function openModel(dir: string, local: LocalEngineOptions = {}): Promise<PolicyEngine> {
+  if (existsSync(join(dir, REMOTE_FILE))) {
+    const st = readRemoteState(dir);
+    return TinkerEngine.open({
+      url: settings().tinkerBaseUrl ?? st.url,
+      apiKey: settings().tinkerApiKey,
+      baseModel: st.baseModel,
+      ...(st.lora ? { lora: st.lora } : {}),
+      sdkVersion: st.sdkVersion ?? "0.25.0",
+      tokenizerDir: dir,
+      resumeFrom: dir,
+    });
+  }
+  const { LocalEngine } = await import("../engine/local/local-engine.js");
+  return LocalEngine.load(dir, local);
+}
 
 /** `log` receives the engine's progress lines (a remote engine's retries). */
 export function enginesFor(section: Section, log?: (line: string) => void): EngineFactory {

@@ -89,6 +89,11 @@ export const configSchema = z.strictObject({
             .describe(
               "The Tinker SDK version to report and speak: >= 0.25.0 protobuf, older JSON (0.24.1: SkyRL, miles).",
             ),
+          retries: nonNegInt
+            .default(6)
+            .describe(
+              "Times a failed request or a lost connection is retried (backoff up to 10 s) before the run stops.",
+            ),
         })
         .optional()
         .describe("The tinker engine (engine.kind: tinker). The tokenizer comes from model.tokenizer or model.path."),

@@ -5,11 +5,12 @@
  * every assistant turn, tool call and tool response is printed as it happens,
  * then the answer. Questions do not share context.
  */
+import { openModel } from "../engines.js";
 import { AgentLoop } from "../../agent/agent-loop.js";
 import { chatSetup, type ChatSetup } from "../../agent/chat-setup.js";
 import type { Action, Env, StepResult } from "../../agent/env.js";
 import { LOOP_DEFAULTS } from "../../agent/loop-options.js";
-import { LocalEngine, defaultWorkers } from "../../engine/local/local-engine.js";
+import { defaultWorkers } from "../../engine/local/local-engine.js";
 import type { Engine } from "../../engine/types.js";
 import type { Task, TaskRow } from "../../tasks/types.js";
 import { InputError } from "../../util/errors.js";
@@ -165,7 +166,7 @@ export const chatCommand: Command = {
 
     // One trajectory at a time: one worker thread keeps the terminal responsive without a second model copy.
     const backend = parseBackendFlag("chat", flags);
-    const engine = await LocalEngine.load(modelDir, { workers: Math.min(1, defaultWorkers()), backend });
+    const engine = await openModel(modelDir, { workers: Math.min(1, defaultWorkers()), backend });
     announceBackend(backend, io);
     try {
       const chat = chatSetup(engine.tokenizer);

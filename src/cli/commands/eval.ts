@@ -1,5 +1,5 @@
+import { openModel } from "../engines.js";
 import { readTaskRowsFile, skippedRowsNote } from "../../data/index.js";
-import { LocalEngine } from "../../engine/local/local-engine.js";
 import type { TaskRow } from "../../tasks/types.js";
 import { checkPlayed, playRows, type EpisodeSummary } from "../../train/evaluate.js";
 import { InputError } from "../../util/errors.js";
@@ -132,7 +132,7 @@ export const evalCommand: Command = {
     if (limit !== undefined) rows = rows.slice(0, limit);
     if (rows.length === 0)
       throw new InputError(`eval: no rows to evaluate (${split ? `split '${split}'` : String(flags.data)})`);
-    const engine = await LocalEngine.load(modelDir, { backend });
+    const engine = await openModel(modelDir, { backend });
     announceBackend(backend, io);
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
     try {

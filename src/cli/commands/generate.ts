@@ -1,4 +1,4 @@
-import { LocalEngine } from "../../engine/local/local-engine.js";
+import { openModel } from "../engines.js";
 import { encodeChat } from "../../model/chat.js";
 import { noPositionals, optionalNumber, parseFlags, requireString, type FlagSpec } from "../args.js";
 import type { Command } from "../command.js";
@@ -47,7 +47,7 @@ export const generateCommand: Command = {
       seed: num("seed"),
     };
     const backend = parseBackendFlag("generate", flags);
-    const engine = await LocalEngine.load(modelDir, { backend });
+    const engine = await openModel(modelDir, { backend });
     announceBackend(backend, io);
     const messages = [
       ...(typeof flags.system === "string" ? [{ role: "system" as const, content: flags.system }] : []),

@@ -1,5 +1,5 @@
+import { openModel } from "../engines.js";
 import { readTextInput } from "../../util/read-file.js";
-import { LocalEngine } from "../../engine/local/local-engine.js";
 import { noPositionals, parseFlags, requireString, type FlagSpec } from "../args.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
@@ -49,7 +49,7 @@ export const scoreCommand: Command = {
       modelDir = requireString("score", flags, "model");
     const backend = parseBackendFlag("score", flags);
     const rows = readTokenLines(input);
-    const engine = await LocalEngine.load(modelDir, { backend });
+    const engine = await openModel(modelDir, { backend });
     announceBackend(backend, io);
     const lps = await engine.computeLogprobs(rows);
     for (const lp of lps) io.out(JSON.stringify({ logprobs: lp }));

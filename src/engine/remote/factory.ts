@@ -18,6 +18,7 @@ export interface TinkerEngineSection {
   baseModel: string;
   lora: LoraSettings | null;
   sdkVersion: string;
+  retries: number;
 }
 
 export interface TinkerConnection {
@@ -36,6 +37,7 @@ export function tinkerEngines(section: TinkerEngineSection, conn: TinkerConnecti
     baseModel: section.baseModel,
     ...(section.lora ? { lora: section.lora } : {}),
     sdkVersion: section.sdkVersion,
+    maxRetries: section.retries,
     log: conn.log,
   };
   return {

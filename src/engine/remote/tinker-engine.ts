@@ -72,6 +72,8 @@ export interface TinkerEngineOptions {
   samplerOnly?: boolean;
   requestTimeoutMs?: number;
   futureTimeoutMs?: number;
+  /** Times a failed request (or a lost connection) is retried before the call fails. Default 6. */
+  maxRetries?: number;
   log?: (line: string) => void;
 }
 
@@ -92,6 +94,8 @@ export const remoteStateSchema = z.strictObject({
   /** The saved state (weights and optimizer), `tinker://...`. */
   path: z.string().startsWith("tinker://"),
   step: z.number().int().nonnegative(),
+  /** The SDK version the run spoke. */
+  sdkVersion: z.string().optional(),
 });
 export type RemoteState = z.infer<typeof remoteStateSchema>;
 
@@ -141,6 +145,7 @@ export class TinkerEngine implements PolicyEngine {
       sdkVersion: o.sdkVersion,
       requestTimeoutMs: o.requestTimeoutMs,
       futureTimeoutMs: o.futureTimeoutMs,
+      maxRetries: o.maxRetries,
       log: o.log,
     });
     const e = new TinkerEngine(http, o);
@@ -453,6 +458,7 @@ export class TinkerEngine implements PolicyEngine {
       ...(this.o.lora ? { lora: this.o.lora } : {}),
       path: res.path,
       step: this.step,
+      sdkVersion: this.o.sdkVersion,
     };
     writeFileSync(join(dir, REMOTE_FILE), JSON.stringify(state, null, 2) + "\n");
   }

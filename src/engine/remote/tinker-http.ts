@@ -115,6 +115,9 @@ export class TinkerHttp {
     return this.parseJson(res, what);
   }
 
+  /** Whether a request has ever got an answer: until then a refused connection is not retried (a wrong URL fails at once). */
+  private reached = false;
+
   async get(path: string, what: string): Promise<Record<string, unknown>> {
     return this.parseJson(await this.send(path, undefined, {}, what), what);
   }
@@ -155,13 +158,14 @@ export class TinkerHttp {
       let failure: string;
       try {
         res = await this.once(path, body, { ...headers, Accept: accept, "X-Idempotency-Key": key }, signal);
+        this.reached = true;
         if (res.status < 300) return res;
         failure = `HTTP ${res.status}: ${messageOf(res.body)}`;
       } catch (e) {
         if (signal?.aborted) throw signal.reason;
         failure = (e as Error).message;
       }
-      const retryable = !res || [408, 409, 429].includes(res.status) || res.status >= 500;
+      const retryable = res ? [408, 429].includes(res.status) || res.status >= 500 : this.reached;
       if (retryable && attempt < this.o.maxRetries) {
         const wait = backoff(attempt);
         this.o.log?.(`tinker: ${what} to ${this.o.url}: ${failure}; retrying in ${(wait / 1000).toFixed(1)} s`);
@@ -233,7 +237,8 @@ export class TinkerHttp {
     const deadline = Date.now() + this.o.futureTimeoutMs;
     const accept = proto && this.proto ? "application/x-protobuf" : "application/json";
     let badRequests = 0,
-      attempt = 0;
+      attempt = 0,
+      lost = 0;
     for (;;) {
       if (Date.now() > deadline)
         throw new TinkerError(
@@ -248,9 +253,19 @@ export class TinkerHttp {
           { "Content-Type": "application/json", Accept: accept },
           signal,
         );
+        lost = 0;
       } catch (e) {
         if (signal?.aborted) throw signal.reason;
-        await sleep(backoff(attempt++), signal);
+        if (++lost > this.o.maxRetries)
+          throw new TinkerError(
+            `${this.o.url}: lost the server while waiting for ${what} (${(e as Error).message})`,
+            "is the server still running? once it is back, continue the run with --resume",
+          );
+        const wait = backoff(attempt++);
+        this.o.log?.(
+          `tinker: ${this.o.url} does not answer (${(e as Error).message}); retrying in ${(wait / 1000).toFixed(1)} s`,
+        );
+        await sleep(wait, signal);
         continue;
       }
       if (res.status === 408) continue;

@@ -58,11 +58,11 @@ interface SamplingSession {
 }
 
 const str = (x: unknown, what: string): string => {
-  if (typeof x !== "string" || x === "") throw new TinkerError(`${what} must be a non-empty string`, undefined, 422);
+  if (typeof x !== "string" || x === "") throw new TinkerError(`${what} must be a non-empty string`, undefined, 400);
   return x;
 };
 const int = (x: unknown, what: string): number => {
-  if (!Number.isSafeInteger(x)) throw new TinkerError(`${what} must be an integer`, undefined, 422);
+  if (!Number.isSafeInteger(x)) throw new TinkerError(`${what} must be an integer`, undefined, 400);
   return x as number;
 };
 
@@ -208,7 +208,7 @@ export class TinkerService {
             throw new TinkerError(
               `data[${i}]: a forward-only pass here needs target_tokens to be model_input shifted by one`,
               undefined,
-              422,
+              400,
             );
         });
         const lp = await engine.computeLogprobs(
@@ -235,7 +235,7 @@ export class TinkerService {
       throw new TinkerError(
         `${forwardOnly ? "forward_input" : "forward_backward_input"}.data must be a list of datums`,
         undefined,
-        422,
+        400,
       );
     const config = input.loss_fn_config as Record<string, number> | undefined;
     return this.forwardBackward(
@@ -257,7 +257,7 @@ export class TinkerService {
     const num = (k: string, d: number) => {
       const v = a[k] ?? d;
       if (typeof v !== "number" || !Number.isFinite(v))
-        throw new TinkerError(`adam_params.${k} must be a number`, undefined, 422);
+        throw new TinkerError(`adam_params.${k} must be a number`, undefined, 400);
       return v;
     };
     const params = {
@@ -268,7 +268,7 @@ export class TinkerService {
       weightDecay: num("weight_decay", 0),
       gradClipNorm: num("grad_clip_norm", 0),
     };
-    if (!(params.lr > 0)) throw new TinkerError("adam_params.learning_rate must be positive", undefined, 422);
+    if (!(params.lr > 0)) throw new TinkerError("adam_params.learning_rate must be positive", undefined, 400);
     return this.ordered(m, body.seq_id, raw, "json", async () => {
       const r = await (await m.engine).optimStep(params);
       if (!r.skipped) m.version++;
@@ -281,7 +281,7 @@ export class TinkerService {
       throw new TinkerError(
         `path '${name}' must be a checkpoint name of letters, digits, '.', '_' and '-'`,
         undefined,
-        422,
+        400,
       );
     return join(this.stateDir, modelId, kind, name);
   }
@@ -290,7 +290,7 @@ export class TinkerService {
   private pathDir(path: string, kinds: ("weights" | "sampler_weights")[]): string {
     const m = /^tinker:\/\/([A-Za-z0-9._-]+)\/(weights|sampler_weights)\/([A-Za-z0-9._-]+)$/.exec(path);
     if (!m || !kinds.includes(m[2] as "weights"))
-      throw new TinkerError(`path '${path}' is not tinker://<model_id>/${kinds.join("|")}/<name>`, undefined, 422);
+      throw new TinkerError(`path '${path}' is not tinker://<model_id>/${kinds.join("|")}/<name>`, undefined, 400);
     const dir = this.checkpointDir(m[1], m[2] as "weights", m[3]);
     if (!existsSync(join(dir, "config.json")))
       throw new TinkerError(`no checkpoint at ${path} on this server`, undefined, 404);
@@ -344,7 +344,7 @@ export class TinkerService {
     this.session(body.session_id);
     const hasBase = typeof body.base_model === "string" && body.base_model !== "",
       hasPath = typeof body.model_path === "string" && body.model_path !== "";
-    if (hasBase === hasPath) throw new TinkerError("give exactly one of base_model and model_path", undefined, 422);
+    if (hasBase === hasPath) throw new TinkerError("give exactly one of base_model and model_path", undefined, 400);
     const dir = hasBase
       ? this.baseDir(body.base_model as string)
       : this.pathDir(body.model_path as string, ["weights", "sampler_weights"]);
@@ -365,7 +365,7 @@ export class TinkerService {
     if (!s) throw new TinkerError(`no sampling session ${sid} on this server (was it restarted?)`, undefined, 404);
     const prompt = datumFromJson({ model_input: body.prompt, loss_fn_inputs: {} }, "prompt").tokens;
     const n = body.num_samples === undefined ? 1 : int(body.num_samples, "num_samples");
-    if (n < 1) throw new TinkerError("num_samples must be at least 1", undefined, 422);
+    if (n < 1) throw new TinkerError("num_samples must be at least 1", undefined, 400);
     const params = samplingParams(body.sampling_params);
     const withPromptLogprobs = body.prompt_logprobs === true;
     return this.futures.start("sample", async (): Promise<SampleResponse> => {
@@ -408,11 +408,11 @@ function samplingParams(raw: unknown): SamplingParams {
     const v = p[k];
     if (v === undefined || v === null) return undefined;
     if (typeof v !== "number" || !Number.isFinite(v))
-      throw new TinkerError(`sampling_params.${k} must be a number`, undefined, 422);
+      throw new TinkerError(`sampling_params.${k} must be a number`, undefined, 400);
     return v;
   };
   const maxTokens = num("max_tokens");
-  if (maxTokens === undefined) throw new TinkerError("sampling_params.max_tokens is required", undefined, 422);
+  if (maxTokens === undefined) throw new TinkerError("sampling_params.max_tokens is required", undefined, 400);
   out.maxTokens = maxTokens;
   const t = num("temperature"),
     k = num("top_k"),
@@ -429,7 +429,7 @@ function samplingParams(raw: unknown): SamplingParams {
       throw new TinkerError(
         "sampling_params.stop must be a string, a list of strings or a list of token ids",
         undefined,
-        422,
+        400,
       );
     out.stop = stop as (string | number)[];
   }

@@ -21,7 +21,7 @@ export const SUPPORTED_LOSSES = Object.keys(LOSS_INPUTS);
 
 export function wireLossSpec(lossFn: string, config: Record<string, number> = {}): LossSpec {
   if (!(lossFn in LOSS_INPUTS))
-    throw new TinkerError(`loss_fn '${lossFn}' is not one of ${SUPPORTED_LOSSES.join(", ")}`, undefined, 422);
+    throw new TinkerError(`loss_fn '${lossFn}' is not one of ${SUPPORTED_LOSSES.join(", ")}`, undefined, 400);
   const spec: LossSpec = { type: lossFn as LossSpec["type"], aggregation: "sum", dualClip: 0 };
   if (lossFn === "ppo" || lossFn === "cispo") {
     const lo = config.clip_low_threshold ?? (lossFn === "ppo" ? 0.8 : 0),
@@ -30,7 +30,7 @@ export function wireLossSpec(lossFn: string, config: Record<string, number> = {}
       throw new TinkerError(
         `loss_fn_config: clip thresholds must satisfy 0 <= low <= 1 <= high, got ${lo} and ${hi}`,
         undefined,
-        422,
+        400,
       );
     spec.clipLow = 1 - lo;
     spec.clipHigh = hi - 1;
@@ -44,27 +44,27 @@ export function wireDatums(data: WireDatum[], lossFn: string): Datum[] {
   const need = LOSS_INPUTS[lossFn] ?? ["target_tokens"];
   return data.map((d, i) => {
     const n = d.tokens.length;
-    if (n === 0) throw new TinkerError(`data[${i}]: model_input is empty`, undefined, 422);
+    if (n === 0) throw new TinkerError(`data[${i}]: model_input is empty`, undefined, 400);
     for (const k of need) {
       const t = d.inputs[k];
-      if (!t) throw new TinkerError(`data[${i}]: loss_fn_inputs.${k} is required by ${lossFn}`, undefined, 422);
+      if (!t) throw new TinkerError(`data[${i}]: loss_fn_inputs.${k} is required by ${lossFn}`, undefined, 400);
       if (t.data.length !== n)
         throw new TinkerError(
           `data[${i}]: loss_fn_inputs.${k} has ${t.data.length} values for ${n} input tokens`,
           undefined,
-          422,
+          400,
         );
     }
     for (const [k, t] of Object.entries(d.inputs))
       if (t.data.some((x) => !Number.isFinite(x)))
-        throw new TinkerError(`data[${i}]: loss_fn_inputs.${k} holds a non-finite number`, undefined, 422);
+        throw new TinkerError(`data[${i}]: loss_fn_inputs.${k} holds a non-finite number`, undefined, 400);
     const weights =
       lossFn === "cross_entropy" ? (d.inputs.weights?.data ?? d.tokens.map(() => 1)) : d.tokens.map(() => 1);
     if (weights.length !== n)
       throw new TinkerError(
         `data[${i}]: loss_fn_inputs.weights has ${weights.length} values for ${n} input tokens`,
         undefined,
-        422,
+        400,
       );
     return {
       tokens: d.tokens,
