@@ -13,13 +13,13 @@ import { createServer as createNetServer } from "node:net";
 import { createServer, type Server } from "node:http";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { initModel } from "../src/model/init-model.js";
 import { startTinkerServer, type RunningTinkerServer } from "../src/serve/tinker/server.js";
 import { TinkerEngine, type TinkerEngineOptions } from "../src/engine/remote/tinker-engine.js";
 import { encodeForwardBackwardProto } from "../src/engine/remote/tinker-codec.js";
 import { runCli } from "../src/cli/main.js";
 import { captureIO, cliEntry, tempDir } from "./helpers.js";
+import { BASE, multihopRecipe } from "./fixtures/remote-recipes.js";
 
 const root = tempDir("agent-r1-remote-err-");
 const tiny = join(root, "tiny");
@@ -282,7 +282,6 @@ async function freePort(): Promise<number> {
 }
 
 function serveChild(port: number, stateDir: string): Promise<ChildProcess> {
-  const base = fileURLToPath(new URL("../../assets/base/multihop", import.meta.url));
   const child = spawn(
     process.execPath,
     [
@@ -291,7 +290,7 @@ function serveChild(port: number, stateDir: string): Promise<ChildProcess> {
       "serve",
       "--tinker",
       "--model",
-      base,
+      BASE,
       "--name",
       "multihop",
       "--port",
@@ -310,22 +309,8 @@ function serveChild(port: number, stateDir: string): Promise<ChildProcess> {
 test("a run whose server is killed mid-run stops with one line, and resumes after a restart with no iteration lost or repeated", async () => {
   const port = await freePort();
   const state = join(root, "restart-state");
-  const base = fileURLToPath(new URL("../../assets/base/multihop", import.meta.url));
   const recipe = join(root, "restart.yaml");
-  writeFileSync(
-    recipe,
-    `model: { tokenizer: ${JSON.stringify(base)} }
-engine:
-  kind: tinker
-  tinker: { url: "http://127.0.0.1:${port}", baseModel: multihop, sdkVersion: "0.25.0", retries: 1 }
-task: { name: multihop }
-rollout: { n: 4, maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024, temperature: 1 }
-algorithm: { estimator: grpo, filterConstantGroups: true }
-loss: { type: ppo, dualClip: 0 }
-optim: { lr: 0.0001, gradClipNorm: 1 }
-train: { iterations: 3, batchSize: 4, valEvery: 0, valSize: 8, checkpointEvery: 1 }
-`,
-  );
+  writeFileSync(recipe, multihopRecipe({ url: `http://127.0.0.1:${port}`, sdk: "0.25.0", retries: 1 }, 3));
   const out = join(root, "restart-run");
   let server = await serveChild(port, state);
   const run = spawn(process.execPath, [...process.execArgv, cliEntry(), "train", "--config", recipe, "--out", out], {
@@ -363,12 +348,7 @@ train: { iterations: 3, batchSize: 4, valEvery: 0, valSize: 8, checkpointEvery: 
   // The same run without the kill, in-process: the same rewards in every iteration.
   const local = join(root, "restart-local");
   const localRecipe = join(root, "restart-local.yaml");
-  writeFileSync(
-    localRecipe,
-    readFileSync(recipe, "utf8")
-      .replace(/model: \{ tokenizer: /, "model: { path: ")
-      .replace(/engine:\n(  .*\n)+/, ""),
-  );
+  writeFileSync(localRecipe, multihopRecipe({ local: true }, 3));
   const io = captureIO();
   assert.equal(await runCli(["train", "--config", localRecipe, "--out", local], io), 0, io.stderr.join("\n"));
   const want = readFileSync(join(local, "metrics.jsonl"), "utf8")

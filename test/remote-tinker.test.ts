@@ -8,36 +8,21 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { runCli } from "../src/cli/main.js";
 import { startTinkerServer, type RunningTinkerServer } from "../src/serve/tinker/server.js";
 import { loadModelWeights } from "../src/model/safetensors.js";
 import { readRemoteState } from "../src/engine/remote/tinker-engine.js";
 import { captureIO, tempDir } from "./helpers.js";
+import { BASE, multihopRecipe } from "./fixtures/remote-recipes.js";
 
-const BASE = fileURLToPath(new URL("../../assets/base/multihop", import.meta.url));
 const root = tempDir("agent-r1-remote-");
 let json: RunningTinkerServer, proto: RunningTinkerServer;
 
-const RECIPE = (engine: string) => `
-task: { name: multihop }
-rollout: { n: 4, maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024, temperature: 1 }
-algorithm: { estimator: grpo, filterConstantGroups: true }
-loss: { type: ppo, dualClip: 0 }
-optim: { lr: 0.0001, gradClipNorm: 1 }
-train: { iterations: 2, batchSize: 4, valEvery: 0, valSize: 8, checkpointEvery: 1 }
-${engine}`;
-
-function recipe(name: string, engine: string): string {
+function recipe(name: string, engine: Parameters<typeof multihopRecipe>[0]): string {
   const p = join(root, `${name}.yaml`);
-  writeFileSync(p, RECIPE(engine));
+  writeFileSync(p, multihopRecipe(engine));
   return p;
 }
-
-const remote = (url: string, sdk: string) => `model: { tokenizer: ${JSON.stringify(BASE)} }
-engine:
-  kind: tinker
-  tinker: { url: ${JSON.stringify(url)}, baseModel: multihop, sdkVersion: "${sdk}" }`;
 
 async function train(config: string, out: string, extra: string[] = []): Promise<void> {
   const io = captureIO();
@@ -72,7 +57,7 @@ after(async () => {
 
 test("two iterations through serve --tinker equal the in-process run, in both wire generations", async () => {
   const local = join(root, "local");
-  await train(recipe("local", `model: { path: ${JSON.stringify(BASE)} }`), local);
+  await train(recipe("local", { local: true }), local);
   const want = metrics(local);
   assert.equal(want.length, 2);
   assert.ok(
@@ -86,7 +71,7 @@ test("two iterations through serve --tinker equal the in-process run, in both wi
     ["protobuf", proto, "0.25.0"],
   ] as const) {
     const out = join(root, `remote-${label}`);
-    await train(recipe(`remote-${label}`, remote(server.url, sdk)), out);
+    await train(recipe(`remote-${label}`, { url: server.url, sdk }), out);
     const got = metrics(out);
     assert.equal(got.length, 2, label);
     got.forEach((m, i) => {
@@ -137,7 +122,7 @@ test("a remote checkpoint evaluates through the server, and a remote run resumes
   assert.match(io.stdout.join("\n"), /exact match/);
   // Resume a copy whose last checkpoint is step-1: iteration 2 is redone on the server and equals the first run's.
   const again = join(root, "remote-resume");
-  const cfg = recipe("remote-resume", remote(json.url, "0.24.1"));
+  const cfg = recipe("remote-resume", { url: json.url, sdk: "0.24.1" });
   await train(cfg, again, ["train.iterations=1"]);
   await train(cfg, again, ["--resume", again]);
   const first = metrics(out),
