@@ -1,6 +1,9 @@
 /** The engine factory a recipe's `engine` section names; the one place the CLI picks an engine kind. */
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { rolloutSampler } from "../engine/remote/sampler-client.js";
+import { SplitEngine } from "../engine/remote/split-engine.js";
 import type { EngineFactory, PolicyEngine } from "../engine/factory.js";
 import type { LocalEngineOptions } from "../engine/local/local-engine.js";
 import { readRemoteState, REMOTE_FILE, TinkerEngine } from "../engine/remote/tinker-engine.js";
@@ -41,5 +44,16 @@ export async function openModel(dir: string, local: LocalEngineOptions = {}): Pr
 
 /** `log` receives the engine's progress lines (a remote engine's retries). */
 export function enginesFor(section: Section, log?: (line: string) => void): EngineFactory {
-  return KINDS[section.kind](section, log);
+  const factory = KINDS[section.kind](section, log);
+  const s = section.sampler;
+  if (!s) return factory;
+  // Rollouts on an inference server, training here: the policy is wrapped, the rest unchanged.
+  return {
+    ...factory,
+    async policy(dir) {
+      const learner = await factory.policy(dir);
+      const sampler = rolloutSampler({ kind: s.kind, url: s.url, model: s.model, apiKey: settings().samplerApiKey });
+      return new SplitEngine(learner, sampler, s.weightsDir ?? mkdtempSync(join(tmpdir(), "agent-r1-sampler-")));
+    },
+  };
 }

@@ -9,6 +9,8 @@ export interface SharedFields {
   top_k?: number | null;
   n?: number | null;
   stop?: string | string[] | null;
+  /** vLLM's extension: more token ids that end a sequence (kept in token_ids, dropped from the text). */
+  stop_token_ids?: number[] | null;
   seed?: number | null;
   frequency_penalty?: number | null;
   presence_penalty?: number | null;
@@ -32,10 +34,11 @@ export function rejectUnsupported(req: SharedFields): void {
     throw badRequest("logit_bias is not supported by this server", "logit_bias");
 }
 
-/** Stop ids (the end-of-text / end-of-turn tokens) plus the request's stop strings. */
+/** Stop ids (the end-of-text / end-of-turn tokens and the request's stop_token_ids) plus the request's stop strings. */
 export function resolveStops(req: SharedFields, ids: (number | undefined)[]): Stops {
   const strings = (typeof req.stop === "string" ? [req.stop] : (req.stop ?? [])).filter((s) => s.length > 0);
-  return { ids: new Set(ids.filter((x): x is number => x !== undefined)), strings };
+  const all = [...ids, ...(req.stop_token_ids ?? [])];
+  return { ids: new Set(all.filter((x): x is number => x !== undefined)), strings };
 }
 
 export function samplingParams(

@@ -60,6 +60,10 @@ const sampling = {
   top_k: z.number().int().min(-1).nullish(),
   n: z.number().int().min(1).max(MAX_N).nullish(),
   stop,
+  /** Not in the OpenAI API (vLLM has it): more token ids that end a sequence. */
+  stop_token_ids: z.array(z.number().int().min(0)).max(64).nullish(),
+  /** vLLM's: token_ids and prompt_token_ids are always in this server's choices, so it changes nothing. */
+  return_token_ids: z.boolean().nullish(),
   seed: z.number().int().nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),

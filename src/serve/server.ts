@@ -2,14 +2,15 @@
  * The OpenAI-compatible HTTP server over one LocalEngine (node:http, no
  * framework). Every request goes straight to the engine, so concurrent
  * requests share its continuous batching. Routes:
- *   POST /v1/chat/completions, POST /v1/completions,
- *   GET /v1/models, GET /v1/models/{id}, GET /health.
+ *   POST /v1/chat/completions, POST /v1/completions (with vLLM's token-id fields),
+ *   GET /v1/models, GET /v1/models/{id}, GET /health,
+ *   POST /generate and /update_weights_from_disk (SGLang's, ./sglang.ts; RL samplers use them).
  * Every failure is answered with the OpenAI error object and a 4xx/5xx
  * status; the server keeps serving.
  *
  * Before any route: the request target must parse (400), Host and Origin must
  * be ones this server answers (403, see util/host-guard.ts), and with an API
- * key every /v1 route needs `Authorization: Bearer KEY` (401). JSON routes
+ * key every route but /health needs `Authorization: Bearer KEY` (401). JSON routes
  * need `Content-Type: application/json` (415). Per-request limits on
  * sequences, tokens and response bytes are in request-limits.ts.
  */
@@ -22,6 +23,7 @@ import { HostGuard, preflightHeaders } from "../util/host-guard.js";
 import { decodePathPart, parseRequestTarget } from "../util/request-target.js";
 import { ApiKey } from "./api-key.js";
 import { chatCompletions } from "./chat-completions.js";
+import { generate, updateWeightsFromDisk } from "./sglang.js";
 import { completions } from "./completions.js";
 import { ServeContext, type ServedEngine } from "./context.js";
 import { ApiError, badRequest, toApiError } from "./errors.js";
@@ -53,6 +55,8 @@ export interface ServeOptions extends Partial<RequestLimits> {
   allowHosts?: string[];
   /** Origins whose web pages may call the server (CORS); "*" accepts any. Same-origin requests always may. */
   allowOrigins?: string[];
+  /** A directory whose model directories POST /update_weights_from_disk may load (an RL trainer's weights); unset refuses the route. */
+  weightsFrom?: string;
 }
 
 export interface RunningServer {
@@ -107,6 +111,21 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     "/v1/completions": { POST: async (c, req, res) => completions(c, await readJsonBody(req, limit), res) },
     "/v1/models": { GET: async (c, _req, res) => sendJson(res, 200, { object: "list", data: [modelCard(c)] }) },
     "/health": { GET: async (_c, _req, res) => sendJson(res, 200, { status: "ok", model: modelId }) },
+    "/generate": { POST: async (c, req, res) => generate(c, await readJsonBody(req, limit), res) },
+    "/update_weights_from_disk": {
+      POST: async (c, req, res) => updateWeightsFromDisk(c, await readJsonBody(req, limit), res, opts.weightsFrom),
+    },
+    "/v1/load_lora_adapter": {
+      POST: async () => {
+        throw new ApiError(
+          400,
+          "this server serves full weights and loads no LoRA adapters (use /update_weights_from_disk)",
+          {
+            code: "lora_not_supported",
+          },
+        );
+      },
+    },
   };
 
   let inFlight = 0;
@@ -185,7 +204,7 @@ async function handle(
     res.writeHead(204, preflightHeaders(req.headers, "GET, POST, OPTIONS")).end();
     return;
   }
-  if (apiKey && (path === "/v1" || path.startsWith("/v1/"))) apiKey.check(req.headers);
+  if (apiKey && path !== "/health") apiKey.check(req.headers);
   if (path.startsWith("/v1/models/") && method === "GET") {
     const id = decodePathPart(path.slice("/v1/models/".length));
     if (id === undefined)

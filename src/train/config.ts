@@ -97,6 +97,22 @@ export const configSchema = z.strictObject({
         })
         .optional()
         .describe("The tinker engine (engine.kind: tinker). The tokenizer comes from model.tokenizer or model.path."),
+      sampler: z
+        .strictObject({
+          kind: z
+            .enum(["sglang", "vllm"])
+            .describe("The inference server's API: SGLang's /generate, or vLLM's /v1/completions."),
+          url: z.string().describe("The server's base URL."),
+          model: z.string().optional().describe("The model name to request (vLLM); default the server's."),
+          weightsDir: z
+            .string()
+            .optional()
+            .describe(
+              "Where the learner writes weights for the server to load after each step; default a temporary directory.",
+            ),
+        })
+        .optional()
+        .describe("Sample rollouts on an inference server while the local engine trains (pair with loss.tis)."),
     })
     .prefault({}),
   task: z
@@ -183,6 +199,12 @@ export const configSchema = z.strictObject({
         .optional()
         .describe("PPO/CISPO ratio upper clip: 1 + clipHigh. Default 0.28 (PPO, DAPO's clip-higher), 3 (CISPO)."),
       beta: z.number().nonnegative().default(0.05).describe("DRO: weight of the penalty ½·beta·(p - q)²."),
+      tis: z
+        .strictObject({ cap: z.number().positive().default(2).describe("Largest importance weight.") })
+        .optional()
+        .describe(
+          "Truncated importance sampling: weight each action token by min(learner/sampler probability, cap), scoring the rollouts with the learner first (src/rl/tis.ts).",
+        ),
       dualClip: z.number().nonnegative().default(3).describe("Dual-clip constant for negative advantages; 0 disables."),
       aggregation: z
         .enum(["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "sum"])

@@ -91,6 +91,16 @@ export function parseConfig(raw: unknown, source = "config"): TrainConfig {
         `${source}: model.tokenizer: required with engine.kind tinker (a local directory with the base model's tokenizer.json and tokenizer_config.json)`,
       );
   } else if (!c.model.path && !c.model.preset) c.model.preset = "tiny";
+  if (c.engine.sampler) {
+    if (c.engine.kind !== "local")
+      throw new InputError(
+        `${source}: engine.sampler: a separate sampler needs engine.kind local (its weights are written to disk)`,
+      );
+    if (c.engine.sampler.kind === "vllm")
+      throw new InputError(
+        `${source}: engine.sampler.kind: vllm loads new weights over HTTP only as LoRA adapters, and the local engine trains full weights; use sglang (or agent-r1 serve --weights-from DIR)`,
+      );
+  }
   if (c.model.path && c.model.preset) throw new InputError(`${source}: model: give either path or preset, not both`);
   if (c.loss.aggregation === "seq-mean-token-sum-norm" && !c.loss.normalizer)
     c.loss.normalizer = c.rollout.maxTotalTokens;

@@ -14,6 +14,7 @@ import { combineRewards } from "../rl/process-rewards.js";
 import { dropUniformGroups, maskOverlong } from "../rl/filters.js";
 import { applyKlToRewards } from "../rl/kl.js";
 import { advantageEstimator, type AdvantageOutput } from "../rl/advantages/index.js";
+import { applyTis, type TisMetrics } from "../rl/tis.js";
 import type { TrainConfig } from "./config.js";
 
 /** What the batch needs from models: the critic's values and the reference logprobs, per datum position. */
@@ -22,6 +23,8 @@ export interface BatchModels {
   values?: (sequences: number[][]) => Promise<number[][]>;
   /** Per sequence (datum tokens + last target), logprob of each token given the ones before it. */
   refLogprobs?: (sequences: number[][]) => Promise<(number | null)[][]>;
+  /** The same from the policy being trained, at the sampling temperature (for loss.tis). */
+  learnerLogprobs?: (sequences: number[][]) => Promise<(number | null)[][]>;
 }
 
 export interface PreparedBatch {
@@ -34,6 +37,8 @@ export interface PreparedBatch {
   maskedOverlong: number;
   /** Mean per-token KL to the reference (when a reference is used). */
   klRef?: number;
+  /** With loss.tis: how the sampler and the learner disagreed, and the importance weights. */
+  tis?: TisMetrics;
 }
 
 export async function prepareBatch(
@@ -72,11 +77,16 @@ export async function prepareBatch(
     lambda: alg.lambda,
   });
   const klLossRef = !alg.kl.inReward && klCoef > 0 ? signal.ref : undefined;
-  const datums = batch.datums.map((d, j) => ({
+  let datums: Datum[] = batch.datums.map((d, j) => ({
     ...d,
     advantages: out.advantages[j],
     ...(klLossRef ? { refLogprobs: onMask(klLossRef[j], mask[j]) } : {}),
   }));
+  let tis: TisMetrics | undefined;
+  if (cfg.loss.tis && models.learnerLogprobs && datums.length > 0) {
+    const learner = await targetLogprobs(models.learnerLogprobs, datums);
+    ({ datums, metrics: tis } = applyTis(datums, learner, cfg.loss.tis.cap));
+  }
   return {
     datums,
     valueDatums: values ? criticTargets(datums, values, out) : [],
@@ -84,6 +94,7 @@ export async function prepareBatch(
     droppedGroups: scored.length - episodes.length,
     maskedOverlong: overlong.masked,
     klRef: signal.klRef,
+    ...(tis ? { tis } : {}),
   };
 }
 
@@ -125,7 +136,7 @@ async function rewardSignal(
   const rewards = perTrajectory.flat(1); // trajectories in order, each one's datums in order: the batch's datum order
   const scores = episodes.map((e) => e.score);
   if (!models.refLogprobs || batch.datums.length === 0) return { rewards, scores };
-  const ref = await referenceLogprobs(models.refLogprobs, batch.datums);
+  const ref = await targetLogprobs(models.refLogprobs, batch.datums);
   const logprobs = batch.datums.map((d) => d.logprobs!);
   const kl = applyKlToRewards(
     { rewards, logprobs, refLogprobs: ref, mask, trajectory: batch.trajectory },
@@ -136,8 +147,8 @@ async function rewardSignal(
   return { rewards: kl.rewards, scores: scores.map((s, j) => s - klCoef * kl.trajectoryKl[j]), ref, klRef: kl.meanKl };
 }
 
-/** Per datum position: the reference logprob of its target. */
-async function referenceLogprobs(score: NonNullable<BatchModels["refLogprobs"]>, datums: Datum[]): Promise<number[][]> {
+/** Per datum position: a model's logprob of its target. */
+async function targetLogprobs(score: NonNullable<BatchModels["refLogprobs"]>, datums: Datum[]): Promise<number[][]> {
   const lps = await score(datums.map((d) => [...d.tokens, d.targetTokens[d.targetTokens.length - 1]]));
   return lps.map((row) => row.slice(1) as number[]); // entry i + 1 scores token i + 1, the target at position i
 }

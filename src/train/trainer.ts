@@ -212,6 +212,14 @@ export class Trainer {
       ...(upd.clipFraction !== undefined ? { clip_fraction: upd.clipFraction } : {}),
       approx_kl: upd.approxKl ?? 0,
       ...(batch.klRef !== undefined ? { kl_ref: batch.klRef } : {}),
+      ...(batch.tis
+        ? {
+            sampler_drift: batch.tis.drift,
+            sampler_kl: batch.tis.kl,
+            tis_weight: batch.tis.meanWeight,
+            tis_capped: batch.tis.cappedFraction,
+          }
+        : {}),
       grad_norm: upd.gradNorm,
       lr: upd.lr,
       skipped_steps: upd.skippedSteps,
@@ -281,6 +289,12 @@ export class Trainer {
     return {
       values: this.critic ? (s: number[][]) => this.critic!.values(s) : undefined,
       refLogprobs: this.reference ? (s: number[][]) => this.reference!.computeLogprobs(s) : undefined,
+      learnerLogprobs: this.cfg.loss.tis
+        ? (s: number[][]) =>
+            this.engine.computeLogprobs(s, {
+              temperature: this.cfg.rollout.temperature > 0 ? this.cfg.rollout.temperature : 1,
+            })
+        : undefined,
     };
   }
 

@@ -30,6 +30,8 @@ export interface Settings {
   tinkerApiKey?: string;
   /** TINKER_BASE_URL: the Tinker server when engine.tinker.url is unset (the SDK's variable). */
   tinkerBaseUrl?: string;
+  /** AGENT_R1_SAMPLER_API_KEY: the Bearer key of an engine.sampler server. */
+  samplerApiKey?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -61,6 +63,7 @@ export function settings(env: Env = process.env): Settings {
     apiKey: env.AGENT_R1_API_KEY || undefined,
     tinkerApiKey: env.TINKER_API_KEY || undefined,
     tinkerBaseUrl: env.TINKER_BASE_URL || undefined,
+    samplerApiKey: env.AGENT_R1_SAMPLER_API_KEY || undefined,
   };
 }
 
@@ -89,4 +92,5 @@ export const SETTINGS_DOC: [string, string][] = [
     "the API key sent to a Tinker-protocol server (`engine.kind: tinker`), as the Tinker SDK reads it",
   ],
   ["TINKER_BASE_URL", "the Tinker-protocol server when `engine.tinker.url` is unset, as the Tinker SDK reads it"],
+  ["AGENT_R1_SAMPLER_API_KEY", "the Bearer key sent to an `engine.sampler` inference server"],
 ];

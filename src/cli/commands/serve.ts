@@ -70,6 +70,12 @@ const FLAGS: FlagSpec = {
     description: "bytes of one response, streamed or not",
     fallback: D.maxResponseBytes,
   },
+  "weights-from": {
+    type: "string",
+    value: "DIR",
+    description:
+      "let POST /update_weights_from_disk load model directories inside DIR (an RL trainer's sampler weights)",
+  },
   tinker: {
     type: "boolean",
     description:
@@ -151,6 +157,7 @@ export const serveCommand: Command = {
       maxResponseBytes,
       log: io.err,
       engineOptions,
+      weightsFrom: flags["weights-from"] as string | undefined,
     });
     announceBackend(backend, io);
     io.out(`serving ${server.modelId} on ${server.url}`);
