@@ -38,7 +38,8 @@ const FLAGS: FlagSpec = {
   "api-key": {
     type: "string",
     value: "KEY",
-    description: "require 'Authorization: Bearer KEY' on /v1/*; default env AGENT_R1_API_KEY",
+    description:
+      "require 'Authorization: Bearer KEY' on every route but /health (X-API-Key with --tinker); default env AGENT_R1_API_KEY",
   },
   "allow-host": {
     type: "string",
