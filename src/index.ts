@@ -24,4 +24,5 @@ export * from "./data/index.js";
 export * from "./train/index.js";
 export * from "./tools/index.js";
 export { startServer, type ServeOptions, type RunningServer } from "./serve/server.js";
+export * from "./gateway/index.js";
 export { startDashboard, type Dashboard, type DashboardOptions } from "./dashboard/index.js";

@@ -24,6 +24,11 @@ const COVERED = [
   "agent/lookup-tool.ts",
   "agent/run-rollout.ts",
   "agent/shorten-tool-responses.ts",
+  // Trained for two iterations each, and evaluated, by trained-agents.test.ts; checked for shape here.
+  "trained-agents/ai-sdk.ts",
+  "trained-agents/arithmetic.ts",
+  "trained-agents/openai-agents.ts",
+  "trained-agents/openai-client.ts",
 ];
 
 function exampleFiles(dir: string, prefix = ""): string[] {
@@ -41,6 +46,17 @@ test("every example under examples/ is run by this file and imports the package 
       /from "(\.\.\/)+src\//,
       `${f} imports agent-r1, not the sources`,
     );
+});
+
+test("trained-agents: each module exports the rows and an agent; the reward reads the reply's last number", async () => {
+  const arithmetic = await import("../examples/trained-agents/arithmetic.js");
+  assert.equal(arithmetic.reward(arithmetic.rows[2], "It is 42."), 1);
+  assert.equal(arithmetic.reward(arithmetic.rows[2], "41, no: 43"), 0);
+  for (const name of ["ai-sdk", "openai-agents", "openai-client"]) {
+    const m = (await import(`../examples/trained-agents/${name}.js`)) as { rows: unknown[]; agent: unknown };
+    assert.equal(m.rows, arithmetic.rows, name);
+    assert.equal(typeof m.agent, "function", name);
+  }
 });
 
 test("calculator-tool: + - * / and parentheses; a syntax error is the tool's error", async () => {

@@ -1,6 +1,6 @@
 /**
  * The package's public face: the LICENSE matches package.json, and the subpath exports
- * (`agent-r1/agent`, `/rl`, `/rewards`, `/data`, `/tools`, `/serve`, `/testing`) resolve and
+ * (`agent-r1/agent`, `/rl`, `/rewards`, `/data`, `/tools`, `/gateway`, `/serve`, `/testing`) resolve and
  * never load TensorFlow.js, so a tool or env written against them starts in milliseconds.
  *
  * How the name resolves: the published package (and the compiled dist/test run) through
@@ -31,6 +31,7 @@ const SUBPATHS: Record<string, string> = {
   rewards: "exactMatch",
   data: "readJsonl",
   tools: "javascriptTool",
+  gateway: "agentRollout",
   serve: "startServer",
   testing: "envConformance",
 };

@@ -7,7 +7,6 @@
  * marker; a tool that ignores its abort signal is still abandoned at the
  * timeout (a late result or rejection is ignored).
  */
-import type { z } from "zod";
 import type { AnyTool, ToolContext, ToolOutput } from "./tool.js";
 import { DEFAULT_MAX_RESPONSE_CHARS, truncateResponse, wellFormed } from "./tool.js";
 import type { ParsedToolCall } from "./formats/types.js";
@@ -46,10 +45,6 @@ export interface CallContext {
 }
 
 const TIMEOUT = Symbol("timeout");
-
-function describeIssues(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.length ? i.path.join(".") : "(arguments)"}: ${i.message}`).join("; ");
-}
 
 /** What a tool threw, as text; never throws itself (a thrown value's toString may). */
 function describeThrown(err: unknown): string {
@@ -128,11 +123,21 @@ export async function runToolCall(
       call.arguments,
     );
   }
-  const parsed = tool.inputSchema.safeParse(call.arguments);
+  let parsed: Awaited<ReturnType<typeof tool.validate>>;
+  try {
+    parsed = await tool.validate(call.arguments);
+  } catch (err) {
+    return fail(
+      "tool_error",
+      `tool '${tool.name}' could not check its arguments: ${describeThrown(err)}`,
+      tool.name,
+      call.arguments,
+    );
+  }
   if (!parsed.success)
     return fail(
       "invalid_arguments",
-      `invalid arguments for tool '${tool.name}': ${describeIssues(parsed.error)}.`,
+      `invalid arguments for tool '${tool.name}': ${parsed.error}.`,
       tool.name,
       call.arguments,
     );

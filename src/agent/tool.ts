@@ -1,13 +1,21 @@
 /**
  * Tools in the style of TypeScript agent libraries:
  *   defineTool({ name, description, inputSchema: z.object({...}), execute: async (args, ctx) => "text" })
- * `execute` returns text, or `{ text, reward, metadata }` where `reward` is a
- * process reward for that call. The runtime validates arguments against
- * `inputSchema` before `execute` runs (see tool-runner.ts).
+ * `inputSchema` may also be any Standard Schema validator or a plain JSON Schema object
+ * (./tool-schema.ts). `execute` returns text, or `{ text, reward, metadata }` where `reward` is a
+ * process reward for that call. The runtime validates arguments against the schema before
+ * `execute` runs (see tool-runner.ts).
  */
-import { z } from "zod";
+import type { z } from "zod";
 import type { ToolSchema } from "../model/chat-template.js";
 import { InputError } from "../util/errors.js";
+import {
+  argumentSchema,
+  type AnySchema,
+  type JsonSchemaObject,
+  type StandardSchemaV1,
+  type ValidationResult,
+} from "./tool-schema.js";
 
 export const DEFAULT_TOOL_TIMEOUT_MS = 30_000;
 export const DEFAULT_MAX_RESPONSE_CHARS = 8_192;
@@ -34,7 +42,12 @@ export interface ToolOutput {
 export interface Tool<Args = unknown> {
   readonly name: string;
   readonly description: string;
-  readonly inputSchema: z.ZodType<Args>;
+  /** The schema the tool was defined with: zod, a Standard Schema validator, or JSON Schema. */
+  readonly inputSchema: AnySchema;
+  /** The arguments as JSON Schema (an object schema): what the chat template lists. */
+  readonly parameters: Record<string, unknown>;
+  /** Checks (and, for validators that transform, converts) the model's arguments. */
+  validate(args: unknown): Promise<ValidationResult<Args>>;
   readonly timeoutMs: number;
   /** Longer responses are cut to this many characters, with a marker saying how many were dropped. */
   readonly maxResponseChars: number;
@@ -44,18 +57,27 @@ export interface Tool<Args = unknown> {
 // Tool<Args> is invariant in Args (the schema); collections hold any tool.
 export type AnyTool = Tool<any>;
 
-export interface ToolDefinition<S extends z.ZodType> {
+/** The arguments a schema describes: zod's output type, a Standard Schema's output, or `Record<string, unknown>` for JSON Schema. */
+export type SchemaOutput<S> = S extends z.ZodType
+  ? z.output<S>
+  : S extends StandardSchemaV1<infer O>
+    ? O
+    : Record<string, unknown>;
+
+export interface ToolDefinition<S extends AnySchema> {
   name: string;
   description: string;
   inputSchema: S;
-  execute: (args: z.output<S>, ctx: ToolContext) => Promise<string | ToolOutput> | string | ToolOutput;
+  /** The JSON Schema of the arguments, for a Standard Schema validator that cannot say it itself. */
+  jsonSchema?: Record<string, unknown>;
+  execute: (args: SchemaOutput<S>, ctx: ToolContext) => Promise<string | ToolOutput> | string | ToolOutput;
   timeoutMs?: number;
   maxResponseChars?: number;
 }
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
 
-export function defineTool<S extends z.ZodType>(def: ToolDefinition<S>): Tool<z.output<S>> {
+export function defineTool<S extends AnySchema>(def: ToolDefinition<S>): Tool<SchemaOutput<S>> {
   const where = `tool '${String(def.name)}'`;
   if (typeof def.name !== "string" || !NAME.test(def.name)) {
     throw new InputError(
@@ -72,42 +94,29 @@ export function defineTool<S extends z.ZodType>(def: ToolDefinition<S>): Tool<z.
   const maxResponseChars = def.maxResponseChars ?? DEFAULT_MAX_RESPONSE_CHARS;
   if (!(Number.isInteger(maxResponseChars) && maxResponseChars > 0))
     throw new InputError(`${where}: maxResponseChars must be a positive integer, got ${maxResponseChars}`);
-  const tool: Tool<z.output<S>> = {
+  // Fails now, at definition, when the schema is not an object schema.
+  const schema = argumentSchema<SchemaOutput<S>>(def.inputSchema, where, def.jsonSchema);
+  return {
     name: def.name,
     description: def.description,
-    inputSchema: def.inputSchema as z.ZodType<z.output<S>>,
+    inputSchema: def.inputSchema,
+    parameters: schema.parameters,
+    validate: (args) => schema.validate(args),
     timeoutMs,
     maxResponseChars,
     execute: async (args, ctx) => def.execute(args, ctx),
   };
-  toolSchema(tool); // fails now, at definition, when the schema is not an object schema
-  return tool;
 }
-
-const schemas = new WeakMap<object, ToolSchema>();
 
 /** The OpenAI-style function schema the chat template lists under `tools`. */
 export function toolSchema(tool: AnyTool): ToolSchema {
-  let s = schemas.get(tool);
-  if (s) return s;
-  let json: Record<string, unknown>;
-  try {
-    json = z.toJSONSchema(tool.inputSchema, { io: "input" }) as Record<string, unknown>;
-  } catch (err) {
-    throw new InputError(
-      `tool '${tool.name}': inputSchema cannot be written as JSON Schema: ${(err as Error).message}`,
-      "avoid transforms and custom types in inputSchema",
-    );
-  }
-  if (json.type !== "object")
-    throw new InputError(
-      `tool '${tool.name}': inputSchema must be an object schema (z.object), got type ${JSON.stringify(json.type)}`,
-    );
-  delete json.$schema;
-  s = { type: "function", function: { name: tool.name, description: tool.description, parameters: json } };
-  schemas.set(tool, s);
-  return s;
+  return {
+    type: "function",
+    function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+  };
 }
+
+export type { AnySchema, JsonSchemaObject, StandardSchemaV1 };
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 

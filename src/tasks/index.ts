@@ -15,6 +15,19 @@ export function getTask(name: string, options: Record<string, unknown> = {}): Ta
   return TASKS[name](options);
 }
 
+/** A recipe's task: a module of the user's (`task.module`), or a built-in task by name. */
+export async function loadTask(section: {
+  name: string;
+  module?: string;
+  options: Record<string, unknown>;
+}): Promise<Task> {
+  if (section.module !== undefined) {
+    const { loadAgentTask } = await import("./agent-module.js");
+    return loadAgentTask(section.module, section.options);
+  }
+  return getTask(section.name, section.options);
+}
+
 export type { Task, TaskFactory, TaskRow, EpisodeScore, Split } from "./types.js";
 export { parseTaskOptions } from "./options.js";
 export * from "./multihop/index.js";

@@ -8,6 +8,8 @@ import type { ChatMessage } from "../model/chat-template.js";
 import type { Env } from "../agent/env.js";
 import type { Trajectory } from "../agent/trajectory.js";
 import type { Tokenizer } from "../model/tokenizer.js";
+import type { Engine } from "../engine/types.js";
+import type { RolloutResult } from "../agent/rollout.js";
 
 export type Split = "train" | "val" | "test";
 
@@ -52,6 +54,22 @@ export interface Task {
   demonstrations(rows: TaskRow[], opts: { seed: number; quality: number }): ChatMessage[][];
   /** Text for building a task tokenizer (documents, questions, answers, tool calls). */
   corpus(): Iterable<string>;
+  /**
+   * Plays rows its own way instead of `makeEnv` envs (an agent of the user's through the recording
+   * gateway): the same result a rollout gives.
+   */
+  play?(engine: Engine, rows: TaskRow[], opts: TaskPlayOptions): Promise<RolloutResult>;
+}
+
+export interface TaskPlayOptions {
+  n: number;
+  seed: number;
+  temperature?: number;
+  topP?: number;
+  maxTurns: number;
+  maxTokensPerTurn: number;
+  maxTotalTokens: number;
+  log?: (line: string) => void;
 }
 
 export type TaskFactory = (options: Record<string, unknown>) => Task;

@@ -15,3 +15,12 @@ export type {
   SandboxResult,
   SandboxErrorKind,
 } from "./javascript.js";
+export {
+  fromAiSdkTools,
+  fromAgentsSdkTools,
+  mcpTools,
+  connectMcp,
+  type AdapterOptions,
+  type McpClientLike,
+  type McpServerSpec,
+} from "./ecosystem.js";

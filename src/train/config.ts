@@ -118,6 +118,12 @@ export const configSchema = z.strictObject({
   task: z
     .strictObject({
       name: z.string().default("calc").describe("multihop or calc."),
+      module: z
+        .string()
+        .optional()
+        .describe(
+          "Or a module of your own exporting `agent` (row, { baseURL, apiKey, model, signal }) => reward and `rows` or `data`: the agent you already have, trained through the recording gateway.",
+        ),
       options: z
         .record(z.string(), z.unknown())
         .default({})

@@ -49,6 +49,8 @@ export interface PlayOptions {
   maxTokensPerTurn: number;
   maxTotalTokens: number;
   seed: number;
+  /** Lines about episodes that failed (an agent task logs them as they happen). */
+  log?: (line: string) => void;
 }
 
 export async function playRows(
@@ -58,16 +60,18 @@ export async function playRows(
   rows: TaskRow[],
   o: PlayOptions,
 ): Promise<{ result: RolloutResult; scores: EpisodeScore[]; summary: EpisodeSummary }> {
-  const result = await rollout(engine, (row: TaskRow) => task.makeEnv(row), rows, {
+  const settings = {
     n: o.n ?? 1,
-    tokenizer,
     seed: o.seed,
     temperature: o.greedy ? 0 : o.temperature,
     topP: o.greedy ? 1 : o.topP,
     maxTurns: o.maxTurns,
     maxTokensPerTurn: o.maxTokensPerTurn,
     maxTotalTokens: o.maxTotalTokens,
-  });
+  };
+  const result = task.play
+    ? await task.play(engine, rows, { ...settings, log: o.log })
+    : await rollout(engine, (row: TaskRow) => task.makeEnv(row), rows, { ...settings, tokenizer });
   const scores = result.trajectories.map((t) => task.score(t, rows[t.rowIndex], tokenizer));
   return { result, scores, summary: summarizeEpisodes(result.trajectories, scores, result.metrics.failed) };
 }

@@ -14,7 +14,8 @@ import {
 } from "../args.js";
 import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 import type { Command } from "../command.js";
-import { splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags } from "./task-flags.js";
+import { isModulePath, splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags, taskOptions } from "./task-flags.js";
+import { loadAgentTask } from "../../tasks/agent-module.js";
 
 /** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
 export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
@@ -110,7 +111,9 @@ export const evalCommand: Command = {
     const { flags, positionals } = parseFlags("eval", argv, FLAGS);
     noPositionals("eval", positionals);
     const modelDir = requireString("eval", flags, "model");
-    const task = taskFromFlags("eval", flags);
+    const task = isModulePath(flags.task)
+      ? await loadAgentTask(flags.task as string, taskOptions("eval", flags))
+      : taskFromFlags("eval", flags);
     if (flags.data !== undefined && flags.split !== undefined)
       throw usageError("eval", "give --split or --data, not both");
     if (flags["skip-bad-rows"] && flags.data === undefined)

@@ -5,7 +5,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { getTask } from "../../tasks/index.js";
+import { loadTask } from "../../tasks/index.js";
 import { loadConfig } from "../../train/load-config.js";
 import { pct, runMainJob, type MainJobResult } from "../../train/main-job.js";
 import { InputError } from "../../util/errors.js";
@@ -51,7 +51,7 @@ export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<
       );
   }
   const cfg = loadConfig(o.recipe, [`model.path=${o.base}`, ...(o.overrides ?? [])]);
-  const task = getTask(cfg.task.name, cfg.task.options);
+  const task = await loadTask(cfg.task);
   const progress = new Progress({ label: cfg.algorithm.estimator, total: cfg.train.iterations, stream: o.stream });
   try {
     return await runMainJob(cfg, task, {

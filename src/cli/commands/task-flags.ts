@@ -10,8 +10,8 @@ export const SPLIT_NAMES: readonly Split[] = ["train", "val", "test"];
 export const TASK_FLAGS: FlagSpec = {
   task: {
     type: "string",
-    value: Object.keys(TASKS).join("|"),
-    description: "the task: its rows, tools, env and reward (required)",
+    value: `${Object.keys(TASKS).join("|")}|FILE.ts`,
+    description: "the task: its rows, tools, env and reward (required); or a module exporting an agent and its rows",
   },
   option: {
     type: "string",
@@ -51,8 +51,17 @@ export function taskFromFlags(command: string, flags: Parsed["flags"], defaults:
   const name = flags.task;
   const tasks = Object.keys(TASKS).join(", ");
   if (typeof name !== "string" || name === "") throw usageError(command, `--task is required; tasks: ${tasks}`);
+  if (isModulePath(name))
+    throw new UsageError(
+      `${command}: --task ${name}: an agent module plays through the gateway, which ${command} does not use; it works with eval and train (task.module)`,
+    );
   if (!Object.hasOwn(TASKS, name)) throw new UsageError(`unknown task '${name}'; tasks: ${tasks}`);
   return getTask(name, { ...defaults, ...taskOptions(command, flags) });
+}
+
+/** A --task value that names a module of the user's (an agent task) rather than a built-in task. */
+export function isModulePath(task: unknown): boolean {
+  return typeof task === "string" && /\.(m?[jt]s)$/.test(task);
 }
 
 export function splitFromFlags(command: string, flags: Parsed["flags"], fallback: Split = "test"): Split {

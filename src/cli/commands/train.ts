@@ -2,7 +2,7 @@ import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../../train/load-config.js";
 import { Trainer } from "../../train/trainer.js";
-import { getTask } from "../../tasks/index.js";
+import { loadTask } from "../../tasks/index.js";
 import { parseFlags, usageError, type FlagSpec } from "../args.js";
 import { Progress } from "../progress.js";
 import { enginesFor } from "../engines.js";
@@ -60,7 +60,7 @@ export const trainCommand: Command = {
     if (flags["skip-bad-rows"]) overrides.push("data.skipBadRows=true");
     if (backend) overrides.push(`engine.backend=${backend}`);
     const cfg = loadConfig(recipe, overrides);
-    const task = getTask(cfg.task.name, cfg.task.options);
+    const task = await loadTask(cfg.task);
     const trainer = await Trainer.open(cfg, {
       out,
       task,

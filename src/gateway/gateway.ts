@@ -1,0 +1,212 @@
+/**
+ * The recording gateway: an OpenAI-compatible chat-completions endpoint in front of the policy
+ * engine, one base URL per episode (`{url}/episodes/{id}/v1`), so an agent written with any client
+ * library (the `openai` client, the Vercel AI SDK, the OpenAI Agents SDK, LangChain.js) plays an
+ * episode unchanged while every completion is recorded token for token (episode-recorder.ts).
+ * Routes, under each episode's base URL: POST /chat/completions (tools, streaming or not,
+ * logprobs), GET /models. The request body is checked as `agent-r1 serve` checks it
+ * (src/serve/schemas.ts); errors are OpenAI error objects. Bound to loopback by default.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { randomBytes } from "node:crypto";
+import type { Engine } from "../engine/types.js";
+import type { ChatSetup } from "../agent/chat-setup.js";
+import { ApiError, badRequest, toApiError } from "../serve/errors.js";
+import { readJsonBody, sendJson } from "../serve/http.js";
+import { chatRequestSchema, parseRequest } from "../serve/schemas.js";
+import { templateMessages, toolSchemas } from "../serve/tool-calls.js";
+import { parseRequestTarget } from "../util/request-target.js";
+import { EpisodeRecorder, RecorderError, type Completion, type RecorderOptions } from "./episode-recorder.js";
+
+export interface GatewayOptions extends Omit<RecorderOptions, "seed"> {
+  /** The model name agents must ask for. Default "policy". */
+  model?: string;
+  host?: string;
+  /** 0 (default) picks a free port. */
+  port?: number;
+  /** Unexpected errors. Default: stderr. */
+  log?: (line: string) => void;
+}
+
+export interface EpisodeHandle {
+  id: string;
+  /** The base URL an agent's client takes (`.../episodes/{id}/v1`). */
+  baseURL: string;
+  recorder: EpisodeRecorder;
+}
+
+export class Gateway {
+  private readonly episodes = new Map<string, EpisodeRecorder>();
+  private server?: Server;
+  private base = "";
+  /** A random key the gateway's clients send: an agent that only knows its own URL reaches only its episode. */
+  readonly apiKey = `agent-r1-${randomBytes(12).toString("hex")}`;
+  readonly model: string;
+
+  constructor(private readonly o: GatewayOptions) {
+    this.model = o.model ?? "policy";
+  }
+
+  get url(): string {
+    if (!this.server) throw new Error("internal: the gateway is not started");
+    return this.base;
+  }
+
+  async start(): Promise<this> {
+    const host = this.o.host ?? "127.0.0.1";
+    const server = createServer((req, res) => {
+      this.handle(req, res).catch((e: unknown) => {
+        const err =
+          e instanceof RecorderError ? new ApiError(409, e.message, { code: "episode_conflict" }) : toApiError(e);
+        if (err.status >= 500)
+          (this.o.log ?? ((l) => process.stderr.write(l + "\n")))(`gateway: ${req.url}: ${(e as Error).stack ?? e}`);
+        if (!res.headersSent) sendJson(res, err.status, err.body());
+        else res.end();
+      });
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(this.o.port ?? 0, host, () => resolve());
+    });
+    this.server = server;
+    this.base = `http://${host}:${(server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  /** A new episode and its base URL. */
+  open(meta: { rowIndex: number; sampleIndex: number; seed?: number }): EpisodeHandle {
+    const id = `e${meta.rowIndex}-${meta.sampleIndex}-${randomBytes(4).toString("hex")}`;
+    const { model: _m, host: _h, port: _p, log: _l, ...rec } = this.o;
+    const recorder = new EpisodeRecorder(id, meta.rowIndex, meta.sampleIndex, { ...rec, seed: meta.seed });
+    this.episodes.set(id, recorder);
+    return { id, baseURL: `${this.url}/episodes/${id}/v1`, recorder };
+  }
+
+  /** Forgets an episode: later requests to its URL are 404s. */
+  close(id: string): void {
+    this.episodes.delete(id);
+  }
+
+  async stop(): Promise<void> {
+    const s = this.server;
+    this.server = undefined;
+    if (!s) return;
+    const closed = new Promise<void>((r) => s.close(() => r()));
+    s.closeAllConnections();
+    await closed;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const target = parseRequestTarget(req.url);
+    const m = target && /^\/episodes\/([A-Za-z0-9-]+)\/v1(\/.*)$/.exec(target.pathname.replace(/\/+$/, ""));
+    if (!m)
+      throw new ApiError(404, `Unknown route: ${req.method} ${req.url}; episodes live under /episodes/{id}/v1`, {
+        code: "unknown_url",
+      });
+    const auth = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? "");
+    if (!auth || auth[1].trim() !== this.apiKey)
+      throw new ApiError(
+        401,
+        "the gateway's API key is missing or wrong (pass the apiKey the rollout gave the agent)",
+        {
+          code: "invalid_api_key",
+        },
+      );
+    const episode = this.episodes.get(m[1]);
+    if (!episode)
+      throw new ApiError(404, `no episode ${m[1]} (it has ended, or never began)`, { code: "episode_not_found" });
+    const route = `${req.method} ${m[2]}`;
+    if (route === "GET /models")
+      return sendJson(res, 200, { object: "list", data: [{ id: this.model, object: "model", owned_by: "agent-r1" }] });
+    if (route !== "POST /chat/completions")
+      throw new ApiError(
+        404,
+        `Unknown route: ${req.method} ${m[2]}; the gateway serves POST /chat/completions and GET /models`,
+        {
+          code: "unknown_url",
+        },
+      );
+    const body = parseRequest(chatRequestSchema, await readJsonBody(req, 4 << 20));
+    if (body.model !== undefined && body.model !== this.model)
+      throw new ApiError(404, `The model '${body.model}' does not exist; this gateway serves '${this.model}'`, {
+        code: "model_not_found",
+        param: "model",
+      });
+    if ((body.n ?? 1) !== 1) throw badRequest("n must be 1: an episode is one conversation", "n");
+    const tools =
+      body.tools && body.tools.length > 0 && body.tool_choice !== "none" ? toolSchemas(body.tools) : undefined;
+    const gone = new AbortController();
+    let answered = false;
+    res.on("close", () => answered || gone.abort());
+    const out = await episode.complete({
+      messages: templateMessages(body.messages),
+      tools,
+      maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
+      temperature: body.temperature ?? undefined,
+      topP: body.top_p ?? undefined,
+      signal: gone.signal,
+    });
+    answered = true;
+    if (res.writableEnded) return;
+    const head = {
+      id: `chatcmpl-${randomBytes(8).toString("hex")}`,
+      created: Math.floor(Date.now() / 1000),
+      model: this.model,
+    };
+    const usage = {
+      prompt_tokens: out.promptTokens,
+      completion_tokens: out.tokens.length,
+      total_tokens: out.promptTokens + out.tokens.length,
+    };
+    if (body.stream) return stream(res, head, out, usage, body.stream_options?.include_usage === true);
+    const message = {
+      role: "assistant",
+      content: out.content,
+      ...(out.toolCalls ? { tool_calls: out.toolCalls } : {}),
+      refusal: null,
+    };
+    sendJson(res, 200, {
+      ...head,
+      object: "chat.completion",
+      choices: [
+        {
+          index: 0,
+          message,
+          logprobs: body.logprobs ? { content: logprobEntries(out, this.o.chat), refusal: null } : null,
+          finish_reason: out.finishReason,
+        },
+      ],
+      usage,
+    });
+  }
+}
+
+function logprobEntries(out: Completion, chat: ChatSetup) {
+  return out.tokens.map((t, i) => {
+    const token = chat.tokenizer.decode([t]);
+    return { token, logprob: out.logprobs[i], bytes: [...Buffer.from(token, "utf8")], top_logprobs: [] };
+  });
+}
+
+/** The whole answer as chat.completion.chunk events: the role, the content, each tool call, the finish. */
+function stream(
+  res: ServerResponse,
+  head: Record<string, unknown>,
+  out: Completion,
+  usage: Record<string, number>,
+  includeUsage: boolean,
+): void {
+  res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive" });
+  const send = (delta: Record<string, unknown>, finish: string | null) =>
+    res.write(
+      `data: ${JSON.stringify({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) })}\n\n`,
+    );
+  send({ role: "assistant", content: "" }, null);
+  if (out.content) send({ content: out.content }, null);
+  out.toolCalls?.forEach((c, index) => send({ tool_calls: [{ index, ...c }] }, null));
+  send({}, out.finishReason);
+  if (includeUsage)
+    res.write(`data: ${JSON.stringify({ ...head, object: "chat.completion.chunk", choices: [], usage })}\n\n`);
+  res.end("data: [DONE]\n\n");
+}
