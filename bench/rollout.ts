@@ -17,6 +17,7 @@
  * Ends with one JSON line:
  *   {"throughput_kept_with_200ms_tools":x,"turn8_over_turn1_prefill":y}
  *   node dist/bench/rollout.js [--trajectories 64] [--turn-tokens 256] [--stop-ids 10] [--workers N]
+ * With --gateway it measures the recording gateway instead (bench/gateway.ts).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -45,6 +46,9 @@ const { values: args } = parseArgs({
     "stop-ids": { type: "string", default: "10" },
     workers: { type: "string" },
     "probe-trajectories": { type: "string", default: "8" },
+    gateway: { type: "boolean", default: false },
+    rows: { type: "string", default: "16" },
+    n: { type: "string", default: "4" },
   },
 });
 const B = Number(args.trajectories),
@@ -231,7 +235,12 @@ function round<T>(x: T): T {
   return x;
 }
 
-main().then(
+(args.gateway
+  ? import("./gateway.js").then((m) =>
+      m.gatewayBench({ rows: Number(args.rows), n: Number(args.n), repeats: Number(args.repeats) }),
+    )
+  : main()
+).then(
   () => process.exit(0),
   (e) => {
     console.error(e);

@@ -28,7 +28,7 @@ test("the README is a short guide: under 260 lines, with the two commands, the d
 
 test("the README's example blocks equal the example files the suite compiles and runs", () => {
   const blocks = readmeExamples(readmeText());
-  assert.ok(blocks.length >= 2, "the README shows a tool and an env");
+  assert.ok(blocks.length >= 2, "the README shows a tool and an agent");
   for (const b of blocks) {
     let file: string | undefined;
     for (const base of ["../", "../../"]) {

@@ -1,6 +1,6 @@
 /**
- * An agent written with the Vercel AI SDK: `generateText` with two tools and `stopWhen`, on the
- * OpenAI-compatible provider. The only line that knows about training is the provider's baseURL.
+ * An agent written with the Vercel AI SDK (`generateText`, two tools, `stopWhen`): trained as it is.
+ * The only line that knows about training is the provider's baseURL.
  */
 import { generateText, stepCountIs, tool } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
@@ -9,7 +9,6 @@ import type { AgentContext } from "agent-r1/gateway";
 import { reward, rows, SYSTEM, type ArithmeticRow } from "./arithmetic.js";
 
 export { rows };
-
 const pair = z.object({ a: z.number(), b: z.number() });
 const tools = {
   add: tool({ description: "Adds two numbers.", inputSchema: pair, execute: async ({ a, b }) => String(a + b) }),
@@ -21,15 +20,14 @@ const tools = {
 };
 
 export async function agent(row: ArithmeticRow, ctx: AgentContext) {
-  const provider = createOpenAICompatible({ name: "policy", baseURL: ctx.baseURL, apiKey: ctx.apiKey });
+  const policy = createOpenAICompatible({ name: "policy", baseURL: ctx.baseURL, apiKey: ctx.apiKey });
   const { text } = await generateText({
-    model: provider(ctx.model),
+    model: policy(ctx.model),
     system: SYSTEM,
     prompt: row.question,
     tools,
     stopWhen: stepCountIs(4),
     maxOutputTokens: 48,
-    maxRetries: 0,
     abortSignal: ctx.signal,
   });
   return reward(row, text);

@@ -19,6 +19,7 @@ import { checkDrift } from "../agent/drift.js";
 import { ChatTemplateError } from "../agent/errors.js";
 import { observationDeltaTokens } from "../agent/observation-delta.js";
 import { TrajectoryBuilder, type Trajectory } from "../agent/trajectory.js";
+import type { ToolCallRecord } from "../agent/tool-runner.js";
 import { Rng } from "../util/rng.js";
 import { extractToolCalls, type OpenAiToolCall } from "../serve/tool-calls.js";
 
@@ -58,6 +59,7 @@ export interface Completion {
 export class RecorderError extends Error {}
 
 interface Pending {
+  turn: number;
   context: number[];
   action: number[];
   logprobs: number[];
@@ -99,6 +101,7 @@ export class EpisodeRecorder {
   private tools?: ToolSchema[];
   private pending?: Pending;
   private completions = 0;
+  private callCount = 0;
   private busy = false;
   private ended = false;
   /** Why requests started new segments. */
@@ -164,7 +167,20 @@ export class EpisodeRecorder {
     return undefined;
   }
 
-  private record(p: Pending, observation: number[], reward: number, done: boolean): void {
+  /** The pending action as a step; `results` are the tool messages that answered its calls (the client ran them). */
+  private record(p: Pending, observation: number[], reward: number, done: boolean, results: AgentMessage[] = []): void {
+    const toolCalls: ToolCallRecord[] = (p.assistant.tool_calls ?? []).map((c, i) => ({
+      index: this.callCount++,
+      turn: p.turn,
+      name: c.function.name,
+      arguments: c.function.arguments as Record<string, unknown>,
+      raw: "",
+      ok: i < results.length,
+      text: results[i]?.content ?? "",
+      ...(i < results.length ? {} : { error: { kind: "tool_error" as const, message: "no tool result came back" } }),
+      startedAt: 0,
+      durationMs: 0,
+    }));
     this.rec.add(p.context, {
       action: p.action,
       logprobs: p.logprobs,
@@ -172,7 +188,7 @@ export class EpisodeRecorder {
       observation,
       reward,
       done,
-      toolCalls: [],
+      toolCalls,
       info: {},
       timing: { sampleMs: p.sampleMs, envMs: 0 },
     });
@@ -223,6 +239,7 @@ export class EpisodeRecorder {
           }
         : { role: "assistant", content: text };
       this.pending = {
+        turn: this.completions,
         context,
         action: seq.tokens,
         logprobs: seq.logprobs,
