@@ -12,7 +12,11 @@
         "native/fused_ops.c",
         "native/train_ops.c",
         "native/napi_args.c",
-        "native/parallel.c"
+        "native/parallel.c",
+        "native/logprob_rows.c",
+        "native/model/layers.c",
+        "native/model/decoder.c",
+        "native/model/model_napi.c"
       ],
       "cflags": ["-O3", "-std=c99", "-fno-trapping-math", "-fno-math-errno", "-Wall", "-Wextra", "-pthread"],
       "ldflags": ["-pthread"],

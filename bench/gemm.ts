@@ -3,7 +3,12 @@
  * addon was built with (OpenBLAS, Accelerate), on the M model's shapes (hidden 512, kv 128,
  * ffn 1536, vocab 2048), through the addon's gemm as the engine calls it. One JSON line per shape:
  *   {"shape":"...","m":..,"n":..,"k":..,"op":"NN"|"NT"|"TN","own_gflops":x,"system_gflops":y,"ratio":own/system}
- * then a summary line {"kernel":"avx512","threads":1,"geomean_ratio":r,"min_ratio":r,"system":"OpenBLAS ..."}.
+ * then one line per decode shape with B in each dtype the engine keeps weights in, through gemmEx on
+ * the own kernels (B not transposed, as the engine's weights are):
+ *   {"shape":"...","m":..,"n":..,"k":..,"f32_gflops":x,"bf16_gflops":y,"f16_gflops":z,
+ *    "bf16_vs_f32":y/x,"f16_vs_f32":z/x,"f32_acc_gflops":a,"bf16_acc_gflops":b}
+ * (the _acc figures accumulate into C: C += A @ B), then a summary line
+ * {"kernel":"avx512","threads":1,"geomean_ratio":r,"min_ratio":r,"system":"OpenBLAS ..."}.
  * Each figure is the best of 5 rounds; the two implementations run in alternating rounds, so both
  * see the same machine. Cold (--cold): a 32 MiB buffer is written before each call (not timed), so
  * the inputs come from memory, as they do between the engine's operations.
@@ -12,6 +17,7 @@
  */
 import { parseArgs } from "node:util";
 import { loadNative, type NativeAddon } from "../src/engine/local/native.js";
+import { f32BitsToBF16, f32BitsToF16 } from "../src/model/safetensors.js";
 import { Rng } from "../src/util/rng.js";
 
 const { values: args } = parseArgs({
@@ -38,6 +44,14 @@ const SHAPES: [string, number, number, number, boolean, boolean][] = [
   ["train: dV", 256, 64, 256, true, false],
 ];
 
+/** [name, m, n, k]: decode steps of batch 1 and 32 on the M model's ffn up and on a 0.5B model's (896 -> 4864). */
+const DTYPE_SHAPES: [string, number, number, number][] = [
+  ["decode b1: ffn up", 1, 1536, 512],
+  ["decode b32: ffn up", 32, 1536, 512],
+  ["decode b1: ffn up 0.5B", 1, 4864, 896],
+  ["decode b32: ffn up 0.5B", 32, 4864, 896],
+];
+
 const junk = new Float32Array(8 << 20);
 function flush(): void {
   for (let i = 0; i < junk.length; i += 16) junk[i] += 1;
@@ -60,6 +74,74 @@ function timeOne(
     total += performance.now() - t0;
   }
   return total / reps / 1000;
+}
+
+/** Seconds per gemmEx call, the mean of reps calls. */
+function timeEx(
+  addon: NativeAddon,
+  a: Float32Array,
+  b: Float32Array | Uint16Array,
+  c: Float32Array,
+  [m, n, k]: [number, number, number],
+  dtype: "f32" | "bf16" | "f16",
+  accumulate: boolean,
+  reps: number,
+): number {
+  let total = 0;
+  for (let r = 0; r < reps; r++) {
+    if (args.cold) flush();
+    const t0 = performance.now();
+    addon.gemmEx(a, b, c, m, n, k, false, false, dtype, accumulate);
+    total += performance.now() - t0;
+  }
+  return total / reps / 1000;
+}
+
+/** f32 vs bf16 vs f16 B (and accumulating into C) on the decode shapes, best of 5 alternating rounds. */
+function dtypeRows(addon: NativeAddon, rng: Rng): void {
+  addon.setBlas("own");
+  for (const [shape, m, n, k] of DTYPE_SHAPES) {
+    const a = Float32Array.from({ length: m * k }, () => rng.normal());
+    const b32 = Float32Array.from({ length: k * n }, () => rng.normal());
+    const u32 = new Uint32Array(b32.buffer);
+    const bf16 = Uint16Array.from(u32, (x) => f32BitsToBF16(x));
+    const f16 = Uint16Array.from(u32, (x) => f32BitsToF16(x));
+    const c = new Float32Array(m * n);
+    const flops = 2 * m * n * k;
+    const reps = Math.max(3, Math.min(args.cold ? 50 : 2000, Math.round(2e8 / flops)));
+    const runs: [string, Float32Array | Uint16Array, "f32" | "bf16" | "f16", boolean][] = [
+      ["f32", b32, "f32", false],
+      ["bf16", bf16, "bf16", false],
+      ["f16", f16, "f16", false],
+      ["f32_acc", b32, "f32", true],
+      ["bf16_acc", bf16, "bf16", true],
+    ];
+    const best: Record<string, number> = {};
+    for (let round = 0; round < 5; round++) {
+      for (const [name, b, dtype, acc] of round % 2 === 0 ? runs : [...runs].reverse()) {
+        c.fill(0);
+        timeEx(addon, a, b, c, [m, n, k], dtype, acc, 1); // warm the packing buffers
+        best[name] = Math.min(best[name] ?? Infinity, timeEx(addon, a, b, c, [m, n, k], dtype, acc, reps));
+      }
+    }
+    const gf = (name: string) => Math.round((flops / best[name] / 1e9) * 10) / 10;
+    const ratio = (name: string) => Math.round((best.f32 / best[name]) * 100) / 100;
+    console.log(
+      JSON.stringify({
+        shape,
+        m,
+        n,
+        k,
+        f32_gflops: gf("f32"),
+        bf16_gflops: gf("bf16"),
+        f16_gflops: gf("f16"),
+        bf16_vs_f32: ratio("bf16"),
+        f16_vs_f32: ratio("f16"),
+        f32_acc_gflops: gf("f32_acc"),
+        bf16_acc_gflops: gf("bf16_acc"),
+      }),
+    );
+  }
 }
 
 function main(): void {
@@ -107,6 +189,7 @@ function main(): void {
     console.log(JSON.stringify(line));
   }
   addon.setBlas("own");
+  dtypeRows(addon, rng);
   const summary: Record<string, unknown> = { kernel: addon.info().kernel, threads, cold: args.cold };
   if (ratios.length > 0) {
     summary.geomean_ratio =

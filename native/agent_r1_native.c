@@ -19,6 +19,15 @@
  *          for item i itself.
  *     Every size and index is checked before BLAS runs: a bad argument raises
  *     a JavaScript TypeError / RangeError naming it.
+ *   gemmEx(a, b, c, m, n, k, transA, transB, bDtype, accumulate?) -> undefined
+ *     C (m, n) = op(A) @ op(B), or C += op(A) @ op(B) when accumulate (default
+ *     false), through blas_gemm (blas.h), as the native engine multiplies:
+ *       a: Float32Array of at least m*k floats: (m, k), or (k, m) when transA;
+ *       b: at least k*n elements: (k, n), or (n, k) when transB; a Float32Array
+ *          when bDtype is "f32", a Uint16Array of bfloat16 / float16 bit
+ *          patterns when it is "bf16" / "f16" (widened to float32 as read);
+ *       c: Float32Array of at least m*n floats, written (read too when accumulating).
+ *     Checked as gemm's arguments are.
  *   setBlas("own" | "system"): which matrix products gemm runs (process-wide;
  *     default "own"); "system" throws when the build has no system BLAS.
  *   setGemmKernel("auto" | "avx512" | "avx2" | "portable") -> boolean: forces the
@@ -35,6 +44,7 @@
  *
  * Plain Node-API (node_api.h): no C++ wrapper, no npm dependency.
  */
+#include "blas.h"
 #include "gemm.h"
 #include "napi_args.h"
 #include "parallel.h"
@@ -57,8 +67,23 @@ extern char *openblas_get_config(void);
 static int use_system_blas = 0;
 static int gemm_threads_set = 1;
 
+void blas_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *b,
+               int b_dtype, int64_t ldb, float *c, int64_t ldc, int accumulate) {
+  if (m <= 0 || n <= 0) return;
+#ifdef AGENT_R1_SYSTEM_BLAS
+  if (use_system_blas && b_dtype == DT_F32 && k > 0) {
+    cblas_sgemm(ROW_MAJOR, trans_a ? TRANS : NO_TRANS, trans_b ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, a,
+                lda > 0 ? (int)lda : 1, (const float *)b, ldb > 0 ? (int)ldb : 1, accumulate ? 1.0f : 0.0f, c,
+                ldc > 0 ? (int)ldc : 1);
+    return;
+  }
+#endif
+  own_gemm(trans_a, trans_b, m, n, k, a, lda, b, b_dtype, ldb, c, ldc, accumulate);
+}
+
 int register_fused_ops(napi_env env, napi_value exports); /* fused_ops.c */
 int register_train_ops(napi_env env, napi_value exports); /* train_ops.c */
+int register_model_ops(napi_env env, napi_value exports); /* model/model_napi.c */
 
 /*
  * Checks that every item an index array names lies inside its array:
@@ -145,6 +170,68 @@ static napi_value gemm(napi_env env, napi_callback_info info) {
 #endif
     own_sgemm(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc);
   }
+  return NULL;
+}
+
+static napi_value gemm_ex(napi_env env, napi_callback_info info) {
+  size_t argc = 10;
+  napi_value argv[10];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  static const char *fn = "gemmEx";
+  if (argc < 9)
+    return fail_type(env, "gemmEx(a, b, c, m, n, k, transA, transB, bDtype, accumulate?) needs at least 9 arguments");
+
+  float *a, *c;
+  void *b;
+  int64_t a_len, b_len, c_len, m, n, k;
+  int ta, tb, dt, acc = 0;
+  if (!arg_f32(env, argv[0], fn, "a", &a, &a_len) || !arg_f32(env, argv[2], fn, "c", &c, &c_len) ||
+      !arg_dim(env, argv[3], fn, "m", &m) || !arg_dim(env, argv[4], fn, "n", &n) || !arg_dim(env, argv[5], fn, "k", &k) ||
+      !arg_flag(env, argv[6], fn, "transA", &ta) || !arg_flag(env, argv[7], fn, "transB", &tb))
+    return NULL;
+  napi_valuetype vt;
+  char name[8] = {0};
+  size_t name_len = 0;
+  if (napi_typeof(env, argv[8], &vt) != napi_ok || vt != napi_string ||
+      napi_get_value_string_utf8(env, argv[8], name, sizeof name, &name_len) != napi_ok)
+    return fail_type(env, "gemmEx: bDtype must be a string: \"f32\", \"bf16\" or \"f16\"");
+  if (strcmp(name, "f32") == 0)
+    dt = DT_F32;
+  else if (strcmp(name, "bf16") == 0)
+    dt = DT_BF16;
+  else if (strcmp(name, "f16") == 0)
+    dt = DT_F16;
+  else
+    return fail_range(env, "gemmEx: bDtype must be \"f32\", \"bf16\" or \"f16\"");
+  if (dt == DT_F32 ? !arg_f32(env, argv[1], fn, "b (bDtype \"f32\")", (float **)&b, &b_len)
+                   : !arg_u16(env, argv[1], fn, dt == DT_BF16 ? "b (bDtype \"bf16\")" : "b (bDtype \"f16\")",
+                              (uint16_t **)&b, &b_len))
+    return NULL;
+  if (argc > 9) {
+    if (napi_typeof(env, argv[9], &vt) != napi_ok) return fail_type(env, "gemmEx: accumulate must be a boolean");
+    if (vt != napi_undefined && !arg_flag(env, argv[9], fn, "accumulate", &acc)) return NULL;
+  }
+
+  char msg[200];
+  if (a_len < m * k) { /* each product < 2^62: no overflow */
+    snprintf(msg, sizeof msg, "gemmEx: a holds %lld floats, needs m*k = %lld*%lld", (long long)a_len, (long long)m,
+             (long long)k);
+    return fail_range(env, msg);
+  }
+  if (b_len < k * n) {
+    snprintf(msg, sizeof msg, "gemmEx: b holds %lld elements, needs k*n = %lld*%lld", (long long)b_len, (long long)k,
+             (long long)n);
+    return fail_range(env, msg);
+  }
+  if (c_len < m * n) {
+    snprintf(msg, sizeof msg, "gemmEx: c holds %lld floats, needs m*n = %lld*%lld", (long long)c_len, (long long)m,
+             (long long)n);
+    return fail_range(env, msg);
+  }
+  /* Row-major leading dimensions; blas_gemm does nothing for an empty C, and with k = 0 zeroes C
+   * (or, accumulating, leaves it) without reading A or B. */
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+  blas_gemm(ta, tb, m, n, k, a, lda, b, dt, ldb, c, ldc, acc);
   return NULL;
 }
 
@@ -256,6 +343,7 @@ static napi_value get_info(napi_env env, napi_callback_info info) {
 NAPI_MODULE_INIT() {
   napi_property_descriptor props[] = {
       {"gemm", NULL, gemm, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"gemmEx", NULL, gemm_ex, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setBlas", NULL, set_blas, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setGemmKernel", NULL, set_gemm_kernel, NULL, NULL, NULL, napi_enumerable, NULL},
       {"setThreads", NULL, set_threads, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -267,5 +355,6 @@ NAPI_MODULE_INIT() {
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
   if (!register_fused_ops(env, exports)) return NULL;
   if (!register_train_ops(env, exports)) return NULL;
+  if (!register_model_ops(env, exports)) return NULL;
   return exports;
 }

@@ -11,85 +11,185 @@
  *         for jr in nc, step NR:           B panel (kc, NR): stays in L1 across the ir loop
  *           for ir in mc, step MR:
  *             C[ic+ir, jc+jr] (MR, NR) (+)= apack panel . bpack panel      (the micro-kernel)
- * The first pc block writes C, later ones add to it. The micro-kernels take edge tiles (fewer
- * than MR rows or NR columns) themselves.
+ * The first pc block writes C (adds to it, when the caller accumulates), later ones add to it. The
+ * micro-kernels take edge tiles (fewer than MR rows or NR columns) themselves.
  * With few rows of A (a decode step: m is the batch) and B not transposed, B is read in place
  * (its rows ldb apart) instead of packed: packing would cost as much as the product itself.
+ * A bf16 / f16 B (blas.h's DT_*) is widened to float32 where it is read: by the packing routines
+ * into the float panels, and, where B is read in place, by the kernel and GEMV variants for its
+ * dtype (kernel_info's arrays). Widening is exact, and every variant sums in the same order, so the
+ * bits do not depend on the path (nor, for B not transposed, on how many rows share the product).
  */
 #define _POSIX_C_SOURCE 200112L
 #include "gemm.h"
+
+#include "blas.h"
 
 #include "parallel.h"
 #include <stdlib.h>
 #include <string.h>
 
-typedef void (*pack_bt_fn)(const float *src, int64_t ldb, int64_t kc, float *d);
-typedef void (*gemv_fn)(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c,
-                        int64_t kc);
+typedef void (*pack_bt_fn)(const void *src, int b_dtype, int64_t ldb, int64_t kc, float *d);
+typedef void (*pack_bn_fn)(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d);
 
 typedef struct {
   const char *name;
-  gemm_ukernel kernel;
-  int mr, nr;     /* tile of C per kernel call */
-  int64_t kc, mc; /* block sizes: k steps per packed panel, rows of A per packed block */
-  int64_t nc;     /* columns of B per packed block */
-  gemv_fn gemv;   /* one row of A, B not transposed */
-  pack_bt_fn pack_bt; /* a whole (kc, NR) panel of a transposed B, or NULL for the plain loop */
+  gemm_ukernel kernel[3]; /* by B's dtype (DT_*): [DT_F32] for packed panels and a float B in place */
+  int mr, nr;             /* tile of C per kernel call */
+  int64_t kc, mc;         /* block sizes: k steps per packed panel, rows of A per packed block */
+  int64_t nc;             /* columns of B per packed block */
+  gemm_gemv gemv[3];      /* one row of A, B not transposed, by B's dtype */
+  pack_bn_fn pack_bn;     /* a (kc, NR) panel of a bf16 / f16 B not transposed, widened */
+  pack_bt_fn pack_bt;     /* a whole (kc, NR) panel of a transposed B, or NULL for the plain loop */
 } kernel_info;
+
+/* Bytes per element of B. */
+static int64_t dt_size(int b_dtype) { return b_dtype == DT_F32 ? 4 : 2; }
+
+/* Element i of B (dtype BT) as a float32. */
+static inline __attribute__((always_inline)) float b_at(const int BT, const void *b, int64_t i) {
+  return BT == DT_F32 ? ((const float *)b)[i] : gemm_half_to_f32(((const uint16_t *)b)[i], BT);
+}
 
 /* Portable C: MR = 4 x NR = 16; the compiler vectorizes the inner loop with whatever it has. Edge
  * tiles and A read in place take the plain loop; only rows x cols of C are stored, and B columns
- * past cols are not read. */
-static void ukernel_portable(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
-                             const float *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+ * past cols are not read. A bf16 / f16 B (read in place) is widened a step at a time into row. */
+static inline __attribute__((always_inline)) void portable_body(const int BT, int rows, int cols, int64_t kc,
+                                                                const float *ap, int64_t arow, int64_t astride,
+                                                                const void *bp, int64_t bstride, float *c,
+                                                                int64_t ldc, int accumulate) {
   float acc[4][16];
+  float row[16]; /* (cols) step p of a half B, widened */
   memset(acc, 0, sizeof acc);
-  if (rows == 4 && cols == 16 && arow == 1) {
-    for (int64_t p = 0; p < kc; p++) {
+  const char *bb = (const char *)bp; /* step p of B, bstride elements apart */
+  const int64_t bsb = bstride * dt_size(BT);
+  for (int64_t p = 0; p < kc; p++) {
+    const float *bq = (const float *)bb;
+    if (BT != DT_F32) {
+      for (int j = 0; j < cols; j++) row[j] = gemm_half_to_f32(((const uint16_t *)bb)[j], BT);
+      bq = row;
+    }
+    if (rows == 4 && cols == 16 && arow == 1) {
       for (int i = 0; i < 4; i++) {
         const float a = ap[i];
-        for (int j = 0; j < 16; j++) acc[i][j] += a * bp[j];
+        for (int j = 0; j < 16; j++) acc[i][j] += a * bq[j];
       }
-      ap += astride;
-      bp += bstride;
-    }
-  } else {
-    for (int64_t p = 0; p < kc; p++) {
+    } else {
       for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) acc[i][j] += ap[i * arow] * bp[j];
-      ap += astride;
-      bp += bstride;
+        for (int j = 0; j < cols; j++) acc[i][j] += ap[i * arow] * bq[j];
     }
+    ap += astride;
+    bb += bsb;
   }
   for (int i = 0; i < rows; i++)
     for (int j = 0; j < cols; j++) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
 }
 
-/* c (n) = sum over p of a[p * astride] * B[p, :], B's rows read in order into a chunk of c that
- * stays in L1, summed in blocks of kc steps as the portable micro-kernel sums (see gemm_gemv_avx512). */
-static void gemv_portable(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb,
-                          float *c, int64_t kc) {
-  enum { CHUNK = 2048 };
-  float t[CHUNK]; /* (cols) one block's sums */
-  for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
-    const int64_t cols = n - j0 < CHUNK ? n - j0 : CHUNK;
+static void ukernel_portable(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                             const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  portable_body(DT_F32, rows, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
+}
+static void ukernel_portable_bf16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                                  const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  portable_body(DT_BF16, rows, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
+}
+static void ukernel_portable_f16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                                 const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  portable_body(DT_F16, rows, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
+}
+
+/* c (n) = (or +=) sum over p of a[p * astride] * B[p, :], B's rows read in order into a chunk of c
+ * that stays in L1, summed in blocks of kc steps as the portable micro-kernel sums (see
+ * gemm_gemv_avx512); a half B's row is widened into row first, so the sums vectorize as for floats. */
+enum { PCHUNK = 2048 };
+static inline __attribute__((always_inline)) void gemv_portable_body(const int BT, int64_t k, int64_t n,
+                                                                     const float *a, int64_t astride, const void *b,
+                                                                     int64_t ldb, float *c, int64_t kc,
+                                                                     int accumulate) {
+  float t[PCHUNK];                      /* (cols) one block's sums */
+  float row[PCHUNK]; /* (cols) row p of a half B, widened */
+  for (int64_t j0 = 0; j0 < n; j0 += PCHUNK) {
+    const int64_t cols = n - j0 < PCHUNK ? n - j0 : PCHUNK;
     float *cc = c + j0; /* (cols) */
     for (int64_t pc = 0; pc < k; pc += kc) {
       const int64_t pend = k - pc < kc ? k : pc + kc;
       memset(t, 0, (size_t)cols * sizeof(float));
       for (int64_t p = pc; p < pend; p++) {
-        const float *b0 = b + p * ldb + j0, a0 = a[p * astride]; /* row p */
+        const float *b0, a0 = a[p * astride]; /* row p */
+        if (BT == DT_F32) {
+          b0 = (const float *)b + p * ldb + j0;
+        } else {
+          const uint16_t *h = (const uint16_t *)b + p * ldb + j0;
+          for (int64_t j = 0; j < cols; j++) row[j] = gemm_half_to_f32(h[j], BT);
+          b0 = row;
+        }
         for (int64_t j = 0; j < cols; j++) t[j] += a0 * b0[j];
       }
-      for (int64_t j = 0; j < cols; j++) cc[j] = pc == 0 ? t[j] : t[j] + cc[j];
+      const int add = pc > 0 || accumulate;
+      for (int64_t j = 0; j < cols; j++) cc[j] = add ? t[j] + cc[j] : t[j];
     }
   }
 }
 
-static const kernel_info PORTABLE = {"portable", ukernel_portable, 4, 16, 256, 64, 2048, gemv_portable, NULL};
+static void gemv_portable(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                          float *c, int64_t kc, int accumulate) {
+  gemv_portable_body(DT_F32, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+static void gemv_portable_bf16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                               float *c, int64_t kc, int accumulate) {
+  gemv_portable_body(DT_BF16, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+static void gemv_portable_f16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                              float *c, int64_t kc, int accumulate) {
+  gemv_portable_body(DT_F16, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+
+/* d (kc, 16) = the (kc, cols) panel of a bf16 / f16 B at src (rows ldb apart), widened; columns
+ * past cols zero. */
+static void pack_bn_portable(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d) {
+  for (int64_t p = 0; p < kc; p++) {
+    const uint16_t *h = src + p * ldb; /* (cols) step p */
+    float *dd = d + p * 16;
+    int j = 0;
+    if (b_dtype == DT_BF16)
+      for (; j < cols; j++) dd[j] = gemm_half_to_f32(h[j], DT_BF16);
+    else
+      for (; j < cols; j++) dd[j] = gemm_half_to_f32(h[j], DT_F16);
+    for (; j < 16; j++) dd[j] = 0.0f;
+  }
+}
+
+static const kernel_info PORTABLE = {"portable",
+                                     {ukernel_portable, ukernel_portable_bf16, ukernel_portable_f16},
+                                     4,
+                                     16,
+                                     256,
+                                     64,
+                                     2048,
+                                     {gemv_portable, gemv_portable_bf16, gemv_portable_f16},
+                                     pack_bn_portable,
+                                     NULL};
 #if defined(__x86_64__) || defined(_M_X64)
-static const kernel_info AVX512 = {"avx512", gemm_ukernel_avx512, 12, 32, 384, 144, 4096, gemm_gemv_avx512, gemm_pack_bt_avx512};
-static const kernel_info AVX2 = {"avx2", gemm_ukernel_avx2, 6, 16, 256, 96, 4096, gemm_gemv_avx2, NULL};
+static const kernel_info AVX512 = {"avx512",
+                                   {gemm_ukernel_avx512, gemm_ukernel_avx512_bf16, gemm_ukernel_avx512_f16},
+                                   12,
+                                   32,
+                                   384,
+                                   144,
+                                   4096,
+                                   {gemm_gemv_avx512, gemm_gemv_avx512_bf16, gemm_gemv_avx512_f16},
+                                   gemm_pack_bn_avx512,
+                                   gemm_pack_bt_avx512};
+static const kernel_info AVX2 = {"avx2",
+                                 {gemm_ukernel_avx2, gemm_ukernel_avx2_bf16, gemm_ukernel_avx2_f16},
+                                 6,
+                                 16,
+                                 256,
+                                 96,
+                                 4096,
+                                 {gemm_gemv_avx2, gemm_gemv_avx2_bf16, gemm_gemv_avx2_f16},
+                                 gemm_pack_bn_avx2,
+                                 NULL};
 #endif
 
 static const kernel_info *chosen = NULL;
@@ -142,7 +242,9 @@ int own_sgemm_threads(void) { return gemm_threads; }
 typedef struct {
   int trans_a, trans_b;
   int64_t m, n, k;
-  const float *a, *b;
+  const float *a;
+  const void *b; /* elements of b_dtype */
+  int b_dtype, accumulate;
   int64_t lda, ldb, ldc;
   float *c;
 } gemm_args;
@@ -180,31 +282,48 @@ static void pack_a(const kernel_info *K, const gemm_args *g, int64_t i0, int64_t
   }
 }
 
-/* (kc, cols) panel of op(B) at (p0, j0), cols <= NR -> (kc, NR) with columns past cols zero. */
+/* d (kc, nr) = the transpose of the (cols, kc) rows of B (dtype BT) from element at, ldb apart,
+ * widened; columns past cols zero. */
+static inline __attribute__((always_inline)) void pack_bt_plain(const int BT, const void *b, int64_t at, int64_t ldb,
+                                                                int64_t kc, int64_t cols, int nr, float *d) {
+  for (int64_t p = 0; p < kc; p++) {
+    float *dd = d + p * nr;
+    int64_t j = 0;
+    for (; j < cols; j++) dd[j] = b_at(BT, b, at + j * ldb + p);
+    for (; j < nr; j++) dd[j] = 0.0f;
+  }
+}
+
+/* (kc, cols) panel of op(B) at (p0, j0), cols <= NR -> (kc, NR) with columns past cols zero; a
+ * bf16 / f16 B is widened as it is copied. */
 static void pack_b_panel(const kernel_info *K, const gemm_args *g, int64_t p0, int64_t j0, int64_t kc, int64_t cols,
                          float *d) {
   const int nr = K->nr;
   if (!g->trans_b) {
-    /* op(B)(p, j) = B[p, j]: NR contiguous floats per step */
+    /* op(B)(p, j) = B[p, j]: NR contiguous elements per step */
+    if (g->b_dtype != DT_F32) {
+      K->pack_bn((const uint16_t *)g->b + p0 * g->ldb + j0, g->b_dtype, g->ldb, kc, (int)cols, d);
+      return;
+    }
     for (int64_t p = 0; p < kc; p++) {
-      const float *src = g->b + (p0 + p) * g->ldb + j0; /* (cols) */
+      const float *src = (const float *)g->b + (p0 + p) * g->ldb + j0; /* (cols) */
       memcpy(d + p * nr, src, (size_t)cols * sizeof(float));
       if (cols < nr) memset(d + p * nr + cols, 0, (size_t)(nr - cols) * sizeof(float));
     }
   } else {
     /* op(B)(p, j) = B[j, p]: each column of the panel is a contiguous row of B. Written row by
      * row of the panel: the cols source rows are read side by side and stay in L1. */
-    const float *src = g->b + j0 * g->ldb + p0; /* (cols, kc) rows ldb apart */
+    const int64_t at = j0 * g->ldb + p0; /* element (j0, p0): (cols, kc) rows ldb apart */
     if (cols == nr && K->pack_bt) {
-      K->pack_bt(src, g->ldb, kc, d);
+      K->pack_bt((const char *)g->b + at * dt_size(g->b_dtype), g->b_dtype, g->ldb, kc, d);
       return;
     }
-    for (int64_t p = 0; p < kc; p++) {
-      float *dd = d + p * nr;
-      int64_t j = 0;
-      for (; j < cols; j++) dd[j] = src[j * g->ldb + p];
-      for (; j < nr; j++) dd[j] = 0.0f;
-    }
+    if (g->b_dtype == DT_BF16)
+      pack_bt_plain(DT_BF16, g->b, at, g->ldb, kc, cols, nr, d);
+    else if (g->b_dtype == DT_F16)
+      pack_bt_plain(DT_F16, g->b, at, g->ldb, kc, cols, nr, d);
+    else
+      pack_bt_plain(DT_F32, g->b, at, g->ldb, kc, cols, nr, d);
   }
 }
 
@@ -239,11 +358,14 @@ static int gemm_part(const kernel_info *K, const gemm_args *g, int64_t m0, int64
   const int direct_b = !g->trans_b && m1 - m0 <= direct_b_rows(K);
   /* With few columns each element of A is used only n / NR times: read it in place, unpacked. */
   const int direct_a = n1 - n0 <= direct_a_cols(K, g->trans_a);
+  /* B in place in its own dtype, or packed panels of floats */
+  const gemm_ukernel kernel = K->kernel[direct_b ? g->b_dtype : DT_F32];
+  const int64_t esz = dt_size(g->b_dtype);
   for (int64_t jc = n0; jc < n1; jc += K->nc) {
     const int64_t nc = n1 - jc < K->nc ? n1 - jc : K->nc;
     for (int64_t pc = 0; pc < g->k; pc += K->kc) {
       const int64_t kc = g->k - pc < K->kc ? g->k - pc : K->kc;
-      const int accumulate = pc > 0;
+      const int accumulate = pc > 0 || g->accumulate;
       float *bpack = NULL;
       if (!direct_b) {
         const int64_t panels = (nc + nr - 1) / nr;
@@ -262,18 +384,19 @@ static int gemm_part(const kernel_info *K, const gemm_args *g, int64_t m0, int64
         }
         for (int64_t jr = 0; jr < nc; jr += nr) {
           const int cols = (int)(nc - jr < nr ? nc - jr : nr);
-          /* (kc, NR) panel of B, rows bs floats apart: packed, or B itself read in place */
-          const float *bp = direct_b ? g->b + pc * g->ldb + jc + jr : bpack + (jr / nr) * kc * nr;
+          /* (kc, NR) panel of B, rows bs elements apart: packed floats, or B itself read in place */
+          const void *bp = direct_b ? (const void *)((const char *)g->b + (pc * g->ldb + jc + jr) * esz)
+                                    : (const void *)(bpack + (jr / nr) * kc * nr);
           const int64_t bs = direct_b ? g->ldb : nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = (int)(mc - ir < mr ? mc - ir : mr);
             float *cp = g->c + (ic + ir) * g->ldc + jc + jr; /* (rows, cols) of C */
             if (!direct_a) {
-              K->kernel(rows, cols, kc, apack + (ir / mr) * kc * mr, 1, mr, bp, bs, cp, g->ldc, accumulate);
+              kernel(rows, cols, kc, apack + (ir / mr) * kc * mr, 1, mr, bp, bs, cp, g->ldc, accumulate);
             } else if (g->trans_a) { /* op(A)(i, p) = A[p, i] */
-              K->kernel(rows, cols, kc, g->a + pc * g->lda + ic + ir, 1, g->lda, bp, bs, cp, g->ldc, accumulate);
+              kernel(rows, cols, kc, g->a + pc * g->lda + ic + ir, 1, g->lda, bp, bs, cp, g->ldc, accumulate);
             } else { /* op(A)(i, p) = A[i, p] */
-              K->kernel(rows, cols, kc, g->a + (ic + ir) * g->lda + pc, g->lda, 1, bp, bs, cp, g->ldc, accumulate);
+              kernel(rows, cols, kc, g->a + (ic + ir) * g->lda + pc, g->lda, 1, bp, bs, cp, g->ldc, accumulate);
             }
           }
         }
@@ -309,42 +432,49 @@ static __thread workspace slots[MAX_GEMM_THREADS];
 #define MIN_FMAS_PER_THREAD (1 << 18)
 
 typedef struct {
-  gemv_fn fn;
-  int64_t k, n, astride, ldb, kc, per; /* task i takes columns [i * per, (i + 1) * per) */
-  const float *a, *b;
+  gemm_gemv fn;
+  int64_t k, n, astride, ldb, kc, per, esz; /* task i takes columns [i * per, (i + 1) * per) */
+  const float *a;
+  const void *b; /* (k, n) elements of esz bytes, rows ldb apart */
   float *c;
+  int accumulate;
 } gemv_job;
 
 static void run_gemv(void *arg, int i) {
   const gemv_job *j = (const gemv_job *)arg;
   const int64_t lo = i * j->per, hi = lo + j->per < j->n ? lo + j->per : j->n;
-  if (lo < hi) j->fn(j->k, hi - lo, j->a, j->astride, j->b + lo, j->ldb, j->c + lo, j->kc);
+  if (lo < hi)
+    j->fn(j->k, hi - lo, j->a, j->astride, (const char *)j->b + lo * j->esz, j->ldb, j->c + lo, j->kc, j->accumulate);
 }
 
-/* c (n) = a (k) . B (k, n), the columns split across threads in runs of 64. */
-static void gemv_threads(const kernel_info *K, int64_t k, int64_t n, const float *a, int64_t astride, const float *b,
-                         int64_t ldb, float *c) {
+/* c (n) (+)= a (k) . B (k, n), the columns split across threads in runs of 64. */
+static void gemv_threads(const kernel_info *K, int64_t k, int64_t n, const float *a, int64_t astride, const void *b,
+                         int b_dtype, int64_t ldb, float *c, int accumulate) {
   int64_t t = gemm_threads;
   if (t > 1 && (double)k * (double)n / (double)t < MIN_FMAS_PER_THREAD) t = (int64_t)((double)k * n / MIN_FMAS_PER_THREAD);
   if (t < 1) t = 1;
   const int64_t per = ((n + t - 1) / t + 63) / 64 * 64;
-  gemv_job job = {K->gemv, k, n, astride, ldb, K->kc, per, a, b, c};
+  gemv_job job = {K->gemv[b_dtype], k, n, astride, ldb, K->kc, per, dt_size(b_dtype), a, b, c, accumulate};
   run_tasks((int)t, run_gemv, &job);
 }
 
-void own_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-               const float *b, int64_t ldb, float *c, int64_t ldc) {
+/* The general product (gemm.h). */
+void own_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *b,
+              int b_dtype, int64_t ldb, float *c, int64_t ldc, int accumulate) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+  if (b_dtype != DT_F32 && b_dtype != DT_BF16 && b_dtype != DT_F16) abort(); /* a caller's bug: no such dtype */
+  if (k <= 0) { /* an empty sum: C = 0, or C unchanged */
+    if (!accumulate)
+      for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
     return;
   }
   const kernel_info *K = kernel();
   if (m == 1 && !trans_b) {
-    gemv_threads(K, k, n, a, trans_a ? lda : 1, b, ldb, c); /* a row of A: (k) floats, astride apart */
+    /* a row of A: (k) floats, astride apart */
+    gemv_threads(K, k, n, a, trans_a ? lda : 1, b, b_dtype, ldb, c, accumulate);
     return;
   }
-  const gemm_args g = {trans_a, trans_b, m, n, k, a, b, lda, ldb, ldc, c};
+  const gemm_args g = {trans_a, trans_b, m, n, k, a, b, b_dtype, accumulate, lda, ldb, ldc, c};
   /* Threads split the longer side of C into runs of whole tiles: each packs its own panels of the
    * other operand, so the side that is split is the one whose packing is not repeated. */
   const int by_rows = m >= n;
@@ -364,9 +494,17 @@ void own_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const 
     for (int64_t r = by_rows ? lo : 0; r < (by_rows ? hi : m); r++)
       for (int64_t col = by_rows ? 0 : lo; col < (by_rows ? n : hi); col++) {
         float s = 0.0f;
-        for (int64_t p = 0; p < k; p++)
-          s += (trans_a ? a[p * lda + r] : a[r * lda + p]) * (trans_b ? b[col * ldb + p] : b[p * ldb + col]);
-        c[r * ldc + col] = s;
+        for (int64_t p = 0; p < k; p++) {
+          const int64_t bi = trans_b ? col * ldb + p : p * ldb + col; /* element (p, col) of op(B) */
+          s += (trans_a ? a[p * lda + r] : a[r * lda + p]) *
+               (b_dtype == DT_F32 ? ((const float *)b)[bi] : gemm_half_to_f32(((const uint16_t *)b)[bi], b_dtype));
+        }
+        c[r * ldc + col] = accumulate ? c[r * ldc + col] + s : s;
       }
   }
+}
+
+void own_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+               const float *b, int64_t ldb, float *c, int64_t ldc) {
+  own_gemm(trans_a, trans_b, m, n, k, a, lda, b, DT_F32, ldb, c, ldc, 0);
 }

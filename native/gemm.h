@@ -1,6 +1,7 @@
 /*
  * The project's own single-precision matrix product, so the addon builds and runs fast with
- * nothing but a C compiler: C = op(A) @ op(B), row-major, no alpha/beta (C is overwritten).
+ * nothing but a C compiler: C = op(A) @ op(B), or C += op(A) @ op(B), row-major, no alpha/beta;
+ * A and C float32, B float32, bfloat16 or float16 (widened to float32 as it is read).
  *
  *   op(A) is (m, k): A itself (m, k) with row stride lda, or, when trans_a, the transpose of
  *         the (k, m) matrix A;
@@ -11,15 +12,24 @@
  * contiguous, zero-padded buffers, and a register-blocked micro-kernel computes MR x NR tiles of
  * C from them. The micro-kernel is chosen once, at run time, from the CPU's features: AVX-512
  * (12 x 32), AVX2 + FMA (6 x 16), or portable C (4 x 16). Several threads split C by rows or
- * columns, each packing its own panels.
+ * columns, each packing its own panels. A half-precision B is widened while it is packed, or, where
+ * B is read in place (one or few rows of A), by kernel variants that load halfs.
  */
 #ifndef AGENT_R1_GEMM_H
 #define AGENT_R1_GEMM_H
 
 #include <stdint.h>
 
+#include "blas.h"
+
 void own_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                const float *b, int64_t ldb, float *c, int64_t ldc);
+
+/* The general form: B in dtype b_dtype (DT_F32, DT_BF16 or DT_F16 of blas.h), converted to float32
+ * as it is read; with accumulate, C += op(A) @ op(B) instead of C = op(A) @ op(B).
+ * own_sgemm(...) is own_gemm(..., b, DT_F32, ldb, c, ldc, 0). */
+void own_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *b,
+              int b_dtype, int64_t ldb, float *c, int64_t ldc, int accumulate);
 
 /* Threads per call (process-wide; default 1). */
 void own_sgemm_set_threads(int threads);
@@ -32,23 +42,69 @@ int own_sgemm_force_kernel(const char *name);
 
 /* Micro-kernels: c (rows x cols, row stride ldc) = or += A (rows x kc) . B (kc x cols), for
  * 1 <= rows <= MR and 1 <= cols <= NR; A's element (i, p) is ap[i * arow + p * astride], step p
- * of B is bp + p * bstride (cols floats read). Nothing past rows x cols of C is touched. */
+ * of B is bp + p * bstride elements of the kernel's B dtype: floats for the plain kernels, bf16 or
+ * f16 for the _bf16 / _f16 ones, which widen them to float32 as they load them (cols elements
+ * read per step). Nothing past rows x cols of C is touched. */
 typedef void (*gemm_ukernel)(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
-                             const float *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
+                             const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
+/* One row of A, B not transposed: c (n) = (or +=, when accumulate) sum over p < k of
+ * a[p * astride] * B[p, :], B's rows ldb elements of the function's B dtype apart; summed in blocks
+ * of kc steps exactly as the micro-kernels sum (so a row gets the same bits alone as in a batch). */
+typedef void (*gemm_gemv)(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                          float *c, int64_t kc, int accumulate);
+
+/* Float32 value of a bfloat16 (dtype DT_BF16) or IEEE float16 (DT_F16) bit pattern, exact. */
+static inline float gemm_half_to_f32(uint16_t h, int dtype) {
+  union {
+    uint32_t u;
+    float f;
+  } v;
+  if (dtype == DT_BF16) {
+    v.u = (uint32_t)h << 16;
+    return v.f;
+  }
+  const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (e == 0) { /* zero or subnormal: mant * 2^-24 */
+    v.f = (float)mant * 5.9604644775390625e-8f;
+    v.u |= sign;
+    return v.f;
+  }
+  v.u = sign | (e == 31 ? 0x7f800000u | (mant << 13) : ((e + 112) << 23) | (mant << 13));
+  return v.f;
+}
 
 #if defined(__x86_64__) || defined(_M_X64)
 void gemm_ukernel_avx512(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
-                         const float *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
+                         const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
+void gemm_ukernel_avx512_bf16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                              const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
+void gemm_ukernel_avx512_f16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                             const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
 void gemm_ukernel_avx2(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
-                       const float *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
-/* c (n) = sum over p < k of a[p * astride] * B[p, :] (B rows ldb apart): one row of A, summed in
- * blocks of kc steps as the micro-kernels sum (so a row gets the same bits alone as in a batch). */
-void gemm_gemv_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c,
-                      int64_t kc);
-void gemm_gemv_avx2(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c,
-                    int64_t kc);
-/* d (kc, 32) = the transpose of the (32, kc) rows of B at src, ldb apart. */
-void gemm_pack_bt_avx512(const float *src, int64_t ldb, int64_t kc, float *d);
+                       const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
+void gemm_ukernel_avx2_bf16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                            const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
+void gemm_ukernel_avx2_f16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                           const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate);
+void gemm_gemv_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb, float *c,
+                      int64_t kc, int accumulate);
+void gemm_gemv_avx512_bf16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                           float *c, int64_t kc, int accumulate);
+void gemm_gemv_avx512_f16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                          float *c, int64_t kc, int accumulate);
+void gemm_gemv_avx2(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb, float *c,
+                    int64_t kc, int accumulate);
+void gemm_gemv_avx2_bf16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                         float *c, int64_t kc, int accumulate);
+void gemm_gemv_avx2_f16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                        float *c, int64_t kc, int accumulate);
+/* d (kc, 32) = the transpose of the (32, kc) rows of B at src, ldb elements of b_dtype apart, widened. */
+void gemm_pack_bt_avx512(const void *src, int b_dtype, int64_t ldb, int64_t kc, float *d);
+/* d (kc, NR) = the (kc, cols) panel of a bf16 / f16 B at src (rows ldb apart, cols <= NR), widened;
+ * columns past cols zero. NR = 32 for AVX-512, 16 for AVX2. */
+void gemm_pack_bn_avx512(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d);
+void gemm_pack_bn_avx2(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d);
+/* AVX-512 F + FMA; AVX2 + FMA + F16C. */
 int gemm_cpu_has_avx512(void);
 int gemm_cpu_has_avx2(void);
 #endif

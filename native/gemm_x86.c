@@ -6,7 +6,9 @@
  * A call computes one tile of C of rows <= MR and cols <= NR over kc steps of k:
  *   ap: A, element (i, p) at ap[i * arow + p * astride]: packed (arow 1, astride MR), or read in
  *       place (arow 1, astride lda for a transposed A; arow lda, astride 1 for A itself);
- *   bp: B, NR floats per step (only cols of them are read), steps bstride floats apart;
+ *   bp: B, NR elements per step (only cols of them are read), steps bstride elements apart:
+ *       floats (packed, or B read in place), or, for the _bf16 / _f16 variants, the halfs of a
+ *       bfloat16 / float16 B read in place, widened to float32 in registers as they are loaded;
  *   c:  (rows, cols) tile of C, row stride ldc; written, or added to when accumulate.
  * Every accumulator stays in a register for the whole k loop: per step, NR / W loads of B,
  * rows broadcasts of A, rows * NR / W fused multiply-adds (W = floats per vector). Each row
@@ -14,6 +16,10 @@
  * use masked loads and stores, so edge tiles run at full speed with no copies. With arow > 1 the
  * rows of A are reached from four row pointers (rows 0, 3, 6, 9) plus 0, 1 or 2 times arow, which
  * x86 addressing does without extra registers.
+ * The B dtype is one more constant parameter of the inlined bodies (BT), so each dtype gets its own
+ * compiled copy of the same source. Partial columns of halfs are loaded as whole pairs with a
+ * masked 32-bit load (AVX2's vpmaskmovd; 16-bit masked loads would need AVX-512 BW) plus the odd
+ * last half on its own, so no byte past the cols elements is read.
  */
 #include "gemm.h"
 
@@ -27,10 +33,13 @@ int gemm_cpu_has_avx512(void) {
 
 int gemm_cpu_has_avx2(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
 #define INLINE static inline __attribute__((always_inline))
+
+/* Bytes per element of B. */
+#define ESZ(BT) ((BT) == DT_F32 ? 4 : 2)
 
 /* ---- AVX-512: MR = 12 rows x NR = 32 columns (two 16-float vectors): up to 24 accumulators. ---- */
 
@@ -40,25 +49,60 @@ int gemm_cpu_has_avx2(void) {
 #define A_AT(i) \
   (rows_a ? ((i) < 3 ? a0 : (i) < 6 ? a3 : (i) < 9 ? a6 : a9)[((i) % 3) * arow] : ap[i])
 
-T512 INLINE void body512(const int R, const int full, const int rows_a, int cols, int64_t kc, const float *ap,
-                         int64_t arow, int64_t astride, const float *bp, int64_t bstride, float *c, int64_t ldc,
-                         int accumulate) {
+/* The first n (0..16) of 16 halfs, as a partial load: n / 2 whole pairs, then the odd last half. */
+typedef struct {
+  __m256i pairs; /* (8) dword lanes loaded */
+  __m256i last;  /* (16) the lane of half n - 1 */
+  int odd, n;
+} part16;
+
+T512 INLINE part16 part16_make(int n) {
+  part16 h;
+  h.pairs = _mm256_cmpgt_epi32(_mm256_set1_epi32(n >> 1), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  h.last = _mm256_cmpeq_epi16(_mm256_set1_epi16((short)(n - 1)),
+                              _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  h.odd = n & 1;
+  h.n = n;
+  return h;
+}
+
+/* 16 floats of B at p (a byte address): floats loaded, bf16 / f16 widened; with full = 0 only the
+ * lanes of mask m (floats) or of h (halfs) are read, the others are zero. */
+T512 INLINE __m512 load_b16(const int BT, const int full, const char *p, __mmask16 m, const part16 *h) {
+  if (BT == DT_F32) return full ? _mm512_loadu_ps((const float *)p) : _mm512_maskz_loadu_ps(m, p);
+  __m256i x; /* (16) halfs */
+  if (full) {
+    x = _mm256_loadu_si256((const __m256i *)p);
+  } else {
+    x = _mm256_maskload_epi32((const int *)p, h->pairs);
+    if (h->odd) x = _mm256_or_si256(x, _mm256_and_si256(h->last, _mm256_set1_epi16(((const short *)p)[h->n - 1])));
+  }
+  if (BT == DT_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
+  return _mm512_cvtph_ps(x);
+}
+
+T512 INLINE void body512(const int BT, const int R, const int full, const int rows_a, int cols, int64_t kc,
+                         const float *ap, int64_t arow, int64_t astride, const void *bp, int64_t bstride, float *c,
+                         int64_t ldc, int accumulate) {
   const float *a0 = ap, *a3 = R > 3 ? ap + 3 * arow : ap, *a6 = R > 6 ? ap + 6 * arow : ap,
               *a9 = R > 9 ? ap + 9 * arow : ap; /* row pointers when rows_a */
+  const char *bb = (const char *)bp;            /* (1, cols) step p of B, bsb bytes apart */
+  const int64_t bsb = bstride * ESZ(BT);
   /* lanes of columns 0-15 and 16-31 that exist */
   const __mmask16 m0 = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1u);
   const __mmask16 m1 = cols >= 32 ? (__mmask16)0xFFFF : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1u);
+  const part16 h0 = part16_make(cols >= 16 ? 16 : cols), h1 = part16_make(cols >= 32 ? 16 : cols <= 16 ? 0 : cols - 16);
   __m512 lo[12], hi[12]; /* (R, 32) tile */
 #pragma GCC unroll 12
   for (int i = 0; i < 12; i++)
     if (i < R) lo[i] = hi[i] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kc; p++) {
     /* B read in place has its rows far apart (often a page or more): fetch 16 rows ahead */
-    _mm_prefetch((const char *)(bp + 16 * bstride), _MM_HINT_T0);
-    _mm_prefetch((const char *)(bp + 16 * bstride + 16), _MM_HINT_T0);
+    _mm_prefetch(bb + 16 * bsb, _MM_HINT_T0);
+    _mm_prefetch(bb + 16 * bsb + 16 * ESZ(BT), _MM_HINT_T0);
     /* (1, 32) row p of B */
-    const __m512 b0 = full ? _mm512_loadu_ps(bp) : _mm512_maskz_loadu_ps(m0, bp);
-    const __m512 b1 = full ? _mm512_loadu_ps(bp + 16) : _mm512_maskz_loadu_ps(m1, bp + 16);
+    const __m512 b0 = load_b16(BT, full, bb, m0, &h0);
+    const __m512 b1 = load_b16(BT, full, bb + 16 * ESZ(BT), m1, &h1);
 #pragma GCC unroll 12
     for (int i = 0; i < 12; i++) {
       if (i < R) {
@@ -72,7 +116,7 @@ T512 INLINE void body512(const int R, const int full, const int rows_a, int cols
     a3 += astride;
     a6 += astride;
     a9 += astride;
-    bp += bstride;
+    bb += bsb;
   }
 #pragma GCC unroll 12
   for (int i = 0; i < 12; i++) {
@@ -97,36 +141,50 @@ T512 INLINE void body512(const int R, const int full, const int rows_a, int cols
   }
 }
 
-#define K512(R)                                                                                                     \
-  T512 static void k512_##R(int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride, const float *bp,  \
-                            int64_t bstride, float *c, int64_t ldc, int accumulate) {                               \
+/* k512_<dtype>_<R>: R rows, B in dtype BT; the four bodies by full width and A in place or packed. */
+#define K512_T(R, BT, SUF)                                                                                         \
+  T512 static void k512_##SUF##_##R(int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,           \
+                                    const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {       \
     if (arow == 1) {                                                                                                \
       if (cols == 32)                                                                                               \
-        body512(R, 1, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                             \
+        body512(BT, R, 1, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                         \
       else                                                                                                          \
-        body512(R, 0, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                             \
+        body512(BT, R, 0, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                         \
     } else if (cols == 32) {                                                                                        \
-      body512(R, 1, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                               \
+      body512(BT, R, 1, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                           \
     } else {                                                                                                        \
-      body512(R, 0, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                               \
+      body512(BT, R, 0, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                           \
     }                                                                                                               \
   }
+#define K512(R) K512_T(R, DT_F32, f32) K512_T(R, DT_BF16, bf16) K512_T(R, DT_F16, f16)
 K512(1) K512(2) K512(3) K512(4) K512(5) K512(6) K512(7) K512(8) K512(9) K512(10) K512(11) K512(12)
 
-typedef void (*rows_kernel)(int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride, const float *bp,
+typedef void (*rows_kernel)(int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride, const void *bp,
                             int64_t bstride, float *c, int64_t ldc, int accumulate);
 
-static const rows_kernel K512_BY_ROWS[13] = {NULL,    k512_1,  k512_2, k512_3,  k512_4,  k512_5, k512_6,
-                                             k512_7, k512_8, k512_9, k512_10, k512_11, k512_12};
+#define ROWS12(SUF)                                                                                                 \
+  {                                                                                                                 \
+    NULL, k512_##SUF##_1, k512_##SUF##_2, k512_##SUF##_3, k512_##SUF##_4, k512_##SUF##_5, k512_##SUF##_6,          \
+        k512_##SUF##_7, k512_##SUF##_8, k512_##SUF##_9, k512_##SUF##_10, k512_##SUF##_11, k512_##SUF##_12           \
+  }
+static const rows_kernel K512_BY_ROWS[3][13] = {ROWS12(f32), ROWS12(bf16), ROWS12(f16)}; /* [DT_*][rows] */
 
 void gemm_ukernel_avx512(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
-                         const float *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
-  K512_BY_ROWS[rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
+                         const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  K512_BY_ROWS[DT_F32][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
+}
+void gemm_ukernel_avx512_bf16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                              const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  K512_BY_ROWS[DT_BF16][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
+}
+void gemm_ukernel_avx512_f16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                             const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  K512_BY_ROWS[DT_F16][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
 }
 
 /* ---- AVX2 + FMA: MR = 6 rows x NR = 16 columns (two 8-float vectors): up to 12 accumulators. ---- */
 
-#define T256 __attribute__((target("avx2,fma")))
+#define T256 __attribute__((target("avx2,fma,f16c")))
 
 /* Lane masks of _mm256_maskload_ps for the first n (0..8) columns. */
 T256 INLINE __m256i mask256(int n) {
@@ -134,19 +192,53 @@ T256 INLINE __m256i mask256(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
 }
 
-T256 INLINE void body256(const int R, const int full, const int rows_a, int cols, int64_t kc, const float *ap,
-                         int64_t arow, int64_t astride, const float *bp, int64_t bstride, float *c, int64_t ldc,
-                         int accumulate) {
+/* The first n (0..8) of 8 halfs, as a partial load: n / 2 whole pairs, then the odd last half. */
+typedef struct {
+  __m128i pairs; /* (4) dword lanes loaded */
+  __m128i last;  /* (8) the lane of half n - 1 */
+  int odd, n;
+} part8;
+
+T256 INLINE part8 part8_make(int n) {
+  part8 h;
+  h.pairs = _mm_cmpgt_epi32(_mm_set1_epi32(n >> 1), _mm_setr_epi32(0, 1, 2, 3));
+  h.last = _mm_cmpeq_epi16(_mm_set1_epi16((short)(n - 1)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+  h.odd = n & 1;
+  h.n = n;
+  return h;
+}
+
+/* 8 floats of B at p (a byte address): floats loaded, bf16 / f16 widened; with full = 0 only the
+ * lanes of mask m (floats) or of h (halfs) are read, the others are zero. */
+T256 INLINE __m256 load_b8(const int BT, const int full, const char *p, __m256i m, const part8 *h) {
+  if (BT == DT_F32) return full ? _mm256_loadu_ps((const float *)p) : _mm256_maskload_ps((const float *)p, m);
+  __m128i x; /* (8) halfs */
+  if (full) {
+    x = _mm_loadu_si128((const __m128i *)p);
+  } else {
+    x = _mm_maskload_epi32((const int *)p, h->pairs);
+    if (h->odd) x = _mm_or_si128(x, _mm_and_si128(h->last, _mm_set1_epi16(((const short *)p)[h->n - 1])));
+  }
+  if (BT == DT_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16));
+  return _mm256_cvtph_ps(x);
+}
+
+T256 INLINE void body256(const int BT, const int R, const int full, const int rows_a, int cols, int64_t kc,
+                         const float *ap, int64_t arow, int64_t astride, const void *bp, int64_t bstride, float *c,
+                         int64_t ldc, int accumulate) {
   const float *a0 = ap, *a3 = R > 3 ? ap + 3 * arow : ap, *a6 = ap, *a9 = ap; /* row pointers when rows_a */
+  const char *bb = (const char *)bp; /* (1, cols) step p of B, bsb bytes apart */
+  const int64_t bsb = bstride * ESZ(BT);
   const __m256i m0 = mask256(cols >= 8 ? 8 : cols), m1 = mask256(cols >= 16 ? 8 : cols <= 8 ? 0 : cols - 8);
+  const part8 h0 = part8_make(cols >= 8 ? 8 : cols), h1 = part8_make(cols >= 16 ? 8 : cols <= 8 ? 0 : cols - 8);
   __m256 lo[6], hi[6]; /* (R, 16) tile */
 #pragma GCC unroll 6
   for (int i = 0; i < 6; i++)
     if (i < R) lo[i] = hi[i] = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; p++) {
     /* (1, 16) row p of B */
-    const __m256 b0 = full ? _mm256_loadu_ps(bp) : _mm256_maskload_ps(bp, m0);
-    const __m256 b1 = full ? _mm256_loadu_ps(bp + 8) : _mm256_maskload_ps(bp + 8, m1);
+    const __m256 b0 = load_b8(BT, full, bb, m0, &h0);
+    const __m256 b1 = load_b8(BT, full, bb + 8 * ESZ(BT), m1, &h1);
 #pragma GCC unroll 6
     for (int i = 0; i < 6; i++) {
       if (i < R) {
@@ -158,7 +250,7 @@ T256 INLINE void body256(const int R, const int full, const int rows_a, int cols
     ap += astride;
     a0 += astride;
     a3 += astride;
-    bp += bstride;
+    bb += bsb;
   }
 #pragma GCC unroll 6
   for (int i = 0; i < 6; i++) {
@@ -183,27 +275,39 @@ T256 INLINE void body256(const int R, const int full, const int rows_a, int cols
   }
 }
 
-#define K256(R)                                                                                                     \
-  T256 static void k256_##R(int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride, const float *bp,  \
-                            int64_t bstride, float *c, int64_t ldc, int accumulate) {                               \
+/* k256_<dtype>_<R>: R rows, B in dtype BT; the four bodies by full width and A in place or packed. */
+#define K256_T(R, BT, SUF)                                                                                         \
+  T256 static void k256_##SUF##_##R(int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,           \
+                                    const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {       \
     if (arow == 1) {                                                                                                \
       if (cols == 16)                                                                                               \
-        body256(R, 1, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                             \
+        body256(BT, R, 1, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                         \
       else                                                                                                          \
-        body256(R, 0, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                             \
+        body256(BT, R, 0, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                         \
     } else if (cols == 16) {                                                                                        \
-      body256(R, 1, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                               \
+      body256(BT, R, 1, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                           \
     } else {                                                                                                        \
-      body256(R, 0, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                               \
+      body256(BT, R, 0, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                           \
     }                                                                                                               \
   }
+#define K256(R) K256_T(R, DT_F32, f32) K256_T(R, DT_BF16, bf16) K256_T(R, DT_F16, f16)
 K256(1) K256(2) K256(3) K256(4) K256(5) K256(6)
 
-static const rows_kernel K256_BY_ROWS[7] = {NULL, k256_1, k256_2, k256_3, k256_4, k256_5, k256_6};
+#define ROWS6(SUF) \
+  { NULL, k256_##SUF##_1, k256_##SUF##_2, k256_##SUF##_3, k256_##SUF##_4, k256_##SUF##_5, k256_##SUF##_6 }
+static const rows_kernel K256_BY_ROWS[3][7] = {ROWS6(f32), ROWS6(bf16), ROWS6(f16)}; /* [DT_*][rows] */
 
 void gemm_ukernel_avx2(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
-                       const float *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
-  K256_BY_ROWS[rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
+                       const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  K256_BY_ROWS[DT_F32][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
+}
+void gemm_ukernel_avx2_bf16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                            const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  K256_BY_ROWS[DT_BF16][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
+}
+void gemm_ukernel_avx2_f16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
+                           const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
+  K256_BY_ROWS[DT_F16][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
 }
 
 /* ---- One row of A (a decode step of batch 1): c (n) = sum over p of a[p * astride] * B[p, :]. ----
@@ -212,73 +316,183 @@ void gemm_ukernel_avx2(int rows, int cols, int64_t kc, const float *ap, int64_t 
  * apart, which is slow when B comes from memory, as it does once per token. The sums are formed
  * exactly as the micro-kernel forms them (fused multiply-adds in order of p from zero within each
  * block of kc steps, each block's sum then added to c), so a row gets the same bits alone as in a
- * batch: sampling does not depend on which sequences share a decode step. */
+ * batch: sampling does not depend on which sequences share a decode step. A bf16 / f16 B is
+ * widened as it is loaded (exactly), so the same holds for it, and half the bytes are read. */
 #define GEMV_CHUNK 2048 /* floats of c per pass over B's rows */
 
-#define GEMV_BODY(VEC, W, ZERO, LOAD, STORE, FMA, ADD, SET1, MASKDECL)                                             \
+/* The skeleton, for both instruction sets: SUF names the helpers gemv_fma<SUF> (t (W) += rows of B
+ * times av, in order) and gemv_out<SUF> (c (W) = t, or t + c), W floats per vector. Whole vectors
+ * run with full = 1; the last, partial one (cols % W columns: mask m, halfs h) with full = 0. */
+#define GEMV_BODY(SUF, BT, VEC, W, ZERO, STORE, SET1, MASK_T, MASK_MAKE, PART_T, PART_MAKE)                         \
+  const int64_t esz = ESZ(BT), ldbb = ldb * esz; /* bytes per element of B, between rows of B */                  \
   float t[GEMV_CHUNK] __attribute__((aligned(64))); /* (cols) one block's sums */                                  \
   for (int64_t j0 = 0; j0 < n; j0 += GEMV_CHUNK) {                                                                  \
-    const int64_t cols = n - j0 < GEMV_CHUNK ? n - j0 : GEMV_CHUNK;                                                 \
-    float *cc = c + j0; /* (cols) */                                                                                \
+    const int64_t cols = n - j0 < GEMV_CHUNK ? n - j0 : GEMV_CHUNK, whole = cols - cols % W;                        \
+    const MASK_T m = MASK_MAKE((int)(cols - whole));                                                                \
+    const PART_T h = PART_MAKE((int)(cols - whole));                                                                \
+    float *cc = c + j0;                          /* (cols) */                                                       \
+    const char *bc = (const char *)b + j0 * esz; /* (k, cols) B's columns j0.., rows ldbb bytes apart */            \
     for (int64_t pc = 0; pc < k; pc += kc) {                                                                        \
       const int64_t pend = k - pc < kc ? k : pc + kc;                                                               \
-      for (int64_t j = 0; j < cols; j += W) {                                                                       \
-        MASKDECL;                                                                                                   \
-        STORE(t + j, ZERO);                                                                                         \
-      }                                                                                                             \
+      for (int64_t j = 0; j < cols; j += W) STORE(t + j, ZERO);                                                     \
       int64_t p = pc;                                                                                               \
       for (; p + 4 <= pend; p += 4) {                                                                               \
-        const float *b0 = b + p * ldb + j0, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb; /* rows p..p+3 */       \
-        const VEC a0 = SET1(a[p * astride]), a1 = SET1(a[(p + 1) * astride]);                                       \
-        const VEC a2 = SET1(a[(p + 2) * astride]), a3 = SET1(a[(p + 3) * astride]);                                 \
-        for (int64_t j = 0; j < cols; j += W) {                                                                     \
-          MASKDECL;                                                                                                 \
-          VEC s = LOAD(t + j);                                                                                      \
-          s = FMA(a0, LOAD(b0 + j), s);                                                                             \
-          s = FMA(a1, LOAD(b1 + j), s);                                                                             \
-          s = FMA(a2, LOAD(b2 + j), s);                                                                             \
-          s = FMA(a3, LOAD(b3 + j), s);                                                                             \
-          STORE(t + j, s);                                                                                          \
-        }                                                                                                           \
+        const VEC av[4] = {SET1(a[p * astride]), SET1(a[(p + 1) * astride]), SET1(a[(p + 2) * astride]),            \
+                           SET1(a[(p + 3) * astride])};                                                             \
+        const char *br = bc + p * ldbb; /* rows p..p+3 */                                                           \
+        int64_t j = 0;                                                                                              \
+        for (; j < whole; j += W) gemv_fma##SUF(BT, 1, 4, av, br + j * esz, ldbb, t + j, m, &h);                    \
+        if (j < cols) gemv_fma##SUF(BT, 0, 4, av, br + j * esz, ldbb, t + j, m, &h);                                \
       }                                                                                                             \
       for (; p < pend; p++) {                                                                                       \
-        const float *b0 = b + p * ldb + j0; /* row p */                                                             \
-        const VEC a0 = SET1(a[p * astride]);                                                                        \
-        for (int64_t j = 0; j < cols; j += W) {                                                                     \
-          MASKDECL;                                                                                                 \
-          STORE(t + j, FMA(a0, LOAD(b0 + j), LOAD(t + j)));                                                         \
-        }                                                                                                           \
+        const VEC av[1] = {SET1(a[p * astride])};                                                                   \
+        const char *br = bc + p * ldbb; /* row p */                                                                 \
+        int64_t j = 0;                                                                                              \
+        for (; j < whole; j += W) gemv_fma##SUF(BT, 1, 1, av, br + j * esz, ldbb, t + j, m, &h);                    \
+        if (j < cols) gemv_fma##SUF(BT, 0, 1, av, br + j * esz, ldbb, t + j, m, &h);                                \
       }                                                                                                             \
-      for (int64_t j = 0; j < cols; j += W) {                                                                       \
-        MASKDECL;                                                                                                   \
-        STORE(cc + j, pc == 0 ? LOAD(t + j) : ADD(LOAD(t + j), LOAD(cc + j)));                                      \
-      }                                                                                                             \
+      const int add = pc > 0 || accumulate;                                                                         \
+      int64_t j = 0;                                                                                                \
+      for (; j < whole; j += W) gemv_out##SUF(1, add, t + j, cc + j, m);                                            \
+      if (j < cols) gemv_out##SUF(0, add, t + j, cc + j, m);                                                        \
     }                                                                                                               \
   }
 
-#define M512 const __mmask16 m = cols - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - j)) - 1u)
-#define LD512(x) _mm512_maskz_loadu_ps(m, (x))
-#define ST512(x, v) _mm512_mask_storeu_ps((x), m, (v))
-
-T512 void gemm_gemv_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb,
-                           float *c, int64_t kc) {
-  GEMV_BODY(__m512, 16, _mm512_setzero_ps(), LD512, ST512, _mm512_fmadd_ps, _mm512_add_ps, _mm512_set1_ps, M512)
+/* t (16) += av[0] * B row 0 + ... + av[rows - 1] * B row rows - 1, in that order; B's rows at br,
+ * ldbb bytes apart. t is aligned and whole (its lanes past the columns hold zeros, B's are not read). */
+T512 INLINE void gemv_fma512(const int BT, const int full, const int rows, const __m512 *av, const char *br,
+                             int64_t ldbb, float *t, __mmask16 m, const part16 *h) {
+  __m512 s = _mm512_load_ps(t);
+  if (rows == 4) /* the next four rows, which the next pass reads: the streams alone keep too few misses in flight */
+    for (int r = 4; r < 8; r++) _mm_prefetch(br + r * ldbb, _MM_HINT_T0);
+  for (int r = 0; r < rows; r++) s = _mm512_fmadd_ps(av[r], load_b16(BT, full, br + r * ldbb, m, h), s);
+  _mm512_store_ps(t, s);
 }
 
-#define M256 const __m256i m = mask256(cols - j >= 8 ? 8 : (int)(cols - j))
-#define LD256(x) _mm256_maskload_ps((x), m)
-#define ST256(x, v) _mm256_maskstore_ps((x), m, (v))
+/* cc (16, or the lanes of m) = t, or t + cc when add. */
+T512 INLINE void gemv_out512(const int full, int add, const float *t, float *cc, __mmask16 m) {
+  __m512 s = _mm512_load_ps(t);
+  if (add) s = _mm512_add_ps(s, full ? _mm512_loadu_ps(cc) : _mm512_maskz_loadu_ps(m, cc));
+  if (full)
+    _mm512_storeu_ps(cc, s);
+  else
+    _mm512_mask_storeu_ps(cc, m, s);
+}
 
-T256 void gemm_gemv_avx2(int64_t k, int64_t n, const float *a, int64_t astride, const float *b, int64_t ldb, float *c,
-                         int64_t kc) {
-  GEMV_BODY(__m256, 8, _mm256_setzero_ps(), LD256, ST256, _mm256_fmadd_ps, _mm256_add_ps, _mm256_set1_ps, M256)
+#define MASK512(r) ((__mmask16)((1u << (r)) - 1u))
+
+T512 INLINE void gemv512(const int BT, int64_t k, int64_t n, const float *a, int64_t astride, const void *b,
+                         int64_t ldb, float *c, int64_t kc, int accumulate) {
+  GEMV_BODY(512, BT, __m512, 16, _mm512_setzero_ps(), _mm512_store_ps, _mm512_set1_ps, __mmask16, MASK512, part16,
+            part16_make)
+}
+
+T512 void gemm_gemv_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                           float *c, int64_t kc, int accumulate) {
+  gemv512(DT_F32, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+T512 void gemm_gemv_avx512_bf16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                                float *c, int64_t kc, int accumulate) {
+  gemv512(DT_BF16, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+T512 void gemm_gemv_avx512_f16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                               float *c, int64_t kc, int accumulate) {
+  gemv512(DT_F16, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+
+/* As gemv_fma512 and gemv_out512, 8 floats wide. */
+T256 INLINE void gemv_fma256(const int BT, const int full, const int rows, const __m256 *av, const char *br,
+                             int64_t ldbb, float *t, __m256i m, const part8 *h) {
+  __m256 s = _mm256_load_ps(t);
+  if (rows == 4) /* as in gemv_fma512 */
+    for (int r = 4; r < 8; r++) _mm_prefetch(br + r * ldbb, _MM_HINT_T0);
+  for (int r = 0; r < rows; r++) s = _mm256_fmadd_ps(av[r], load_b8(BT, full, br + r * ldbb, m, h), s);
+  _mm256_store_ps(t, s);
+}
+
+T256 INLINE void gemv_out256(const int full, int add, const float *t, float *cc, __m256i m) {
+  __m256 s = _mm256_load_ps(t);
+  if (add) s = _mm256_add_ps(s, full ? _mm256_loadu_ps(cc) : _mm256_maskload_ps(cc, m));
+  if (full)
+    _mm256_storeu_ps(cc, s);
+  else
+    _mm256_maskstore_ps(cc, m, s);
+}
+
+T256 INLINE void gemv256(const int BT, int64_t k, int64_t n, const float *a, int64_t astride, const void *b,
+                         int64_t ldb, float *c, int64_t kc, int accumulate) {
+  GEMV_BODY(256, BT, __m256, 8, _mm256_setzero_ps(), _mm256_store_ps, _mm256_set1_ps, __m256i, mask256, part8,
+            part8_make)
+}
+
+T256 void gemm_gemv_avx2(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb, float *c,
+                         int64_t kc, int accumulate) {
+  gemv256(DT_F32, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+T256 void gemm_gemv_avx2_bf16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                              float *c, int64_t kc, int accumulate) {
+  gemv256(DT_BF16, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+T256 void gemm_gemv_avx2_f16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                             float *c, int64_t kc, int accumulate) {
+  gemv256(DT_F16, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+
+/* ---- Packing a half-precision B not transposed: d (kc, NR) = the (kc, cols) panel at src, rows
+ * ldb halfs apart, widened; columns past cols zero (the partial loads give zero lanes). ---- */
+T512 INLINE void pack_bn512(const int BT, const int full, const uint16_t *src, int64_t ldb, int64_t kc, int cols,
+                            float *d) {
+  const __mmask16 m0 = MASK512(cols >= 16 ? 16 : cols), m1 = MASK512(cols >= 32 ? 16 : cols <= 16 ? 0 : cols - 16);
+  const part16 h0 = part16_make(cols >= 16 ? 16 : cols), h1 = part16_make(cols >= 32 ? 16 : cols <= 16 ? 0 : cols - 16);
+  for (int64_t p = 0; p < kc; p++) {
+    const char *r = (const char *)(src + p * ldb); /* (cols) halfs of step p */
+    _mm512_storeu_ps(d + p * 32, load_b16(BT, full, r, m0, &h0));
+    _mm512_storeu_ps(d + p * 32 + 16, load_b16(BT, full, r + 32, m1, &h1));
+  }
+}
+
+T512 void gemm_pack_bn_avx512(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d) {
+  if (b_dtype == DT_BF16) {
+    if (cols == 32)
+      pack_bn512(DT_BF16, 1, src, ldb, kc, cols, d);
+    else
+      pack_bn512(DT_BF16, 0, src, ldb, kc, cols, d);
+  } else if (cols == 32) {
+    pack_bn512(DT_F16, 1, src, ldb, kc, cols, d);
+  } else {
+    pack_bn512(DT_F16, 0, src, ldb, kc, cols, d);
+  }
+}
+
+T256 INLINE void pack_bn256(const int BT, const int full, const uint16_t *src, int64_t ldb, int64_t kc, int cols,
+                            float *d) {
+  const __m256i m0 = mask256(cols >= 8 ? 8 : cols), m1 = mask256(cols >= 16 ? 8 : cols <= 8 ? 0 : cols - 8);
+  const part8 h0 = part8_make(cols >= 8 ? 8 : cols), h1 = part8_make(cols >= 16 ? 8 : cols <= 8 ? 0 : cols - 8);
+  for (int64_t p = 0; p < kc; p++) {
+    const char *r = (const char *)(src + p * ldb); /* (cols) halfs of step p */
+    _mm256_storeu_ps(d + p * 16, load_b8(BT, full, r, m0, &h0));
+    _mm256_storeu_ps(d + p * 16 + 8, load_b8(BT, full, r + 16, m1, &h1));
+  }
+}
+
+T256 void gemm_pack_bn_avx2(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d) {
+  if (b_dtype == DT_BF16) {
+    if (cols == 16)
+      pack_bn256(DT_BF16, 1, src, ldb, kc, cols, d);
+    else
+      pack_bn256(DT_BF16, 0, src, ldb, kc, cols, d);
+  } else if (cols == 16) {
+    pack_bn256(DT_F16, 1, src, ldb, kc, cols, d);
+  } else {
+    pack_bn256(DT_F16, 0, src, ldb, kc, cols, d);
+  }
 }
 
 /* ---- Packing a transposed B for the AVX-512 kernel: d (kc, 32) = the (32, kc) rows of B,
- * ldb apart, transposed, 16 x 16 blocks at a time in registers. ---- */
-T512 static void transpose16(const float *src, int64_t ld, float *dst, int64_t ldd) {
+ * ldb elements apart, transposed, 16 x 16 blocks at a time in registers (halfs widened as loaded). ---- */
+T512 INLINE void transpose16(const int BT, const char *src, int64_t ldbb, float *dst, int64_t ldd) {
   __m512 r[16], t[16], u[16], v[16];
-  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ld); /* (16, 16) block */
+  for (int i = 0; i < 16; i++) r[i] = load_b16(BT, 1, src + i * ldbb, 0, NULL); /* (16, 16) block, rows ldbb bytes apart */
   for (int i = 0; i < 8; i++) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -302,14 +516,27 @@ T512 static void transpose16(const float *src, int64_t ld, float *dst, int64_t l
   }
 }
 
-T512 void gemm_pack_bt_avx512(const float *src, int64_t ldb, int64_t kc, float *d) {
+T512 INLINE void pack_bt512(const int BT, const void *src, int64_t ldb, int64_t kc, float *d) {
+  const char *s = (const char *)src; /* (32, kc) rows ldbb bytes apart */
+  const int64_t ldbb = ldb * ESZ(BT);
   int64_t p = 0;
   for (; p + 16 <= kc; p += 16) {
-    transpose16(src + p, ldb, d + p * 32, 32);                 /* columns 0-15 of the panel */
-    transpose16(src + 16 * ldb + p, ldb, d + p * 32 + 16, 32); /* columns 16-31 */
+    transpose16(BT, s + p * ESZ(BT), ldbb, d + p * 32, 32);             /* columns 0-15 of the panel */
+    transpose16(BT, s + 16 * ldbb + p * ESZ(BT), ldbb, d + p * 32 + 16, 32); /* columns 16-31 */
   }
   for (; p < kc; p++)
-    for (int j = 0; j < 32; j++) d[p * 32 + j] = src[j * ldb + p];
+    for (int j = 0; j < 32; j++)
+      d[p * 32 + j] = BT == DT_F32 ? ((const float *)src)[j * ldb + p]
+                                   : gemm_half_to_f32(((const uint16_t *)src)[j * ldb + p], BT);
+}
+
+T512 void gemm_pack_bt_avx512(const void *src, int b_dtype, int64_t ldb, int64_t kc, float *d) {
+  if (b_dtype == DT_F32)
+    pack_bt512(DT_F32, src, ldb, kc, d);
+  else if (b_dtype == DT_BF16)
+    pack_bt512(DT_BF16, src, ldb, kc, d);
+  else
+    pack_bt512(DT_F16, src, ldb, kc, d);
 }
 
 #endif

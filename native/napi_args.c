@@ -59,6 +59,10 @@ int arg_f32_or_null(napi_env env, napi_value v, const char *fn, const char *name
   return arg_typed(env, v, fn, name, napi_float32_array, 1, "a Float32Array", (void **)data, len);
 }
 
+int arg_u16(napi_env env, napi_value v, const char *fn, const char *name, uint16_t **data, int64_t *len) {
+  return arg_typed(env, v, fn, name, napi_uint16_array, 0, "a Uint16Array", (void **)data, len);
+}
+
 int arg_i32_or_null(napi_env env, napi_value v, const char *fn, const char *name, int32_t **data, int64_t *len) {
   return arg_typed(env, v, fn, name, napi_int32_array, 1, "an Int32Array", (void **)data, len);
 }

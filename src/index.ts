@@ -15,6 +15,28 @@ export { parseModelConfig, PRESETS, type ModelConfig, type PresetName } from "./
 export { initModel } from "./model/init-model.js";
 export { loadModelDir, writeModelDir, readModelConfig } from "./model/model-dir.js";
 export { loadModelWeights, saveModelWeights, readSafetensorsFile, writeSafetensorsFile } from "./model/safetensors.js";
+export {
+  loadModelWeightsRaw,
+  toFloat32,
+  fromFloat32,
+  type RawTensor,
+  type HostTensor,
+  type DType,
+} from "./model/safetensors.js";
+export {
+  readPeftAdapter,
+  writePeftAdapter,
+  mergeAdapters,
+  initAdapters,
+  loraScale,
+  loraModules,
+  targetsFromTinker,
+  tinkerFromTargets,
+  type LoraSpec,
+  type LoraTarget,
+  type LoraAdapter,
+  type LoraAdapters,
+} from "./model/peft.js";
 export { trainByteLevelBpe } from "./model/bpe-trainer.js";
 export * from "./agent/index.js";
 export * from "./rl/index.js";

@@ -44,6 +44,9 @@ const QWEN_05B = parseModelConfig({
 });
 const qwenShape = { vocabSize: 151936, hiddenSize: 896, intermediateSize: 4864, numLayers: 24, numHeads: 14 };
 
+const NATIVE =
+  "; or train on the native engine (engine.backend: native), which holds the model outside the wasm heap and can train LoRA adapters (engine.lora)";
+
 test("Qwen2.5-0.5B: parameters and one 128-token sequence's activations, by hand", () => {
   // Per layer: q and o 896x896, k and v 896x128 (2 kv heads x head_dim 64), q/k/v biases, SwiGLU 3 x 896x4864, two norms.
   const layer = 896 * 896 * 2 + 896 * 128 * 2 + (896 + 128 * 2) + 3 * 896 * 4864 + 2 * 896;
@@ -79,10 +82,11 @@ test("Qwen2.5-0.5B does not train in one replica: the line names the size and th
     (e: unknown) =>
       e instanceof InputError &&
       e.message ===
-        `training needs ~12.72 GiB of wasm heap (weights ${gib(4 * params)} GiB x6 on the native backend for gradients, Adam moments and working copies` +
+        `training needs ~12.72 GiB of wasm heap (weights ${gib(4 * params)} GiB x6 on the addon's kernels for gradients, Adam moments and working copies` +
           ` + activations ${gib(activations)} GiB for 1 x 128 tokens + prefix cache 0.25 GiB); the TF.js engine holds 4.00 GiB per replica` &&
       e.hint ===
-        "train a smaller model (156M parameters at most, this one has 494M; sampling and scoring this one still work)",
+        "train a smaller model (156M parameters at most, this one has 494M; sampling and scoring this one still work)" +
+          NATIVE,
   );
   // optimStep has no micro-batch: the weights alone are refused.
   assert.throws(() => checkTrainingHeap({ ...plan, microBatch: undefined }), /^InputError: training needs ~11\.29 GiB/);
@@ -112,16 +116,16 @@ test("what fits passes; each cause gets its own fix", () => {
   assert.equal(((10.5 * 4 * 50e6 + 2.75 * 640 * MiB + 256 * MiB) / GiB).toFixed(2), "3.92");
   assert.equal(
     hint({ ...fits, backend: "tfjs" }),
-    "lower engine.microBatchMb, so that a micro-batch holds fewer than 4 sequences of 256 tokens; or train on the native backend (engine.backend: native), which needs less",
+    "lower engine.microBatchMb, so that a micro-batch holds fewer than 4 sequences of 256 tokens" + NATIVE,
   );
   assert.equal(
     hint({ ...fits, microBatch: mb(1, 8192, 2 * GiB) }),
-    "shorten the sequences (rollout.maxTotalTokens): this one has 8192 tokens",
+    "shorten the sequences (rollout.maxTotalTokens): this one has 8192 tokens" + NATIVE,
   );
   // 1.2e9 + 1.5 x 1.6 GiB = 3.52 GiB fits without the cache, not with its 1 GiB.
   assert.equal(
     hint({ ...fits, prefixCacheBytes: GiB, microBatch: mb(1, 512, 1.6 * GiB) }),
-    "lower engine.prefixCacheMb (now 1024)",
+    "lower engine.prefixCacheMb (now 1024)" + NATIVE,
   );
 });
 
@@ -166,7 +170,7 @@ test("end to end: a datum whose tape cannot fit is refused before any tensor wor
       assert.ok(e instanceof InputError);
       assert.match(
         e.message,
-        /^training needs ~\d+\.\d\d GiB of wasm heap \(weights 0\.04 GiB x\d+(\.5)? on the \w+ backend .* activations \d+\.\d\d GiB for 1 x 2048 tokens/,
+        /^training needs ~\d+\.\d\d GiB of wasm heap \(weights 0\.04 GiB x\d+(\.5)? on (the addon|wasm)\S* kernels .* activations \d+\.\d\d GiB for 1 x 2048 tokens/,
       );
       assert.match(e.hint ?? "", /^shorten the sequences \(rollout.maxTotalTokens\): this one has 2048 tokens/);
       return true;

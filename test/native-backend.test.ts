@@ -552,8 +552,8 @@ interface Run {
   backend: BackendName;
 }
 
-async function engineRun(backend: BackendName): Promise<Run> {
-  const e = await LocalEngine.load(fx.base, { workers: 0, backend });
+async function engineRun(kernels: "wasm" | "addon"): Promise<Run> {
+  const e = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs", tfjsKernels: kernels });
   try {
     sharpen(e);
     const rng = new Rng(21);
@@ -593,13 +593,13 @@ async function engineRun(backend: BackendName): Promise<Run> {
 }
 
 test(
-  "engine parity, tfjs vs native: logits, computeLogprobs, a forwardBackward's loss and gradients, an AdamW step",
+  "TF.js engine parity, wasm vs the addon's kernels: logits, computeLogprobs, a forwardBackward's loss and gradients, an AdamW step",
   native,
   async () => {
-    const t = await engineRun("tfjs");
-    const n = await engineRun("native");
+    const t = await engineRun("wasm");
+    const n = await engineRun("addon");
     assert.equal(t.backend, "tfjs");
-    assert.equal(n.backend, "native");
+    assert.equal(n.backend, "tfjs");
     // Logits: float32 rounding of the summation order only.
     assertClose(n.logits, t.logits, 1e-5, "logits");
     // Per-token logprobs, absolute (nats).
@@ -617,20 +617,20 @@ test(
 );
 
 test(
-  "engine in a worker thread on native: the addon loads there and agrees with the in-process engine",
+  "TF.js engine in a worker thread on the addon's kernels: the addon loads there and agrees with the in-process wasm engine",
   native,
   async () => {
     const rng = new Rng(4);
     const seqs = [Array.from({ length: 30 }, () => 3 + rng.int(200))];
-    const w = await LocalEngine.load(fx.base, { workers: 1, backend: "native" });
+    const w = await LocalEngine.load(fx.base, { workers: 1, backend: "tfjs", tfjsKernels: "addon" });
     let remote: (number | null)[][];
     try {
-      assert.equal((await w.stats()).backend, "native");
+      assert.equal((await w.stats()).backend, "tfjs");
       remote = await w.computeLogprobs(seqs);
     } finally {
       await w.dispose();
     }
-    const local = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs" });
+    const local = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs", tfjsKernels: "wasm" });
     try {
       const here = await local.computeLogprobs(seqs);
       const d = diff(remote[0].slice(1) as number[], here[0].slice(1) as number[]);
@@ -642,19 +642,19 @@ test(
 );
 
 test(
-  "one thread runs one backend: a second engine on the other backend is an error until the first is disposed",
+  "one thread runs one set of TF.js kernels: a second TF.js engine on the other kernels is an error until the first is disposed",
   native,
   async () => {
-    const a = await LocalEngine.load(fx.base, { workers: 0, backend: "native" });
+    const a = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs", tfjsKernels: "addon" });
     try {
       await assert.rejects(
-        () => LocalEngine.load(fx.base, { workers: 0, backend: "tfjs" }),
+        () => LocalEngine.load(fx.base, { workers: 0, backend: "tfjs", tfjsKernels: "wasm" }),
         (e: unknown) => e instanceof InputError && /already loaded in this thread/.test((e as Error).message),
       );
     } finally {
       await a.dispose();
     }
-    const b = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs" });
+    const b = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs", tfjsKernels: "wasm" });
     assert.equal(b.backend, "tfjs");
     await b.dispose();
   },

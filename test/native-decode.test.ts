@@ -6,7 +6,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import type { BackendName } from "../src/engine/local/native.js";
 import { disposeCache, type KVCache } from "../src/model/transformer.js";
 import { tf } from "../src/engine/local/tf-backend.js";
 import { Rng } from "../src/util/rng.js";
@@ -29,8 +28,8 @@ const rows = (t: tf.Tensor): Float32Array[] => {
   return Array.from({ length: n }, (_, i) => Float32Array.from(d.subarray(i * V, (i + 1) * V)));
 };
 
-async function decode(backend: BackendName, seq: number[], prefill: number): Promise<Decoded> {
-  const e = await LocalEngine.load(fx.base, { workers: 0, backend });
+async function decode(kernels: "wasm" | "addon", seq: number[], prefill: number): Promise<Decoded> {
+  const e = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs", tfjsKernels: kernels });
   try {
     const m = e.model;
     const logitsOf = (hidden: tf.Tensor3D) => m.inferenceLogits(hidden.reshape([-1, hidden.shape[2]]) as tf.Tensor2D);
@@ -81,13 +80,13 @@ async function decode(backend: BackendName, seq: number[], prefill: number): Pro
 }
 
 test(
-  "KV-cached decoding, tfjs vs native: cached steps equal the uncached pass, and the backends agree",
+  "KV-cached decoding on the TF.js engine, wasm vs the addon's kernels: cached steps equal the uncached pass, and the kernels agree",
   native,
   async () => {
     const rng = new Rng(12);
     const seq = Array.from({ length: 14 }, () => 3 + rng.int(200));
-    const t = await decode("tfjs", seq, 5);
-    const n = await decode("native", seq, 5);
+    const t = await decode("wasm", seq, 5);
+    const n = await decode("addon", seq, 5);
     for (const [name, r] of [
       ["tfjs", t],
       ["native", n],

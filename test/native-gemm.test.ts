@@ -5,10 +5,13 @@
  * (the decode path), transposes, broadcast batches, and views that start anywhere on a shared
  * buffer, with guard floats around the output to catch a write out of bounds. Where the addon
  * was built with a system BLAS, both implementations are also compared with each other.
+ * gemmEx (the engine's blas_gemm) with B in bfloat16 and float16, and C accumulated into: against
+ * the same reference, bit for bit against float32 B holding the widened values, batch-invariant.
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { loadNative, type NativeAddon } from "../src/engine/local/native.js";
+import { f32BitsToBF16, f32BitsToF16 } from "../src/model/safetensors.js";
 import { Rng } from "../src/util/rng.js";
 import { native } from "./native-helpers.js";
 
@@ -268,3 +271,216 @@ test(
     assert.equal(addon.info().blas, "own", "a refused choice changes nothing");
   },
 );
+
+type HalfDtype = "bf16" | "f16";
+const DTYPES = ["f32", "bf16", "f16"] as const;
+
+/** The values of every bfloat16 / float16 bit pattern, decoded here (not by the code under test). */
+const HALF_VALUES: Record<HalfDtype, Float32Array> = {
+  bf16: new Float32Array(Uint32Array.from({ length: 65536 }, (_, h) => h << 16).buffer),
+  f16: Float32Array.from({ length: 65536 }, (_, h) => {
+    const sign = h & 0x8000 ? -1 : 1,
+      e = (h >> 10) & 0x1f,
+      m = h & 0x3ff;
+    return e === 0 ? sign * m * 2 ** -24 : e === 31 ? (m ? NaN : sign * Infinity) : sign * (1024 + m) * 2 ** (e - 25);
+  }),
+};
+
+/** x rounded to dtype: its bit patterns and their values as float32. */
+function toHalf(x: Float32Array, dtype: HalfDtype): { bits: Uint16Array; values: Float32Array } {
+  const u32 = new Uint32Array(x.buffer, x.byteOffset, x.length),
+    bits = new Uint16Array(x.length),
+    values = new Float32Array(x.length),
+    table = HALF_VALUES[dtype];
+  for (let i = 0; i < x.length; i++) {
+    bits[i] = dtype === "bf16" ? f32BitsToBF16(u32[i]) : f32BitsToF16(u32[i]);
+    values[i] = table[bits[i]];
+  }
+  return { bits, values };
+}
+
+/** B's random values: normal, and one in 13 tiny (below float16's smallest normal, 6.1e-5). */
+const randB = (rng: Rng, n: number) =>
+  Float32Array.from({ length: n }, (_, i) => rng.normal() * (i % 13 === 5 ? 1e-6 : 1));
+
+/** B for gemmEx in dtype: the array to pass and the float32 values it holds. */
+function bIn(
+  rng: Rng,
+  n: number,
+  dtype: (typeof DTYPES)[number],
+): { b: Float32Array | Uint16Array; values: Float32Array } {
+  const x = randB(rng, n);
+  if (dtype === "f32") return { b: x, values: x };
+  const { bits, values } = toHalf(x, dtype);
+  return { b: bits, values };
+}
+
+/** (m, n, k): gemm's shapes, plus k = 0, GEMV rows past the kc block and split across threads, and
+ * products just below and above the row counts that read B in place (48 for AVX-512). */
+const EX_SHAPES: [number, number, number][] = [
+  ...SHAPES,
+  [3, 5, 0],
+  [1, 9, 0],
+  [1, 1543, 401],
+  [47, 63, 385],
+  [49, 130, 390],
+  [64, 33, 17],
+];
+
+function firstDiff(x: Float32Array, y: Float32Array): number {
+  return x.findIndex((v, i) => !Object.is(v, y[i]));
+}
+
+test(
+  "own gemmEx: B in float32, bfloat16 and float16, written or accumulated, on every kernel and 1 and 2 threads",
+  native,
+  () => {
+    const addon = addonOrFail();
+    addon.setBlas("own");
+    const rng = new Rng(21);
+    const kernels = KERNELS.filter((kn) => addon.setGemmKernel(kn));
+    assert.ok(kernels.includes("portable"));
+    for (const [m, n, k] of EX_SHAPES)
+      for (const ta of [false, true])
+        for (const tb of [false, true])
+          for (const dtype of DTYPES)
+            for (const accumulate of [false, true]) {
+              const a = rand(rng, m * k),
+                { b, values } = bIn(rng, k * n, dtype),
+                c0 = rand(rng, m * n);
+              const want = reference(a, values, 1, m, n, k, ta, tb);
+              if (accumulate) for (let i = 0; i < want.length; i++) want[i] += c0[i];
+              const what = (kernel: string, threads: number) =>
+                `${kernel} x${threads} ${dtype}${accumulate ? " +=" : ""} (${m},${n},${k}) ${ta ? "T" : "N"}${tb ? "T" : "N"}`;
+              let asF32: Float32Array | undefined; // the product of the widened values as a float32 B
+              for (const kernel of kernels) {
+                addon.setGemmKernel(kernel);
+                for (const threads of [1, 2]) {
+                  addon.setThreads(threads);
+                  const c = accumulate ? c0.slice() : new Float32Array(m * n).fill(Number.NaN);
+                  addon.gemmEx(a, b, c, m, n, k, ta, tb, dtype, accumulate);
+                  if (k === 0) {
+                    assert.equal(firstDiff(c, accumulate ? c0 : new Float32Array(m * n)), -1, what(kernel, threads));
+                    continue;
+                  }
+                  assertProduct(c, want, k, what(kernel, threads));
+                  if (dtype === "f32") continue;
+                  // Widening is exact and every path sums in the same order: the same bits as float32 B.
+                  if (threads === 1) {
+                    asF32 = accumulate ? c0.slice() : new Float32Array(m * n);
+                    addon.gemmEx(a, values, asF32, m, n, k, ta, tb, "f32", accumulate);
+                  }
+                  const at = firstDiff(c, asF32!);
+                  assert.equal(at, -1, `${what(kernel, threads)}: ${c[at]} vs ${asF32![at]} with float32 B at ${at}`);
+                }
+              }
+            }
+    addon.setGemmKernel("auto");
+    addon.setThreads(1);
+  },
+);
+
+test("own gemmEx: a row gets the same bits alone as in a batch, for bfloat16 and float16 B too", native, () => {
+  const addon = addonOrFail();
+  addon.setBlas("own");
+  const rng = new Rng(22);
+  const kernels = KERNELS.filter((kn) => addon.setGemmKernel(kn));
+  // Batch sizes on both sides of where each kernel stops reading B in place (48, 24, 16 rows), each
+  // written or accumulated into.
+  const batches: [number, boolean][] = [
+    [2, false],
+    [13, true],
+    [32, false],
+    [47, true],
+    [49, false],
+    [64, true],
+  ];
+  for (const [n, k] of [
+    [1536, 512],
+    [37, 900],
+    [2050, 17],
+    [63, 385],
+  ] as [number, number][])
+    for (const dtype of DTYPES) {
+      const { b } = bIn(rng, k * n, dtype);
+      for (const kernel of kernels) {
+        addon.setGemmKernel(kernel);
+        for (const threads of [1, 2]) {
+          addon.setThreads(threads);
+          for (const [m, accumulate] of batches) {
+            const a = rand(rng, m * k),
+              c0 = rand(rng, m * n),
+              all = accumulate ? c0.slice() : new Float32Array(m * n);
+            addon.gemmEx(a, b, all, m, n, k, false, false, dtype, accumulate);
+            for (const r of [0, m - 1]) {
+              const one = accumulate ? c0.slice(r * n, (r + 1) * n) : new Float32Array(n);
+              addon.gemmEx(a.subarray(r * k, (r + 1) * k), b, one, 1, n, k, false, false, dtype, accumulate);
+              const row = all.subarray(r * n, (r + 1) * n);
+              const at = firstDiff(one, row);
+              assert.equal(
+                at,
+                -1,
+                `${kernel} x${threads} ${dtype}${accumulate ? " +=" : ""} (${m},${n},${k}) row ${r}: alone ${one[at]} vs in the batch ${row[at]} at column ${at}`,
+              );
+            }
+          }
+        }
+      }
+    }
+  addon.setGemmKernel("auto");
+  addon.setThreads(1);
+});
+
+test("gemmEx checks its arguments and names the bad one", native, () => {
+  const addon = addonOrFail();
+  const a = new Float32Array(6),
+    b32 = new Float32Array(12),
+    b16 = new Uint16Array(12),
+    c = new Float32Array(8);
+  addon.gemmEx(a, b16, c, 2, 4, 3, false, false, "bf16"); // accumulate defaults to false
+  addon.gemmEx(a, b32, c, 2, 4, 3, false, false, "f32", true);
+  assert.throws(() => addon.gemmEx(a, b32, c, 2, 4, 3, false, false, "bf16"), {
+    name: "TypeError",
+    message: /gemmEx: b .*bf16.* must be a Uint16Array/,
+  });
+  assert.throws(() => addon.gemmEx(a, b16, c, 2, 4, 3, false, false, "f32"), {
+    name: "TypeError",
+    message: /gemmEx: b .*f32.* must be a Float32Array/,
+  });
+  assert.throws(() => addon.gemmEx(a, b16, c, 2, 4, 3, false, false, "fp8" as "f16"), {
+    name: "RangeError",
+    message: /bDtype/,
+  });
+  assert.throws(() => addon.gemmEx(a, b16, c, 2, 4, 3, false, false, 1 as unknown as "f16"), {
+    name: "TypeError",
+    message: /bDtype/,
+  });
+  assert.throws(() => addon.gemmEx(a.subarray(1), b16, c, 2, 4, 3, false, false, "f16"), {
+    name: "RangeError",
+    message: /gemmEx: a holds 5 floats, needs m\*k = 2\*3/,
+  });
+  assert.throws(() => addon.gemmEx(a, b16.subarray(1), c, 2, 4, 3, false, false, "f16"), {
+    name: "RangeError",
+    message: /gemmEx: b holds 11 elements, needs k\*n = 3\*4/,
+  });
+  assert.throws(() => addon.gemmEx(a, b16, c.subarray(1), 2, 4, 3, false, false, "f16"), {
+    name: "RangeError",
+    message: /gemmEx: c holds 7 floats, needs m\*n = 2\*4/,
+  });
+  assert.throws(() => addon.gemmEx(a, b16, c, 2, 4, 3, false, false, "f16", 1 as unknown as boolean), {
+    name: "TypeError",
+    message: /gemmEx: accumulate must be a boolean/,
+  });
+  assert.throws(() => addon.gemmEx(a, b16, c, 2, -4, 3, false, false, "f16"), {
+    name: "RangeError",
+    message: /gemmEx: n/,
+  });
+  assert.throws(() => addon.gemmEx(a, b16, c, 2, 4, 3, 0 as unknown as boolean, false, "f16"), {
+    name: "TypeError",
+    message: /gemmEx: transA/,
+  });
+  assert.throws(() => (addon.gemmEx as unknown as (...x: unknown[]) => void)(a, b16, c, 2, 4, 3, false, false), {
+    name: "TypeError",
+    message: /needs at least 9 arguments/,
+  });
+});

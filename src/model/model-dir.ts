@@ -8,7 +8,14 @@ import { copyFileSync, existsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseModelConfig, type ModelConfig } from "./config.js";
 import { checkModelFits, checkWeightFiles } from "./model-limits.js";
-import { loadModelWeights, saveModelWeights, type DType, type HostTensor } from "./safetensors.js";
+import {
+  loadModelWeights,
+  loadModelWeightsRaw,
+  saveModelWeights,
+  type DType,
+  type HostTensor,
+  type RawTensor,
+} from "./safetensors.js";
 import { Tokenizer } from "./tokenizer.js";
 import { ModelFormatError } from "../util/errors.js";
 import { readTextInput } from "../util/read-file.js";
@@ -62,6 +69,37 @@ export interface LoadedModelDir {
 export function loadModelDir(dir: string): LoadedModelDir {
   const config = readModelConfig(dir);
   checkModelFits(config, join(dir, "config.json"));
+  const tokenizer = checkModelFiles(dir, config);
+  const weights = loadModelWeights(dir);
+  const first = weights.values().next().value;
+  return { dir, config, tokenizer, weights, dtype: first?.dtype ?? "F32" };
+}
+
+/** A model directory with its weights in their stored dtype (16-bit ones as bits). */
+export interface RawModelDir extends Omit<LoadedModelDir, "weights"> {
+  weights: Map<string, RawTensor>;
+}
+
+/**
+ * Reads a model directory keeping every weight in its stored dtype (the native engine's way):
+ * no float32 copy, and no TF.js heap limit; the caller checks memory (engine/memory-plan.ts)
+ * between `config` and `load`.
+ */
+export function openModelDirRaw(dir: string): { config: ModelConfig; load(): RawModelDir } {
+  const config = readModelConfig(dir);
+  return {
+    config,
+    load() {
+      const tokenizer = checkModelFiles(dir, config);
+      const weights = loadModelWeightsRaw(dir);
+      const first = weights.values().next().value;
+      return { dir, config, tokenizer, weights, dtype: first?.dtype ?? "F32" };
+    },
+  };
+}
+
+/** The tokenizer of a model directory, after checking it and the weight files against config.json. */
+function checkModelFiles(dir: string, config: ModelConfig): Tokenizer {
   if (!existsSync(join(dir, "tokenizer.json")))
     throw new ModelFormatError(join(dir, "tokenizer.json"), undefined, "file not found");
   const tokenizer = Tokenizer.fromDir(dir);
@@ -73,28 +111,33 @@ export function loadModelDir(dir: string): LoadedModelDir {
     );
   }
   checkWeightFiles(dir, config);
-  const weights = loadModelWeights(dir);
-  const first = weights.values().next().value;
-  return { dir, config, tokenizer, weights, dtype: first?.dtype ?? "F32" };
+  return tokenizer;
 }
 
 export interface WriteModelOptions {
   config: Record<string, unknown>;
-  weights: Map<string, HostTensor>;
+  weights: Map<string, HostTensor | RawTensor>;
   /** Directory whose tokenizer files are copied. */
   tokenizerFrom: string;
+  /** Weight dtype to write; default: each tensor's own (16-bit raw tensors stay 16-bit, the rest float32). */
   dtype?: DType;
   /** Extra files (name → contents) written alongside, such as optimizer state. */
   extra?: (tmpDir: string) => void;
 }
 
+/** The dtype config.json names for weights written as they are: the 16-bit one among them, else float32. */
+function storedDType(weights: Map<string, HostTensor | RawTensor>): DType {
+  for (const t of weights.values()) if (t.data instanceof Uint16Array) return (t as RawTensor).dtype;
+  return "F32";
+}
+
 /** Writes a model directory through a temporary sibling (util/atomic-write.ts: atomic when DIR is new, replaces a non-empty DIR). */
 export function writeModelDir(dir: string, o: WriteModelOptions): void {
   writeDirectory(dir, (tmp) => {
-    const dtype = o.dtype ?? "F32";
+    const dtype = o.dtype ?? storedDType(o.weights);
     const torchDtype = { F32: "float32", BF16: "bfloat16", F16: "float16" }[dtype];
     writeFileSync(join(tmp, "config.json"), JSON.stringify({ ...o.config, torch_dtype: torchDtype }, null, 2) + "\n");
-    saveModelWeights(tmp, o.weights, { dtype });
+    saveModelWeights(tmp, o.weights, { dtype: o.dtype });
     for (const f of TOKENIZER_FILES) {
       const src = join(o.tokenizerFrom, f);
       if (existsSync(src)) copyFileSync(src, join(tmp, f));

@@ -69,6 +69,34 @@ export function parameterShapes(c: ModelConfig, head: "lm" | "value" = "lm"): Ma
   return m;
 }
 
+/**
+ * Random weights in Hugging Face names and layout, seeded: matrices normal with std 0.02
+ * truncated at 2 std; norms at 1; biases and the value head at 0. Drawn with our own RNG
+ * (tfjs treats seed 0 as "no seed"), so a seed gives the same weights anywhere, on either engine.
+ */
+export function randomHostWeights(
+  config: ModelConfig,
+  seed: number,
+  head: "lm" | "value" = "lm",
+): Map<string, HostTensor> {
+  const weights = new Map<string, HostTensor>();
+  let stream = 0;
+  for (const [name, shape] of parameterShapes(config, head)) {
+    const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
+    if (name.endsWith("norm.weight")) data.fill(1);
+    else if (!name.endsWith(".bias") && name !== "score.weight") {
+      const rng = new Rng(seed, stream++);
+      for (let i = 0; i < data.length; i++) {
+        let x = rng.normal();
+        while (Math.abs(x) > 2) x = rng.normal();
+        data[i] = 0.02 * x;
+      }
+    }
+    weights.set(name, { shape, data });
+  }
+  return weights;
+}
+
 /** Linear weights are stored (out, in) on disk and (in, out) in memory. */
 const isLinear = (name: string) =>
   name.endsWith("_proj.weight") || name === "lm_head.weight" || name === "score.weight";
@@ -89,29 +117,10 @@ export class Transformer {
     this.invFreq = ropeInverseFrequencies(config);
   }
 
-  /**
-   * Random initialization, seeded: matrices normal with std 0.02 truncated at 2
-   * std; norms at 1; biases and the value head at 0. Drawn with our own RNG
-   * (tfjs treats seed 0 as "no seed"), so a seed gives the same weights anywhere.
-   */
+  /** Random initialization, seeded (see randomHostWeights). */
   static random(config: ModelConfig, seed: number, head: "lm" | "value" = "lm"): Transformer {
     checkModelFits(config, "(random init)");
-    const weights = new Map<string, HostTensor>();
-    let stream = 0;
-    for (const [name, shape] of parameterShapes(config, head)) {
-      const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
-      if (name.endsWith("norm.weight")) data.fill(1);
-      else if (!name.endsWith(".bias") && name !== "score.weight") {
-        const rng = new Rng(seed, stream++);
-        for (let i = 0; i < data.length; i++) {
-          let x = rng.normal();
-          while (Math.abs(x) > 2) x = rng.normal();
-          data[i] = 0.02 * x;
-        }
-      }
-      weights.set(name, { shape, data });
-    }
-    return Transformer.fromHostWeights(config, weights, "(random init)", head);
+    return Transformer.fromHostWeights(config, randomHostWeights(config, seed, head), "(random init)", head);
   }
 
   /** Builds the model from host weights in Hugging Face layout, checking every name and shape. */

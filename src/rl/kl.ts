@@ -32,6 +32,16 @@ export function klValue(p: number, ref: number, form: KlForm): number {
   return Math.max(-KL_CLAMP, Math.min(KL_CLAMP, Math.exp(d) - d - 1));
 }
 
+/** d klValue / d p; at a clamp's edge the gradient passes (TF.js's clipByValue). */
+export function klGrad(p: number, ref: number, form: KlForm): number {
+  if (form === "k1") return 1;
+  if (form === "k2") return p - ref;
+  const raw = ref - p;
+  if (Math.abs(raw) > LOG_RATIO_CLAMP) return 0;
+  if (Math.abs(Math.exp(raw) - raw - 1) > KL_CLAMP) return 0;
+  return -(Math.exp(raw) - 1);
+}
+
 /** Token-level arrays on datum positions (datum × position), as the advantage estimators take them. */
 export interface KlRewardInput {
   rewards: readonly (readonly number[])[];

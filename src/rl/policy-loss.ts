@@ -16,6 +16,7 @@
  * reduction is aggregation.ts.
  */
 import type { LossSpec } from "../engine/types.js";
+import { klGrad, klValue } from "./kl.js";
 
 /** |log r| and |ref − p| are clamped to this before exp (verl, Agent-R1). */
 export const LOG_RATIO_CLAMP = 20;
@@ -61,4 +62,50 @@ export function policyTokenLoss(
     wasClipped = true;
   }
   return { loss: l, clipped: wasClipped };
+}
+
+/**
+ * The whole per-token loss l(p) (policy part plus coef·KL to `ref`) and its derivative in p, the
+ * learner logprob: where an engine's backward starts (the native engine; the TF.js engine gets
+ * the same numbers from autodiff). At a clip boundary the derivative is the one TF.js's
+ * gradients take: clip bounds are inclusive, and max / min pass the gradient to their first
+ * argument on a tie.
+ */
+export function tokenLossGrad(
+  loss: ResolvedLoss,
+  p: number,
+  q: number,
+  a: number,
+  ref: number,
+): { loss: number; grad: number } {
+  let l: number, g: number;
+  if (loss.type === "cross_entropy") [l, g] = [-p, -1];
+  else if (loss.type === "dro") [l, g] = [-(p * a - 0.5 * loss.beta * (p - q) ** 2), -(a - loss.beta * (p - q))];
+  else {
+    const lr = p - q,
+      inside = Math.abs(lr) <= LOG_RATIO_CLAMP;
+    const r = Math.exp(Math.max(-LOG_RATIO_CLAMP, Math.min(LOG_RATIO_CLAMP, lr)));
+    const drdp = inside ? r : 0;
+    const lo = 1 - loss.clipLow,
+      hi = 1 + loss.clipHigh;
+    const w = Math.max(lo, Math.min(hi, r));
+    if (loss.type === "importance_sampling") [l, g] = [-r * a, -a * drdp];
+    else if (loss.type === "cispo") [l, g] = [-w * p * a, -w * a];
+    else {
+      const unclipped = -a * r,
+        clipped = -a * w;
+      const dldr = unclipped >= clipped ? -a : r >= lo && r <= hi ? -a : 0;
+      l = Math.max(unclipped, clipped);
+      g = dldr * drdp;
+      if (loss.dualClip > 0 && a < 0) {
+        const cap = -a * loss.dualClip;
+        if (l > cap) [l, g] = [cap, 0];
+      }
+    }
+  }
+  if (loss.kl) {
+    l += loss.kl.coef * klValue(p, ref, loss.kl.form);
+    g += loss.kl.coef * klGrad(p, ref, loss.kl.form);
+  }
+  return { loss: l, grad: g };
 }

@@ -54,13 +54,13 @@ export const configSchema = z.strictObject({
         .enum(BACKEND_CHOICES)
         .optional()
         .describe(
-          "Compute backend: native (the C addon's matrix products and fused kernels), tfjs (wasm only) or auto (native when the addon loaded, else tfjs). Default: env AGENT_R1_BACKEND, else auto.",
+          "The local engine: native (the decoder in C over native memory, one copy of the weights, bf16 kept as bf16), tfjs (TensorFlow.js, on the addon's matrix products and fused kernels when they load, else wasm only) or auto (tfjs, falling back to wasm when the addon did not load). Default: env AGENT_R1_BACKEND, else auto.",
         ),
       blas: z
         .enum(BLAS_CHOICES)
         .optional()
         .describe(
-          "The native backend's matrix products: own (the project's kernels), system (the BLAS the addon was built with, e.g. OpenBLAS) or auto (own). Default: env AGENT_R1_BLAS, else auto.",
+          "The addon's matrix products: own (the project's kernels), system (the BLAS the addon was built with, e.g. OpenBLAS; float32 weights only) or auto (own). Default: env AGENT_R1_BLAS, else auto.",
         ),
       tinker: z
         .strictObject({

@@ -7,7 +7,8 @@ export const BACKEND_FLAG: FlagSpec = {
   backend: {
     type: "string",
     value: BACKEND_CHOICES.join("|"),
-    description: "compute backend: the native addon, TF.js, or auto (native when it loads)",
+    description:
+      "the engine: native (the C decoder), tfjs (TensorFlow.js, on the addon's kernels when they load), or auto (tfjs)",
     fallback: "env AGENT_R1_BACKEND, else auto",
   },
 };

@@ -27,6 +27,7 @@ export const HEAP_BYTES = MAX_WEIGHT_BYTES;
 /** Kept free: the wasm module's own data and stack, and allocator slack. */
 export const HEAP_HEADROOM = 256 * 2 ** 20;
 
+/** By the TF.js engine's kernels: "native" the addon's matrix products and fused kernels, "tfjs" wasm only. */
 export const HEAP_FACTORS: Record<BackendName, { weights: number; activations: number }> = {
   native: { weights: 6, activations: 1.5 },
   tfjs: { weights: 10.5, activations: 2.75 },
@@ -89,7 +90,7 @@ export function checkTrainingHeap(p: HeapPlanInput): void {
   const params = p.parameters.reduce((a, b) => a + b, 0);
   const mb = p.microBatch;
   const parts = [
-    `weights ${gib(4 * params)} x${f.weights} on the ${p.backend} backend for gradients, Adam moments and working copies`,
+    `weights ${gib(4 * params)} x${f.weights} on ${p.backend === "native" ? "the addon's kernels" : "wasm kernels"} for gradients, Adam moments and working copies`,
     ...(mb ? [`activations ${gib(need.activations)} for ${mb.sequences} x ${mb.tokens} tokens`] : []),
     ...(p.prefixCacheBytes > 0 ? [`prefix cache ${gib(p.prefixCacheBytes)}`] : []),
   ];
@@ -100,9 +101,7 @@ export function checkTrainingHeap(p: HeapPlanInput): void {
 function fix(p: HeapPlanInput, need: ReturnType<typeof trainingHeapBytes>, room: number): string {
   const params = p.parameters.reduce((a, b) => a + b, 0);
   const native =
-    p.backend === "tfjs" && trainingHeapBytes({ ...p, backend: "native" }).total <= room
-      ? "; or train on the native backend (engine.backend: native), which needs less"
-      : "";
+    "; or train on the native engine (engine.backend: native), which holds the model outside the wasm heap and can train LoRA adapters (engine.lora)";
   if (need.weights + need.prefixCache > room) {
     const most = (room - need.prefixCache) / (HEAP_FACTORS[p.backend].weights * 4);
     const size = `${Math.floor(most / 1e6)}M parameters at most, this one has ${Math.round(params / 1e6)}M`;

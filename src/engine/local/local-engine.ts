@@ -15,6 +15,9 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { Replica, type ReplicaApi, type ReplicaOptions, type ReplicaStats, type Role } from "./replica.js";
 import { WorkerReplica } from "./worker-replica.js";
+import { NativeReplica } from "../native/native-replica.js";
+import { isLoraDir } from "../native/lora-checkpoint.js";
+import type { NativeTrainable } from "../native/native-trainable.js";
 import { LocalCritic } from "./critic.js";
 import { readModelConfig } from "../../model/model-dir.js";
 import { checkModelFits } from "../../model/model-limits.js";
@@ -93,6 +96,21 @@ export class LocalEngine implements Engine {
     if (options.blasThreads !== undefined && !(Number.isInteger(options.blasThreads) && options.blasThreads >= 1)) {
       throw new InputError(`blasThreads must be a positive integer, got ${options.blasThreads}`);
     }
+    if (backend === "native") {
+      // One replica: the weights exist once, and the addon's threads use every core.
+      const r = await NativeReplica.load(dir, { ...options, backend });
+      return new LocalEngine([r], r.tokenizer, r.trainable.model.config, dir, backend, fallback);
+    }
+    if (options.lora)
+      throw new InputError(
+        "engine.lora needs the native engine: the TF.js engine trains full weights only",
+        "set engine.backend: native (or --backend native)",
+      );
+    if (isLoraDir(dir))
+      throw new InputError(
+        `${dir} holds LoRA adapters, which only the native engine runs`,
+        "use --backend native (engine.backend: native), or merge them into full weights with 'agent-r1 export --merge'",
+      );
     const opts = { ...options, backend, blasThreads: options.blasThreads ?? defaultBlasThreads(Math.max(1, workers)) };
     if (workers === 0) {
       const r = await Replica.load(dir, opts);
@@ -114,7 +132,7 @@ export class LocalEngine implements Engine {
   }
 
   get workers(): number {
-    return this.replicas[0] instanceof Replica ? 0 : this.replicas.length;
+    return this.replicas[0] instanceof WorkerReplica ? this.replicas.length : 0;
   }
 
   describe(): string {
@@ -122,11 +140,20 @@ export class LocalEngine implements Engine {
     return `local, ${backendLabel(this.backend)}, ${n} replica${n === 1 ? "" : "s"}`;
   }
 
-  /** @internal The in-process replica's policy (single-replica engines only; tests). */
+  /** @internal The in-process replica's policy (single-replica TF.js engines only; tests). */
   get trainable(): Trainable {
     const r = this.replicas[0];
+    if (r instanceof NativeReplica)
+      throw new Error("internal: a native engine has no TF.js model (see nativeTrainable)");
     if (!(r instanceof Replica))
       throw new Error("the model lives in worker threads; load with { workers: 0 } to reach it");
+    return r.trainable;
+  }
+
+  /** @internal The native engine's policy (tests). */
+  get nativeTrainable(): NativeTrainable {
+    const r = this.replicas[0];
+    if (!(r instanceof NativeReplica)) throw new Error("internal: not a native engine");
     return r.trainable;
   }
 

@@ -44,6 +44,26 @@ export interface NativeAddon {
     aIndex?: Int32Array | null,
     bIndex?: Int32Array | null,
   ): void;
+  /**
+   * One product as the native engine computes it (native/blas.h's blas_gemm): c (m, n) = op(a) @ op(b),
+   * or c += op(a) @ op(b) when accumulate (default false). a holds (m, k) — (k, m) when transA —,
+   * b (k, n) — (n, k) when transB — in bDtype: a Float32Array for "f32", a Uint16Array of bfloat16 /
+   * float16 bit patterns for "bf16" / "f16", widened to float32 as it is read (the own kernels run
+   * half-precision B whatever setBlas chose). Arrays may be longer than their matrices. Throws a
+   * TypeError / RangeError naming a bad argument or a too-short array.
+   */
+  gemmEx(
+    a: Float32Array,
+    b: Float32Array | Uint16Array,
+    c: Float32Array,
+    m: number,
+    n: number,
+    k: number,
+    transA: boolean,
+    transB: boolean,
+    bDtype: "f32" | "bf16" | "f16",
+    accumulate?: boolean,
+  ): void;
   /** Which matrix products gemm runs (process-wide); "system" throws a RangeError when the build has none. */
   setBlas(name: BlasName): void;
   /** Forces the own kernels' micro-kernel ("auto" = the best the CPU runs); false, and no change, when the CPU lacks it. */
@@ -254,6 +274,13 @@ export function requestedBackend(choice?: BackendChoice): BackendChoice {
   return env ? parseBackend(env, "AGENT_R1_BACKEND") : "auto";
 }
 
+/**
+ * The engine `auto` picks when the addon loads. Still the TF.js engine (on the addon's kernels)
+ * while the native engine (`native`) is being completed: it becomes the default once it runs
+ * every workload at least as fast (issue 22).
+ */
+export const AUTO_ENGINE: BackendName = "tfjs";
+
 export interface ResolvedBackend {
   backend: BackendName;
   /** Why auto fell back to tfjs (unset when it did not). */
@@ -265,7 +292,7 @@ export function resolveBackend(choice?: BackendChoice): ResolvedBackend {
   const want = requestedBackend(choice);
   if (want === "tfjs") return { backend: "tfjs" };
   const st = loadNative();
-  if (st.ok) return { backend: "native" };
+  if (st.ok) return { backend: want === "native" ? "native" : AUTO_ENGINE };
   if (want === "native") {
     throw new InputError(
       `the native backend is unavailable: ${st.reason}`,
@@ -286,6 +313,21 @@ export function backendLabel(backend: BackendName): string {
   return info.blas === "own"
     ? `native backend, own ${info.kernel} kernels`
     : `native backend, ${(info.system ?? "system BLAS").split(" ")[0]}`;
+}
+
+export const TFJS_KERNEL_CHOICES = ["auto", "addon", "wasm"] as const;
+export type TfjsKernels = (typeof TFJS_KERNEL_CHOICES)[number];
+
+/**
+ * The TF.js engine's kernels, as tf-backend.ts names them: "native" (the addon's matrix products
+ * and fused kernels) for "addon", or for "auto" when the addon loads; else "tfjs" (wasm only).
+ */
+export function resolveTfjsKernels(choice: TfjsKernels = "auto"): BackendName {
+  if (choice === "wasm") return "tfjs";
+  const st = loadNative();
+  if (st.ok) return "native";
+  if (choice === "addon") throw new InputError(`the addon's kernels are unavailable: ${st.reason}`);
+  return "tfjs";
 }
 
 /** The one line a command prints when auto falls back. */

@@ -3,15 +3,14 @@
  * previous turn's context + its action + the new observation, or a shared
  * system prompt) prefills only its new tokens. Bounded by bytes, evicted
  * least-recently-used; an entry that another entry extends is dropped.
- * Entries hold (1, kv, L, hd) tensors per layer; lookups return fresh slices.
+ * Entries hold a backend's keys and values (decode-compute.ts); lookups return fresh copies.
  */
-import { tf } from "./tf-backend.js";
 import { commonPrefix } from "../../util/common-prefix.js";
-import { disposeCache, type KVCache } from "../../model/transformer.js";
+import type { KvOps } from "./decode-compute.js";
 
-interface Entry {
+interface Entry<KV> {
   tokens: number[];
-  kv: KVCache;
+  kv: KV;
 }
 
 export interface PrefixCacheStats {
@@ -25,8 +24,8 @@ export interface PrefixCacheStats {
   evictions: number;
 }
 
-export class PrefixCache {
-  private entries = new Map<number, Entry>(); // insertion order = recency
+export class PrefixCache<KV> {
+  private entries = new Map<number, Entry<KV>>(); // insertion order = recency
   private nextId = 0;
   private bytes = 0;
   private counters = { lookups: 0, hits: 0, promptTokens: 0, reusedTokens: 0, evictions: 0 };
@@ -35,6 +34,7 @@ export class PrefixCache {
   constructor(
     readonly maxBytes: number,
     readonly bytesPerToken: number,
+    private readonly ops: KvOps<KV>,
   ) {}
 
   get enabled(): boolean {
@@ -42,10 +42,10 @@ export class PrefixCache {
   }
 
   /** The cached keys/values of the longest cached prefix of `tokens`, at most `maxLen` long; the caller owns them. */
-  lookup(tokens: number[], maxLen: number): KVCache | undefined {
+  lookup(tokens: number[], maxLen: number): KV | undefined {
     this.counters.lookups++;
     this.counters.promptTokens += tokens.length;
-    let best: [number, Entry] | undefined;
+    let best: [number, Entry<KV>] | undefined;
     let bestLen = 0;
     for (const [id, e] of this.entries) {
       const l = commonPrefix(tokens, e.tokens, maxLen);
@@ -57,25 +57,24 @@ export class PrefixCache {
     this.entries.set(id, e);
     this.counters.hits++;
     this.counters.reusedTokens += bestLen;
-    const slice = (t: tf.Tensor4D) =>
-      bestLen === e.kv.length ? t.clone() : t.slice([0, 0, 0, 0], [1, -1, bestLen, -1]);
-    return { k: e.kv.k.map(slice), v: e.kv.v.map(slice), length: bestLen };
+    return this.ops.prefix(e.kv, bestLen);
   }
 
-  /** Stores keys/values (1, kv, L, hd) for tokens[0..L); takes ownership of the tensors. */
-  insert(tokens: number[], kv: KVCache): void {
-    if (!this.enabled || kv.length === 0 || kv.length * this.bytesPerToken > this.maxBytes) {
-      disposeCache(kv);
+  /** Stores the keys/values of tokens[0..L); takes ownership of them. */
+  insert(tokens: number[], kv: KV): void {
+    const len = this.ops.length(kv);
+    if (!this.enabled || len === 0 || len * this.bytesPerToken > this.maxBytes) {
+      this.ops.dispose(kv);
       return;
     }
-    const key = tokens.slice(0, kv.length);
+    const key = tokens.slice(0, len);
     for (const [id, e] of this.entries) {
       const l = commonPrefix(key, e.tokens, Infinity);
       if (l === key.length) {
         // Already covered by an entry that extends it.
         this.entries.delete(id);
         this.entries.set(id, e);
-        disposeCache(kv);
+        this.ops.dispose(kv);
         return;
       }
       if (l === e.tokens.length) this.remove(id, false);
@@ -93,7 +92,7 @@ export class PrefixCache {
     if (!e) return;
     this.entries.delete(id);
     this.bytes -= e.tokens.length * this.bytesPerToken;
-    disposeCache(e.kv);
+    this.ops.dispose(e.kv);
     if (evicted) this.counters.evictions++;
   }
 
@@ -104,7 +103,7 @@ export class PrefixCache {
   /** Tensors held by the cache (for leak accounting). */
   tensorCount(): number {
     let n = 0;
-    for (const e of this.entries.values()) n += e.kv.k.length + e.kv.v.length;
+    for (const e of this.entries.values()) n += this.ops.tensors(e.kv);
     return n;
   }
 

@@ -6,14 +6,23 @@
  */
 import { join } from "node:path";
 import { claimBackend, initBackend, tf } from "./tf-backend.js";
-import { defaultBlasThreads, resolveBackend, type BackendChoice, type BackendName, type BlasChoice } from "./native.js";
+import {
+  defaultBlasThreads,
+  resolveTfjsKernels,
+  type BackendChoice,
+  type BackendName,
+  type BlasChoice,
+  type TfjsKernels,
+} from "./native.js";
 import { Trainable } from "./trainable.js";
 import { Scheduler, type SchedulerOptions, type SchedulerStats } from "./scheduler.js";
+import { TfDecodeCompute } from "./tf-decode.js";
+import type { LoraSpec } from "../../model/peft.js";
 import { computeLogprobs, policyPass, type RawForwardBackward } from "./policy-train.js";
 import { criticPass, criticValues, type RawValuePass } from "./critic-train.js";
 import { loadTrainableState, saveTrainable } from "./trainable-io.js";
 import { checkTrainingHeap, largestMicroBatch } from "./heap-plan.js";
-import { Transformer } from "../../model/transformer.js";
+import { Transformer, type KVCache } from "../../model/transformer.js";
 import { loadModelDir } from "../../model/model-dir.js";
 import type { Tokenizer } from "../../model/tokenizer.js";
 import { memoryPlanner, DEFAULT_ACTIVATION_BUDGET, type MicroBatchPlanner } from "../micro-batches.js";
@@ -28,8 +37,18 @@ export interface ReplicaOptions extends SchedulerOptions {
   microBatchTokens?: number;
   /** Bytes of activations the gradient tape may hold per micro-batch. Default 640 MiB (the wasm heap is 4 GiB). */
   microBatchBytes?: number;
-  /** Compute backend for matrix products: native (BLAS addon), tfjs (wasm) or auto. Default: env AGENT_R1_BACKEND, else auto. */
+  /** The engine: native (the C decoder, ../native/), tfjs (TensorFlow.js) or auto. Default: env AGENT_R1_BACKEND, else auto. */
   backend?: BackendChoice;
+  /**
+   * The TF.js engine's kernels: the addon's matrix products and fused kernels ("addon"), wasm only
+   * ("wasm"), or "auto" (the addon when it loads). Default auto.
+   */
+  tfjsKernels?: TfjsKernels;
+  /**
+   * Train LoRA adapters instead of the full weights (native engine only): the spec, the seed of
+   * the adapters' initialization, or a PEFT adapter directory to start from.
+   */
+  lora?: { spec: LoraSpec; seed?: number; adapter?: string };
   /** BLAS threads per matrix product on the native backend. Default: cores / replicas (env AGENT_R1_BLAS_THREADS overrides). */
   blasThreads?: number;
   /** The native backend's matrix products: own kernels, the system BLAS, or auto. Default: env AGENT_R1_BLAS, else auto. */
@@ -37,7 +56,7 @@ export interface ReplicaOptions extends SchedulerOptions {
 }
 
 export interface ReplicaStats {
-  /** The backend this replica's matrix products run on. */
+  /** The engine this replica runs: native, or tfjs. */
   backend: BackendName;
   liveTensors: number;
   /** Tensors held by the prefix cache and the running decode batch. */
@@ -74,26 +93,27 @@ export class Replica implements ReplicaApi {
   private critic?: Trainable;
   private constructor(
     private policy: Trainable,
-    private scheduler: Scheduler,
+    private scheduler: Scheduler<KVCache>,
     readonly tokenizer: Tokenizer,
     private readonly plan: MicroBatchPlanner,
-    readonly backend: BackendName,
+    /** The TF.js kernels in use: the addon's ("native") or wasm only ("tfjs"). */
+    readonly kernels: BackendName,
     private readonly releaseBackend: () => void,
   ) {}
 
   static async load(dir: string, opts: ReplicaOptions = {}): Promise<Replica> {
     await initBackend();
-    const { backend } = resolveBackend(opts.backend);
-    const release = claimBackend(backend, opts.blasThreads ?? defaultBlasThreads(1), opts.blas);
+    const kernels = resolveTfjsKernels(opts.tfjsKernels);
+    const release = claimBackend(kernels, opts.blasThreads ?? defaultBlasThreads(1), opts.blas);
     try {
-      return Replica.open(dir, opts, backend, release);
+      return Replica.open(dir, opts, kernels, release);
     } catch (e) {
       release();
       throw e;
     }
   }
 
-  private static open(dir: string, opts: ReplicaOptions, backend: BackendName, release: () => void): Replica {
+  private static open(dir: string, opts: ReplicaOptions, kernels: BackendName, release: () => void): Replica {
     const m = loadModelDir(dir);
     const model = Transformer.fromHostWeights(m.config, m.weights, join(dir, "model.safetensors"));
     const policy = new Trainable(model);
@@ -110,7 +130,14 @@ export class Replica implements ReplicaApi {
       opts.microBatchBytes ?? DEFAULT_ACTIVATION_BUDGET,
       opts.microBatchTokens ?? Infinity,
     );
-    return new Replica(policy, new Scheduler(model, m.tokenizer, opts), m.tokenizer, plan, backend, release);
+    return new Replica(
+      policy,
+      new Scheduler(new TfDecodeCompute(model), m.tokenizer, opts),
+      m.tokenizer,
+      plan,
+      kernels,
+      release,
+    );
   }
 
   /** The in-process policy (tests and single-replica engines only). */
@@ -180,7 +207,7 @@ export class Replica implements ReplicaApi {
     const parameters = [this.policy, this.critic].flatMap((t) => (t ? [t.size] : []));
     const microBatch = lengths && largestMicroBatch(shape, this.plan, lengths);
     checkTrainingHeap({
-      backend: this.backend,
+      backend: this.kernels,
       parameters,
       prefixCacheBytes: this.scheduler.prefix.maxBytes,
       microBatch,
@@ -223,7 +250,7 @@ export class Replica implements ReplicaApi {
     const next = new Trainable(model);
     loadTrainableState(next, dir);
     if (role === "policy") {
-      this.scheduler.setModel(model);
+      this.scheduler.setCompute(new TfDecodeCompute(model));
       this.policy.dispose();
       this.policy = next;
     } else {
@@ -246,7 +273,7 @@ export class Replica implements ReplicaApi {
 
   async stats(): Promise<ReplicaStats> {
     return {
-      backend: this.backend,
+      backend: "tfjs",
       liveTensors: tf.memory().numTensors,
       cacheTensors: this.scheduler.prefix.tensorCount() + this.scheduler.tensorCount(),
       prefixCache: this.scheduler.prefix.stats(),

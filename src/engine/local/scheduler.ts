@@ -5,21 +5,18 @@
  * A request whose signal aborts leaves at once: out of the queue, or its rows
  * dropped from the batch before the next decode step.
  *
- * The running batch keeps every layer's keys/values in one padded tensor
- * (R, kv, W, hd). Row r's keys are right-aligned: they occupy columns
- * [W - len_r, W), and a key mask hides the padding to their left. Each decode
- * step appends one column for all rows; columns no row needs are trimmed.
- * Padded keys get exactly zero attention weight, and every sequence draws from
- * its own random stream (seed, index), so what a sequence samples does not
- * depend on what else is in the batch (the tests check it).
+ * The tensors (the running batch's keys and values, prefill, decode steps) belong to the
+ * backend's DecodeCompute (./decode-compute.ts); the scheduler decides which rows run. A row's
+ * results do not depend on the other rows of the batch, and every sequence draws from its own
+ * random stream (seed, index), so what a sequence samples does not depend on what else is in
+ * the batch (the tests check it).
  */
-import { tf } from "./tf-backend.js";
-import { disposeCache, type KVCache, type Transformer } from "../../model/transformer.js";
 import { IncrementalDecoder, type Tokenizer } from "../../model/tokenizer.js";
 import { drawToken, topAlternatives, type DrawParams } from "../sampling.js";
 import { Rng } from "../../util/rng.js";
 import type { SampledSequence, SampleResult, SamplingParams, TokenEvent } from "../types.js";
 import { PrefixCache } from "./prefix-cache.js";
+import type { DecodeBatch, DecodeCompute } from "./decode-compute.js";
 import {
   checkRequestOptions,
   checkSamplingParams,
@@ -84,35 +81,34 @@ export interface SchedulerStats {
   prefillTokens: number;
 }
 
-export class Scheduler {
+export class Scheduler<KV = unknown> {
   private queue: Request[] = [];
   private rows: Row[] = [];
-  private cache: KVCache | undefined; // (R, kv, W, hd) per layer
+  private batch: DecodeBatch<KV>;
   private running = false;
-  readonly prefix: PrefixCache;
+  readonly prefix: PrefixCache<KV>;
   private readonly maxBatch: number;
   private counters: SchedulerStats = { decodeSteps: 0, decodedRows: 0, prefillTokens: 0 };
   /** A request was cancelled: drop its rows before the next decode step rather than decoding them. */
   private compactNow = false;
 
   constructor(
-    private model: Transformer,
+    private compute: DecodeCompute<KV>,
     private tokenizer: Tokenizer,
     opts: SchedulerOptions = {},
   ) {
-    const c = model.config;
     this.maxBatch = opts.maxBatch ?? 64;
-    this.prefix = new PrefixCache(
-      opts.prefixCacheBytes ?? 256 * 2 ** 20,
-      c.numLayers * 2 * c.numKvHeads * c.headDim * 4,
-    );
+    this.prefix = new PrefixCache(opts.prefixCacheBytes ?? 256 * 2 ** 20, compute.kvBytesPerToken, compute);
+    this.batch = compute.newBatch();
   }
 
   /** Swaps the weights (after load); the prefix cache belongs to the old weights and is dropped. */
-  setModel(model: Transformer): void {
+  setCompute(compute: DecodeCompute<KV>): void {
     if (this.running) throw new Error("internal: model swapped while sampling");
-    this.model = model;
     this.prefix.clear();
+    this.batch.dispose();
+    this.compute = compute;
+    this.batch = compute.newBatch();
   }
 
   submit(prompt: number[], params: SamplingParams = {}, stream: StreamRange = { first: 0 }): Promise<SampleResult> {
@@ -120,7 +116,7 @@ export class Scheduler {
       maxTokens = params.maxTokens ?? 256;
     const draw: DrawParams = { temperature: params.temperature ?? 1, topK: params.topK ?? 0, topP: params.topP ?? 1 };
     const topLogprobs = params.topLogprobs ?? 0;
-    checkSamplingParams(prompt, n, maxTokens, draw, this.model.config.vocabSize, topLogprobs);
+    checkSamplingParams(prompt, n, maxTokens, draw, this.compute.vocabSize, topLogprobs);
     checkRequestOptions(params);
     const signal = params.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
@@ -138,7 +134,7 @@ export class Scheduler {
         topLogprobs,
         firstStream: stream.first,
         onToken: params.onToken,
-        budget: Math.min(maxTokens, this.model.config.maxPositionEmbeddings - prompt.length),
+        budget: Math.min(maxTokens, this.compute.maxPositions - prompt.length),
         done: new Array(n),
         pending: n,
       };
@@ -168,7 +164,7 @@ export class Scheduler {
 
   /** Tensors held outside the prefix cache (the running batch). */
   tensorCount(): number {
-    return this.cache ? this.cache.k.length * 2 : 0;
+    return this.batch.tensorCount();
   }
 
   private async loop(): Promise<void> {
@@ -185,8 +181,7 @@ export class Scheduler {
       for (const req of new Set([...this.queue, ...this.rows.map((r) => r.req)])) req.reject(e);
       this.queue = [];
       this.rows = [];
-      disposeCache(this.cache);
-      this.cache = undefined;
+      this.batch.dispose();
     } finally {
       this.running = false;
     }
@@ -213,59 +208,23 @@ export class Scheduler {
         context: req.prompt.slice(),
         logits,
       }));
-      const joined = tf.tidy(() => {
-        const tile = (t: tf.Tensor4D) => (req.n === 1 ? t.clone() : t.tile([req.n, 1, 1, 1]));
-        return { k: kv.k.map(tile), v: kv.v.map(tile) };
-      });
+      this.batch.add(kv, req.n);
       this.prefix.insert(req.prompt, kv);
-      this.join(rows, { k: joined.k as tf.Tensor4D[], v: joined.v as tf.Tensor4D[], length: req.prompt.length });
+      this.rows.push(...rows);
     }
   }
 
-  /** Logits after the prompt (V) and the prompt's keys/values (1, kv, P, hd), reusing the longest cached prefix. */
-  private prefill(prompt: number[]): { logits: Float32Array; kv: KVCache } {
+  /** Logits after the prompt (V) and the prompt's keys/values, reusing the longest cached prefix. */
+  private prefill(prompt: number[]): { logits: Float32Array; kv: KV } {
     const past = this.prefix.enabled ? this.prefix.lookup(prompt, prompt.length - 1) : undefined;
-    const start = past?.length ?? 0;
+    const start = past ? this.compute.length(past) : 0;
     const suffix = prompt.slice(start);
     this.counters.prefillTokens += suffix.length;
-    const res = tf.tidy(() => {
-      const { hidden, cache } = this.model.forward(tf.tensor2d([suffix], [1, suffix.length], "int32"), past);
-      const last = hidden.slice([0, suffix.length - 1, 0], [1, 1, -1]).reshape([1, -1]) as tf.Tensor2D;
-      return { logits: this.model.inferenceLogits(last), k: cache.k, v: cache.v };
-    });
-    disposeCache(past);
-    const logits = res.logits.dataSync() as Float32Array;
-    res.logits.dispose();
-    return { logits, kv: { k: res.k as tf.Tensor4D[], v: res.v as tf.Tensor4D[], length: prompt.length } };
-  }
-
-  /** Adds rows whose caches (n, kv, L, hd) are right-aligned, padding whichever side is narrower. */
-  private join(rows: Row[], kv: KVCache): void {
-    if (!this.cache) {
-      this.cache = kv;
-      this.rows.push(...rows);
-      return;
+    try {
+      return this.compute.prefill(suffix, past);
+    } finally {
+      if (past) this.compute.dispose(past);
     }
-    const W = this.cache.length,
-      L = kv.length,
-      width = Math.max(W, L);
-    const padLeft = (t: tf.Tensor4D, by: number) =>
-      by === 0
-        ? t.clone()
-        : tf.pad(t, [
-            [0, 0],
-            [0, 0],
-            [by, 0],
-            [0, 0],
-          ]);
-    const merged = tf.tidy(() => ({
-      k: this.cache!.k.map((t, i) => tf.concat([padLeft(t, width - W), padLeft(kv.k[i], width - L)], 0)),
-      v: this.cache!.v.map((t, i) => tf.concat([padLeft(t, width - W), padLeft(kv.v[i], width - L)], 0)),
-    }));
-    disposeCache(this.cache);
-    disposeCache(kv);
-    this.cache = { k: merged.k as tf.Tensor4D[], v: merged.v as tf.Tensor4D[], length: width };
-    this.rows.push(...rows);
   }
 
   /** Draws the next token of every row; rows that stop leave the batch (their context goes to the prefix cache). */
@@ -294,33 +253,12 @@ export class Scheduler {
     this.compactNow = false;
     const keep = this.rows.flatMap((r, i) => (r.dead ? [] : [i]));
     const rows = keep.map((r) => this.rows[r]);
-    if (rows.length === 0) {
-      disposeCache(this.cache);
-      this.cache = undefined;
-    } else {
-      const W = this.cache!.length;
-      const need = Math.max(...rows.map((r) => r.context.length));
-      const idx = tf.tensor1d(keep, "int32");
-      const pick = (t: tf.Tensor4D) =>
-        tf.tidy(() => {
-          const g = keep.length === this.rows.length ? t.clone() : tf.gather(t, idx);
-          return need < W ? g.slice([0, 0, W - need, 0], [-1, -1, need, -1]) : g;
-        }) as tf.Tensor4D;
-      const next = { k: this.cache!.k.map(pick), v: this.cache!.v.map(pick), length: need };
-      idx.dispose();
-      disposeCache(this.cache);
-      this.cache = next;
-    }
+    this.batch.keep(keep, rows.length ? Math.max(...rows.map((r) => r.context.length)) : 0);
     this.rows = rows;
   }
 
   private retire(row: Row, r: number): void {
-    if (this.prefix.enabled) {
-      const W = this.cache!.length,
-        L = row.context.length;
-      const take = (t: tf.Tensor4D) => t.slice([r, 0, W - L, 0], [1, -1, L, -1]);
-      this.prefix.insert(row.context, { k: this.cache!.k.map(take), v: this.cache!.v.map(take), length: L });
-    }
+    if (this.prefix.enabled) this.prefix.insert(row.context, this.batch.row(r, row.context.length));
     row.dead = true;
     this.finish(row.req, row.index, row.out);
   }
@@ -345,26 +283,13 @@ export class Scheduler {
 
   /** One decode step: every row feeds its newest token at its own position. */
   private decode(): void {
-    const R = this.rows.length,
-      W = this.cache!.length;
+    const R = this.rows.length;
     const tokens = this.rows.map((r) => r.out.tokens[r.out.tokens.length - 1]);
-    const positions = this.rows.map((r) => r.context.length);
-    const mask = new Float32Array(R * (W + 1));
-    this.rows.forEach((row, r) => mask.fill(-1e9, r * (W + 1), r * (W + 1) + W - row.context.length));
-    const res = tf.tidy(() => {
-      const keyMask = tf.tensor2d(mask, [R, W + 1]);
-      const out = this.model.forward(tf.tensor2d(tokens, [R, 1], "int32"), this.cache, { positions, keyMask });
-      return {
-        logits: this.model.inferenceLogits(out.hidden.reshape([R, -1]) as tf.Tensor2D),
-        k: out.cache.k,
-        v: out.cache.v,
-      };
-    });
-    disposeCache(this.cache);
-    this.cache = { k: res.k as tf.Tensor4D[], v: res.v as tf.Tensor4D[], length: W + 1 };
-    const logits = res.logits.dataSync() as Float32Array;
-    res.logits.dispose();
-    const V = this.model.config.vocabSize;
+    const logits = this.batch.step(
+      tokens,
+      this.rows.map((r) => r.context.length),
+    );
+    const V = this.compute.vocabSize;
     this.rows.forEach((row, r) => {
       if (row.dead) return;
       row.context.push(tokens[r]);

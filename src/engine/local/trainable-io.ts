@@ -1,16 +1,24 @@
 /** Saving and loading a trainable model: HF weights, optimizer moments (in-memory layout) and the step counter. */
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Trainable } from "./trainable.js";
 import { readJsonFile, writeModelDir } from "../../model/model-dir.js";
-import { readSafetensorsFile, writeSafetensorsFile } from "../../model/safetensors.js";
+import { readSafetensorsFile, writeSafetensorsFile, type HostTensor, type RawTensor } from "../../model/safetensors.js";
+import type { ModelConfig } from "../../model/config.js";
 import { ModelFormatError } from "../../util/errors.js";
 
 export const OPTIMIZER_FILE = "optimizer.safetensors";
 export const STATE_FILE = "trainer_state.json";
 
+/** What either engine's trainable model (TF.js Trainable, NativeTrainable) offers for saving. */
+export interface SavableTrainable {
+  readonly model: { readonly config: ModelConfig; toHostWeights(): Map<string, HostTensor | RawTensor> };
+  step: number;
+  optimizerState(): Map<string, HostTensor>;
+  loadOptimizerState(state: Map<string, HostTensor>, step: number): void;
+}
+
 /** Writes weights, optimizer moments and the step counter of a trainable model as one directory. */
-export function saveTrainable(tr: Trainable, dir: string, tokenizerFrom: string): void {
+export function saveTrainable(tr: SavableTrainable, dir: string, tokenizerFrom: string): void {
   writeModelDir(dir, {
     config: tr.model.config.raw,
     weights: tr.model.toHostWeights(),
@@ -33,7 +41,7 @@ export function readTrainerStep(dir: string): number {
   return step;
 }
 
-export function loadTrainableState(tr: Trainable, dir: string): void {
+export function loadTrainableState(tr: SavableTrainable, dir: string): void {
   const step = readTrainerStep(dir);
   if (existsSync(join(dir, OPTIMIZER_FILE)))
     tr.loadOptimizerState(readSafetensorsFile(join(dir, OPTIMIZER_FILE)).tensors, step);

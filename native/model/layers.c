@@ -1,0 +1,537 @@
+/*
+ * The decoder's layers, each a forward and an explicit backward (as llm.c pairs them), over
+ * float32 row-major buffers; notation in model.h. Backward functions add into gradient
+ * accumulators (dw, dbias, dla, ...) and either write or add the input gradient as each says.
+ * Element-wise loops are split across fused_threads() (parallel.h); matrix products go through
+ * blas_gemm (its own threads).
+ */
+#include "layers.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../parallel.h"
+#include "../vec_math.h"
+
+/* float32 of a bf16 / f16 / f32 element i of a stored matrix. */
+static inline float elem_f32(const void *data, int dtype, int64_t i) {
+  if (dtype == DT_F32) return ((const float *)data)[i];
+  const uint16_t h = ((const uint16_t *)data)[i];
+  union {
+    uint32_t u;
+    float f;
+  } v;
+  if (dtype == DT_BF16) {
+    v.u = (uint32_t)h << 16;
+    return v.f;
+  }
+  const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (e == 0) {
+    v.f = (float)mant * 5.9604644775390625e-8f; /* mant · 2^-24 */
+    v.u |= sign;
+    return v.f;
+  }
+  v.u = sign | (e == 31 ? 0x7f800000u | (mant << 13) : ((e + 112) << 23) | (mant << 13));
+  return v.f;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Embedding lookup                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+  const model_t *m;
+  const int32_t *tokens; /* (N) */
+  int64_t N;
+  float *x;        /* (N, H): forward output */
+  const float *dx; /* (N, H): backward input */
+} embed_ctx;
+
+static void embed_fwd_rows(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const embed_ctx *c = (const embed_ctx *)p;
+  const model_t *m = c->m;
+  const int64_t H = m->H, V = m->V;
+  for (int64_t i = lo; i < hi; i++) {
+    float *xr = c->x + i * H; /* (H) */
+    const int64_t tok = c->tokens[i];
+    if (m->tied) { /* column tok of the head (H, V) */
+      for (int64_t h = 0; h < H; h++) xr[h] = elem_f32(m->head.w.data, m->head.w.dtype, h * V + tok);
+    } else { /* row tok of the embedding (V, H) */
+      for (int64_t h = 0; h < H; h++) xr[h] = elem_f32(m->embed.data, m->embed.dtype, tok * H + h);
+    }
+  }
+}
+
+void embed_forward(const model_t *m, const int32_t *tokens, int64_t N, float *x) {
+  embed_ctx c = {m, tokens, N, x, NULL};
+  parallel_for(N, GRAIN_FLOATS / m->H + 1, embed_fwd_rows, &c);
+}
+
+/* Threads split the hidden dimension, so no two write the same gradient entry. */
+static void embed_bwd_cols(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const embed_ctx *c = (const embed_ctx *)p;
+  const model_t *m = c->m;
+  const int64_t H = m->H, V = m->V;
+  for (int64_t i = 0; i < c->N; i++) {
+    const float *dxr = c->dx + i * H; /* (H) */
+    const int64_t tok = c->tokens[i];
+    if (m->tied) {
+      for (int64_t h = lo; h < hi; h++) m->head.dw[h * V + tok] += dxr[h];
+    } else {
+      float *dr = m->dembed + tok * H; /* (H) */
+      for (int64_t h = lo; h < hi; h++) dr[h] += dxr[h];
+    }
+  }
+}
+
+void embed_backward(const model_t *m, const int32_t *tokens, int64_t N, const float *dx) {
+  if (m->tied ? !m->head.dw : !m->dembed) return;
+  embed_ctx c = {m, tokens, N, NULL, dx};
+  parallel_for(m->H, 64, embed_bwd_cols, &c);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RMSNorm: y = x · rstd · w, rstd = 1 / sqrt(mean(x²) + eps) per row                          */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+  const float *x, *w; /* (N, H), (H) */
+  float *y, *rstd;    /* (N, H), (N) */
+  const float *dy;    /* (N, H) backward */
+  float *dx;          /* (N, H) backward: += */
+  double *dw_part;    /* (chunks, H) */
+  int64_t H;
+  float eps;
+} rms_ctx;
+
+ROW_LOOP static void rms_fwd_rows(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const rms_ctx *c = (const rms_ctx *)p;
+  const int64_t H = c->H;
+  for (int64_t i = lo; i < hi; i++) {
+    const float *xr = c->x + i * H;
+    float *yr = c->y + i * H;
+    const float s = 1.0f / sqrtf(dot8(xr, xr, H) / (float)H + c->eps);
+    c->rstd[i] = s;
+    for (int64_t j = 0; j < H; j++) yr[j] = (xr[j] * s) * c->w[j];
+  }
+}
+
+void rmsnorm_forward(const float *x, const float *w, float *y, float *rstd, int64_t N, int64_t H, float eps) {
+  rms_ctx c = {x, w, y, rstd, NULL, NULL, NULL, H, eps};
+  parallel_for(N, GRAIN_FLOATS / H + 1, rms_fwd_rows, &c);
+}
+
+/*
+ * With s = rstd, xn = x·s, y = xn·w:
+ *   dw[j] += Σ_rows dy[j]·xn[j];   dx[j] += s·dy[j]·w[j] - x[j]·s³·(Σ_k dy[k]·w[k]·x[k]) / H
+ */
+ROW_LOOP static void rms_bwd_rows(void *p, int64_t lo, int64_t hi, int chunk) {
+  const rms_ctx *c = (const rms_ctx *)p;
+  const int64_t H = c->H;
+  double *dw = c->dw_part ? c->dw_part + (int64_t)chunk * H : NULL; /* (H) */
+  for (int64_t i = lo; i < hi; i++) {
+    const float *xr = c->x + i * H, *dyr = c->dy + i * H;
+    float *dxr = c->dx + i * H;
+    const float s = c->rstd[i];
+    float acc = 0.0f;
+    {
+      float a8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t j = 0;
+      for (; j + 8 <= H; j += 8)
+        for (int l = 0; l < 8; l++) a8[l] += dyr[j + l] * c->w[j + l] * xr[j + l];
+      acc = ((a8[0] + a8[1]) + (a8[2] + a8[3])) + ((a8[4] + a8[5]) + (a8[6] + a8[7]));
+      for (; j < H; j++) acc += dyr[j] * c->w[j] * xr[j];
+    }
+    const float k = s * s * s * acc / (float)H;
+    for (int64_t j = 0; j < H; j++) dxr[j] += s * dyr[j] * c->w[j] - xr[j] * k;
+    if (dw)
+      for (int64_t j = 0; j < H; j++) dw[j] += (double)(dyr[j] * (xr[j] * s));
+  }
+}
+
+int rmsnorm_backward(const float *x, const float *w, const float *rstd, const float *dy, float *dx, float *dw,
+                     int64_t N, int64_t H) {
+  const int64_t grain = GRAIN_FLOATS / H + 1;
+  const int chunks = parallel_chunks(N, grain);
+  double *part = NULL;
+  if (dw) {
+    part = (double *)calloc((size_t)(chunks * H), sizeof(double)); /* (chunks, H) */
+    if (!part) return 0;
+  }
+  rms_ctx c = {x, w, NULL, (float *)rstd, dy, dx, part, H, 0.0f};
+  parallel_for(N, grain, rms_bwd_rows, &c);
+  if (dw) {
+    for (int64_t j = 0; j < H; j++) {
+      double s = 0;
+      for (int k = 0; k < chunks; k++) s += part[k * H + j];
+      dw[j] += (float)s;
+    }
+    free(part);
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Linear layers, with an optional bias and LoRA adapter                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+  float *y;          /* (N, out) */
+  const float *bias; /* (out) */
+  int64_t out;
+} bias_ctx;
+
+static void bias_rows(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const bias_ctx *c = (const bias_ctx *)p;
+  for (int64_t i = lo; i < hi; i++) {
+    float *yr = c->y + i * c->out;
+    for (int64_t j = 0; j < c->out; j++) yr[j] += c->bias[j];
+  }
+}
+
+/* y (N, out) = x (N, in) @ w [+ bias] [+ scale · xa @ lb], with xa (N, r) = x @ la written to `xa`.
+ * Returns 0 when out of memory. */
+int linear_forward(const linear_t *lin, const float *x, int64_t N, float *y, float *xa) {
+  const int64_t in = lin->w.rows, out = lin->w.cols;
+  blas_gemm(0, 0, N, out, in, x, in, lin->w.data, lin->w.dtype, out, y, out, 0);
+  if (lin->bias) {
+    bias_ctx c = {y, lin->bias, out};
+    parallel_for(N, GRAIN_FLOATS / out + 1, bias_rows, &c);
+  }
+  if (lin->la) {
+    const int64_t r = lin->rank;
+    blas_gemm(0, 0, N, r, in, x, in, lin->la, DT_F32, r, xa, r, 0); /* xa (N, r) */
+    float *xs = (float *)malloc((size_t)(N * r) * sizeof(float));  /* (N, r) scale · xa */
+    if (!xs) return 0;
+    for (int64_t i = 0; i < N * r; i++) xs[i] = xa[i] * lin->scale;
+    blas_gemm(0, 0, N, out, r, xs, r, lin->lb, DT_F32, out, y, out, 1);
+    free(xs);
+  }
+  return 1;
+}
+
+typedef struct {
+  const float *dy; /* (N, out) */
+  double *part;    /* (chunks, out) */
+  int64_t out;
+} colsum_ctx;
+
+static void colsum_rows(void *p, int64_t lo, int64_t hi, int chunk) {
+  const colsum_ctx *c = (const colsum_ctx *)p;
+  double *acc = c->part + (int64_t)chunk * c->out;
+  for (int64_t i = lo; i < hi; i++) {
+    const float *r = c->dy + i * c->out;
+    for (int64_t j = 0; j < c->out; j++) acc[j] += r[j];
+  }
+}
+
+/* dst (out) += column sums of dy (N, out), in double. */
+static int add_column_sums(const float *dy, int64_t N, int64_t out, float *dst) {
+  const int64_t grain = GRAIN_FLOATS / out + 1;
+  const int chunks = parallel_chunks(N, grain);
+  double *part = (double *)calloc((size_t)(chunks * out), sizeof(double));
+  if (!part) return 0;
+  colsum_ctx c = {dy, part, out};
+  parallel_for(N, grain, colsum_rows, &c);
+  for (int64_t j = 0; j < out; j++) {
+    double s = 0;
+    for (int k = 0; k < chunks; k++) s += part[k * out + j];
+    dst[j] += (float)s;
+  }
+  free(part);
+  return 1;
+}
+
+/*
+ * Given dy (N, out) and the forward's x (N, in) and xa (N, r):
+ *   dx (N, in) = dy @ wᵀ [+ (scale · dy @ lbᵀ) @ laᵀ]   (written, or added when accumulate_dx)
+ *   dw += xᵀ @ dy, dbias += Σ_rows dy, dlb += scale · xaᵀ @ dy, dla += xᵀ @ (scale · dy @ lbᵀ)
+ * (each only where its accumulator exists; dx only when dx is not NULL).
+ */
+int linear_backward(const linear_t *lin, const float *x, const float *xa, const float *dy, int64_t N, float *dx,
+                    int accumulate_dx) {
+  const int64_t in = lin->w.rows, out = lin->w.cols;
+  if (dx) blas_gemm(0, 1, N, in, out, dy, out, lin->w.data, lin->w.dtype, out, dx, in, accumulate_dx);
+  if (lin->dw) blas_gemm(1, 0, in, out, N, x, in, dy, DT_F32, out, lin->dw, out, 1);
+  if (lin->dbias && !add_column_sums(dy, N, out, lin->dbias)) return 0;
+  if (lin->la) {
+    const int64_t r = lin->rank;
+    float *dxa = (float *)malloc((size_t)(N * r) * sizeof(float)); /* (N, r) */
+    if (!dxa) return 0;
+    blas_gemm(0, 1, N, r, out, dy, out, lin->lb, DT_F32, out, dxa, r, 0); /* dy @ lbᵀ */
+    for (int64_t i = 0; i < N * r; i++) dxa[i] *= lin->scale;
+    if (lin->dlb) { /* dlb (r, out) += scale · xaᵀ @ dy */
+      float *xs = (float *)malloc((size_t)(N * r) * sizeof(float));
+      if (!xs) {
+        free(dxa);
+        return 0;
+      }
+      for (int64_t i = 0; i < N * r; i++) xs[i] = xa[i] * lin->scale;
+      blas_gemm(1, 0, r, out, N, xs, r, dy, DT_F32, out, lin->dlb, out, 1);
+      free(xs);
+    }
+    if (lin->dla) blas_gemm(1, 0, in, r, N, x, in, dxa, DT_F32, r, lin->dla, r, 1); /* dla (in, r) += xᵀ @ dxa */
+    if (dx) blas_gemm(0, 1, N, in, r, dxa, r, lin->la, DT_F32, r, dx, in, 1);        /* dx += dxa @ laᵀ */
+    free(dxa);
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Rotary embedding (rotate-half), in place on (N, heads, hd)                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+  float *x; /* (N, heads, hd) */
+  const float *cos, *sin; /* (N, hd/2) */
+  int64_t heads, hd;
+  int inverse;
+} rope_ctx;
+
+/* forward: [x1, x2] -> [x1·c - x2·s, x2·c + x1·s]; inverse (its transpose, the gradient): s -> -s. */
+ROW_LOOP static void rope_rows(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const rope_ctx *c = (const rope_ctx *)p;
+  const int64_t half = c->hd / 2;
+  for (int64_t i = lo; i < hi; i++) {
+    const float *cr = c->cos + i * half, *sr = c->sin + i * half;
+    for (int64_t h = 0; h < c->heads; h++) {
+      float *x1 = c->x + (i * c->heads + h) * c->hd, *x2 = x1 + half;
+      if (!c->inverse) {
+        for (int64_t j = 0; j < half; j++) {
+          const float a = x1[j], b = x2[j];
+          x1[j] = a * cr[j] - b * sr[j];
+          x2[j] = b * cr[j] + a * sr[j];
+        }
+      } else {
+        for (int64_t j = 0; j < half; j++) {
+          const float a = x1[j], b = x2[j];
+          x1[j] = a * cr[j] + b * sr[j];
+          x2[j] = b * cr[j] - a * sr[j];
+        }
+      }
+    }
+  }
+}
+
+void rope_apply(float *x, const float *cos, const float *sin, int64_t N, int64_t heads, int64_t hd, int inverse) {
+  rope_ctx c = {x, cos, sin, heads, hd, inverse};
+  parallel_for(N, GRAIN_FLOATS / (heads * hd) + 1, rope_rows, &c);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Causal grouped-query attention                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Task t = (sequence, kv head j): the G query heads j·G .. j·G+G-1 of each of the sequence's
+ * new tokens attend to the sequence's keys 0 .. their position. Keys and values of a sequence
+ * are rows of (S, kv*hd) matrices: the pass's own k, v (training) or the sequence's cache.
+ */
+typedef struct {
+  const model_t *m;
+  const pass_t *p;
+  int64_t layer;
+  const float *q; /* (N, nh*hd) */
+  const float *kact, *vact; /* (N, kv*hd): the pass's keys and values (training) */
+  float *ctx;     /* (N, nh*hd) output */
+  float *lse;     /* (N, nh) or NULL */
+  /* backward */
+  const float *dctx; /* (N, nh*hd) */
+  float *dq;         /* (N, nh*hd) written */
+  float *dk, *dv;    /* (N, kv*hd) written */
+  int failed;
+} attn_ctx;
+
+/* Keys and values of sequence s at layer l: (S, kv*hd) each. */
+static void seq_kv(const attn_ctx *c, const seq_t *s, const float **k, const float **v) {
+  const int64_t kvd = c->m->kv * c->m->hd;
+  if (s->kv) {
+    const float *base = s->kv + c->layer * 2 * s->cap * kvd;
+    *k = base;
+    *v = base + s->cap * kvd;
+  } else {
+    *k = c->kact + s->row0 * kvd;
+    *v = c->vact + s->row0 * kvd;
+  }
+}
+
+ROW_LOOP static void attn_fwd_tasks(void *arg, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  attn_ctx *c = (attn_ctx *)arg;
+  const model_t *m = c->m;
+  const int64_t nh = m->nh, kvh = m->kv, hd = m->hd, G = nh / kvh, kvd = kvh * hd, qd = nh * hd;
+  const float scale = 1.0f / sqrtf((float)hd);
+  int64_t smax = 0;
+  for (int64_t t = lo; t < hi; t++) {
+    const seq_t *s = &c->p->seqs[t / kvh];
+    if (s->past + s->n > smax) smax = s->past + s->n;
+  }
+  float *sc = (float *)malloc((size_t)(smax > 0 ? smax : 1) * sizeof(float)); /* (S) scores, then weights */
+  if (!sc) {
+    c->failed = 1;
+    return;
+  }
+  for (int64_t t = lo; t < hi; t++) {
+    const seq_t *s = &c->p->seqs[t / kvh];
+    const int64_t j = t % kvh;
+    const float *K, *Vv;
+    seq_kv(c, s, &K, &Vv);
+    for (int64_t i = 0; i < s->n; i++) {
+      const int64_t row = s->row0 + i, S = s->past + i + 1;
+      for (int64_t g = 0; g < G; g++) {
+        const int64_t h = j * G + g;
+        const float *qr = c->q + row * qd + h * hd; /* (hd) */
+        float *out = c->ctx + row * qd + h * hd;     /* (hd) */
+        float mx = -INFINITY;
+        for (int64_t k = 0; k < S; k++) {
+          sc[k] = dot8(qr, K + k * kvd + j * hd, hd) * scale;
+          mx = sc[k] > mx ? sc[k] : mx;
+        }
+        float sum = 0.0f;
+        for (int64_t k = 0; k < S; k++) {
+          sc[k] = exp_f32(sc[k] - mx);
+          sum += sc[k];
+        }
+        const float inv = 1.0f / sum;
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int64_t k = 0; k < S; k++) {
+          const float w = sc[k] * inv;
+          const float *vr = Vv + k * kvd + j * hd;
+          for (int64_t d = 0; d < hd; d++) out[d] += w * vr[d];
+        }
+        if (c->lse) c->lse[row * nh + h] = mx + logf(sum);
+      }
+    }
+  }
+  free(sc);
+}
+
+int attention_forward(const model_t *m, const pass_t *p, int64_t layer, const float *q, const float *k,
+                      const float *v, float *ctx, float *lse) {
+  attn_ctx c = {m, p, layer, q, k, v, ctx, lse, NULL, NULL, NULL, NULL, 0};
+  parallel_for(p->nseq * m->kv, 1, attn_fwd_tasks, &c);
+  return !c.failed;
+}
+
+/*
+ * Per query (row, head) with weights w_k = exp(score_k - lse) recomputed from q, K and the saved
+ * lse, and D = dctx · ctx:
+ *   dv_k += w_k · dctx;  ds_k = w_k · (dctx · v_k - D);  dq = scale · Σ_k ds_k · k_k;  dk_k += scale · ds_k · q.
+ * A task owns its kv head's dk, dv rows, so no two tasks write the same entry.
+ */
+ROW_LOOP static void attn_bwd_tasks(void *arg, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  attn_ctx *c = (attn_ctx *)arg;
+  const model_t *m = c->m;
+  const int64_t nh = m->nh, kvh = m->kv, hd = m->hd, G = nh / kvh, kvd = kvh * hd, qd = nh * hd;
+  const float scale = 1.0f / sqrtf((float)hd);
+  for (int64_t t = lo; t < hi; t++) {
+    const seq_t *s = &c->p->seqs[t / kvh];
+    const int64_t j = t % kvh;
+    const float *K = c->kact + s->row0 * kvd, *Vv = c->vact + s->row0 * kvd;
+    float *dK = c->dk + s->row0 * kvd, *dV = c->dv + s->row0 * kvd;
+    for (int64_t i = 0; i < s->n; i++) {
+      for (int64_t d = 0; d < hd; d++) {
+        dK[i * kvd + j * hd + d] = 0.0f;
+        dV[i * kvd + j * hd + d] = 0.0f;
+      }
+    }
+    for (int64_t i = 0; i < s->n; i++) {
+      const int64_t row = s->row0 + i, S = i + 1;
+      for (int64_t g = 0; g < G; g++) {
+        const int64_t h = j * G + g;
+        const float *qr = c->q + row * qd + h * hd, *dor = c->dctx + row * qd + h * hd, *cr = c->ctx + row * qd + h * hd;
+        float *dqr = c->dq + row * qd + h * hd;
+        const float lse = c->lse[row * nh + h];
+        const float D = dot8(dor, cr, hd);
+        memset(dqr, 0, (size_t)hd * sizeof(float));
+        for (int64_t k = 0; k < S; k++) {
+          const float *kr = K + k * kvd + j * hd, *vr = Vv + k * kvd + j * hd;
+          const float wk = exp_f32(dot8(qr, kr, hd) * scale - lse);
+          const float ds = wk * (dot8(dor, vr, hd) - D) * scale;
+          float *dkr = dK + k * kvd + j * hd, *dvr = dV + k * kvd + j * hd;
+          for (int64_t d = 0; d < hd; d++) {
+            dvr[d] += wk * dor[d];
+            dqr[d] += ds * kr[d];
+            dkr[d] += ds * qr[d];
+          }
+        }
+      }
+    }
+  }
+}
+
+int attention_backward(const model_t *m, const pass_t *p, const float *q, const float *k, const float *v,
+                       const float *ctx, const float *lse, const float *dctx, float *dq, float *dk, float *dv) {
+  attn_ctx c = {m, p, 0, q, k, v, (float *)ctx, (float *)lse, dctx, dq, dk, dv, 0};
+  parallel_for(p->nseq * m->kv, 1, attn_bwd_tasks, &c);
+  return !c.failed;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* SwiGLU: act = silu(gate) · up                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+  const float *gate, *up; /* (n) */
+  float *act;             /* (n) forward */
+  const float *dact;      /* (n) backward */
+  float *dgate, *dup;     /* (n) backward: written */
+} swiglu_ctx;
+
+ROW_LOOP static void swiglu_fwd_range(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const swiglu_ctx *c = (const swiglu_ctx *)p;
+  for (int64_t i = lo; i < hi; i++) {
+    const float g = c->gate[i];
+    c->act[i] = (g * sigmoid_f32(g)) * c->up[i];
+  }
+}
+
+void swiglu_forward(const float *gate, const float *up, float *act, int64_t n) {
+  swiglu_ctx c = {gate, up, act, NULL, NULL, NULL};
+  parallel_for(n, GRAIN_FLOATS, swiglu_fwd_range, &c);
+}
+
+/* With s = sigmoid(g): dup = dact·g·s; dgate = dact·u·s·(1 + g·(1 - s)). */
+ROW_LOOP static void swiglu_bwd_range(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const swiglu_ctx *c = (const swiglu_ctx *)p;
+  for (int64_t i = lo; i < hi; i++) {
+    const float g = c->gate[i], u = c->up[i], d = c->dact[i];
+    const float s = sigmoid_f32(g);
+    c->dup[i] = d * (g * s);
+    c->dgate[i] = d * u * s * (1.0f + g * (1.0f - s));
+  }
+}
+
+void swiglu_backward(const float *gate, const float *up, const float *dact, float *dgate, float *dup, int64_t n) {
+  swiglu_ctx c = {gate, up, NULL, dact, dgate, dup};
+  parallel_for(n, GRAIN_FLOATS, swiglu_bwd_range, &c);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Residual: y = a + b                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+  const float *a, *b;
+  float *y;
+} add_ctx;
+
+static void add_range(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const add_ctx *c = (const add_ctx *)p;
+  for (int64_t i = lo; i < hi; i++) c->y[i] = c->a[i] + c->b[i];
+}
+
+void residual_add(const float *a, const float *b, float *y, int64_t n) {
+  add_ctx c = {a, b, y};
+  parallel_for(n, GRAIN_FLOATS, add_range, &c);
+}
