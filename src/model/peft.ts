@@ -419,6 +419,11 @@ function parseConfig(dir: string, config: ModelConfig): { spec: LoraSpec; baseMo
 const tensorName = (path: string, which: "A" | "B") => `${PREFIX}${path}.lora_${which}.weight`;
 const fmtShape = (s: readonly number[]) => `[${s.join(", ")}]`;
 
+/** The LoRA spec of a PEFT adapter directory (its adapter_config.json only, checked against `config`). */
+export function readPeftSpec(dir: string, config: ModelConfig): LoraSpec {
+  return parseConfig(dir, config).spec;
+}
+
 /**
  * Reads a PEFT LoRA adapter directory for a base model with `config`, checking every option,
  * name and shape. Tensors come back float32, keyed by base parameter name without ".weight",

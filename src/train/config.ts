@@ -56,6 +56,43 @@ export const configSchema = z.strictObject({
         .describe(
           "The local engine: native (the decoder in C over native memory, one copy of the weights, bf16 kept as bf16), tfjs (TensorFlow.js, on the addon's matrix products and fused kernels when they load, else wasm only) or auto (tfjs, falling back to wasm when the addon did not load). Default: env AGENT_R1_BACKEND, else auto.",
         ),
+      memoryGb: z
+        .number()
+        .positive()
+        .optional()
+        .describe(
+          "The native engine's memory budget, GiB: a model whose weights, training state, micro-batch and KV cache would need more is refused in one line before it loads or trains. Default: 75% of physical memory.",
+        ),
+      lora: z
+        .strictObject({
+          rank: positiveInt.default(32).describe("Adapter rank r."),
+          alpha: z.number().positive().optional().describe("Scale numerator: B·A is scaled by alpha / r. Default: r."),
+          dropout: z
+            .number()
+            .min(0)
+            .max(0, "only 0 is supported: the native engine has no LoRA dropout")
+            .default(0)
+            .describe("Dropout on the adapters' input; only 0 is supported."),
+          trainAttn: z
+            .boolean()
+            .default(true)
+            .describe("Adapt q_proj, k_proj, v_proj and o_proj (Tinker's train_attn)."),
+          trainMlp: z.boolean().default(true).describe("Adapt gate_proj, up_proj and down_proj (Tinker's train_mlp)."),
+          trainUnembed: z
+            .boolean()
+            .default(false)
+            .describe("Adapt lm_head (Tinker's train_unembed); not for tied-embedding models."),
+          rslora: z.boolean().default(false).describe("Rank-stabilized scale alpha / sqrt(r)."),
+          seed: z.number().int().default(0).describe("Seed of the adapters' initialization."),
+          adapter: z
+            .string()
+            .optional()
+            .describe("Start from a PEFT adapter directory (adapter_config.json + adapter_model.safetensors)."),
+        })
+        .optional()
+        .describe(
+          "Train LoRA adapters (native engine) instead of the full weights: only the adapters get gradients and optimizer state; checkpoints hold the adapters in PEFT's format.",
+        ),
       blas: z
         .enum(BLAS_CHOICES)
         .optional()

@@ -10,6 +10,7 @@ import { readTrainerStep } from "./trainable-io.js";
 import { InputError } from "../../util/errors.js";
 import { LocalEngine, type LocalEngineOptions } from "./local-engine.js";
 import type { BackendChoice, BlasChoice } from "./native.js";
+import { targetsFromTinker } from "../../model/peft.js";
 
 /** A recipe's `engine` section, as the local engine reads it. */
 export interface LocalEngineSection {
@@ -18,6 +19,18 @@ export interface LocalEngineSection {
   microBatchMb?: number;
   backend?: BackendChoice;
   blas?: BlasChoice;
+  memoryGb?: number;
+  lora?: {
+    rank: number;
+    alpha?: number;
+    dropout: number;
+    trainAttn: boolean;
+    trainMlp: boolean;
+    trainUnembed: boolean;
+    rslora: boolean;
+    seed: number;
+    adapter?: string;
+  };
 }
 
 /** LocalEngine options from a recipe's `engine` section. */
@@ -28,14 +41,26 @@ export function localEngineOptions(section: LocalEngineSection): LocalEngineOpti
     microBatchBytes: section.microBatchMb === undefined ? undefined : section.microBatchMb * 2 ** 20,
     backend: section.backend,
     blas: section.blas,
+    memoryGb: section.memoryGb,
+    lora: section.lora && loraOption(section.lora),
   };
+}
+
+/** engine.lora as the replica takes it: PEFT's spec from Tinker's switches. */
+function loraOption(l: NonNullable<LocalEngineSection["lora"]>): NonNullable<LocalEngineOptions["lora"]> {
+  const targets = targetsFromTinker(l);
+  if (targets.length === 0)
+    throw new InputError("engine.lora: trainAttn, trainMlp and trainUnembed are all false, so nothing would train");
+  const spec = { rank: l.rank, alpha: l.alpha ?? l.rank, dropout: l.dropout, targets, rslora: l.rslora };
+  return { spec, seed: l.seed, ...(l.adapter !== undefined ? { adapter: l.adapter } : {}) };
 }
 
 export function localEngines(options: LocalEngineOptions = {}): EngineFactory {
   return {
     kind: "local",
     policy: (dir) => LocalEngine.load(dir, options),
-    reference: (dir) => LocalEngine.load(dir, options),
+    // The reference is the base model: no adapters (its weights stay as stored, never trained).
+    reference: (dir) => LocalEngine.load(dir, { ...options, lora: undefined }),
     async critic(policy: PolicyEngine) {
       if (!(policy instanceof LocalEngine))
         throw new InputError("the local critic runs beside a local policy engine (engine.kind: local)");

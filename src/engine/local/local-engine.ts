@@ -91,7 +91,11 @@ export class LocalEngine implements Engine {
    * tfjs and records why in `backendFallback`.
    */
   static async load(dir: string, options: LocalEngineOptions = {}): Promise<LocalEngine> {
-    const { backend, fallback } = resolveBackend(options.backend);
+    // LoRA runs only on the native engine: `auto` means it when adapters are asked for.
+    const wantsLora = options.lora !== undefined || isLoraDir(dir);
+    const { backend, fallback } = resolveBackend(
+      wantsLora && (options.backend ?? "auto") === "auto" ? "native" : options.backend,
+    );
     const workers = options.workers ?? defaultWorkers();
     if (options.blasThreads !== undefined && !(Number.isInteger(options.blasThreads) && options.blasThreads >= 1)) {
       throw new InputError(`blasThreads must be a positive integer, got ${options.blasThreads}`);

@@ -49,6 +49,11 @@ export interface ReplicaOptions extends SchedulerOptions {
    * the adapters' initialization, or a PEFT adapter directory to start from.
    */
   lora?: { spec: LoraSpec; seed?: number; adapter?: string };
+  /**
+   * The native engine's memory budget, GiB: loading and training are refused in one line when the
+   * memory plan (../memory-plan.ts) exceeds it. Default: 75% of physical memory.
+   */
+  memoryGb?: number;
   /** BLAS threads per matrix product on the native backend. Default: cores / replicas (env AGENT_R1_BLAS_THREADS overrides). */
   blasThreads?: number;
   /** The native backend's matrix products: own kernels, the system BLAS, or auto. Default: env AGENT_R1_BLAS, else auto. */

@@ -30,6 +30,12 @@ export interface SchedulerOptions {
   maxBatch?: number;
   /** Prefix-cache budget in bytes; 0 disables. Default 256 MiB. */
   prefixCacheBytes?: number;
+  /**
+   * Bytes the running rows' keys and values may take, each row counted at its longest (prompt +
+   * token budget): a request waits while admitting it would pass this, unless nothing runs.
+   * Default: no limit.
+   */
+  kvBudgetBytes?: number;
 }
 
 /** Internal: which random streams a request's sequences use (for splitting n across replicas). */
@@ -88,6 +94,7 @@ export class Scheduler<KV = unknown> {
   private running = false;
   readonly prefix: PrefixCache<KV>;
   private readonly maxBatch: number;
+  private readonly kvBudget: number;
   private counters: SchedulerStats = { decodeSteps: 0, decodedRows: 0, prefillTokens: 0 };
   /** A request was cancelled: drop its rows before the next decode step rather than decoding them. */
   private compactNow = false;
@@ -98,6 +105,7 @@ export class Scheduler<KV = unknown> {
     opts: SchedulerOptions = {},
   ) {
     this.maxBatch = opts.maxBatch ?? 64;
+    this.kvBudget = opts.kvBudgetBytes ?? Infinity;
     this.prefix = new PrefixCache(opts.prefixCacheBytes ?? 256 * 2 ** 20, compute.kvBytesPerToken, compute);
     this.batch = compute.newBatch();
   }
@@ -189,8 +197,17 @@ export class Scheduler<KV = unknown> {
 
   /** Prefills waiting requests and adds their sequences to the batch. */
   private admit(): void {
-    const live = () => this.rows.filter((r) => !r.dead).length;
-    while (this.queue.length > 0 && live() + this.queue[0].n <= Math.max(this.maxBatch, this.queue[0].n)) {
+    const live = () => this.rows.filter((r) => !r.dead);
+    // A request's rows at their longest: the keys and values they may come to hold.
+    const reserve = (req: Request, n: number) =>
+      n * (req.prompt.length + Math.max(0, req.budget)) * this.compute.kvBytesPerToken;
+    const fits = (req: Request) => {
+      const rows = live();
+      if (rows.length === 0) return true;
+      if (rows.length + req.n > Math.max(this.maxBatch, req.n)) return false;
+      return rows.reduce((s, r) => s + reserve(r.req, 1), 0) + reserve(req, req.n) <= this.kvBudget;
+    };
+    while (this.queue.length > 0 && fits(this.queue[0])) {
       const req = this.queue.shift()!;
       if (req.budget <= 0) {
         for (let i = 0; i < req.n; i++) this.finish(req, i, emptySequence(req));

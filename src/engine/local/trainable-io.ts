@@ -41,6 +41,11 @@ export function readTrainerStep(dir: string): number {
   return step;
 }
 
+/** Whether a directory holds optimizer moments. */
+export function hasOptimizerState(dir: string): boolean {
+  return existsSync(join(dir, OPTIMIZER_FILE));
+}
+
 export function loadTrainableState(tr: SavableTrainable, dir: string): void {
   const step = readTrainerStep(dir);
   if (existsSync(join(dir, OPTIMIZER_FILE)))

@@ -6,13 +6,22 @@
  */
 import { join } from "node:path";
 import { availableParallelism } from "node:os";
-import { loadModelDir } from "../../model/model-dir.js";
+import { openModelDirRaw } from "../../model/model-dir.js";
+import type { ModelConfig } from "../../model/config.js";
+import { checkMemoryPlan, memoryBudget, planMemory, type MemoryNeeds } from "../memory-plan.js";
 import type { Tokenizer } from "../../model/tokenizer.js";
 import { Scheduler } from "../local/scheduler.js";
 import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "../local/replica.js";
-import { loadTrainableState, saveTrainable } from "../local/trainable-io.js";
+import { hasOptimizerState, loadTrainableState, saveTrainable } from "../local/trainable-io.js";
 import { isLoraDir, loraBaseDir, readLoraDir, saveLoraTrainable } from "./lora-checkpoint.js";
-import { describeTargets, initAdapters, type LoraAdapters, type LoraSpec } from "../../model/peft.js";
+import {
+  describeTargets,
+  initAdapters,
+  loraModules,
+  readPeftSpec,
+  type LoraAdapters,
+  type LoraSpec,
+} from "../../model/peft.js";
 import { InputError } from "../../util/errors.js";
 import { loadNative, resolveBlas } from "../local/native.js";
 import { settings } from "../../util/settings.js";
@@ -58,7 +67,16 @@ function openModel(
 ): { model: NativeDecoder; baseDir: string; tokenizer: Tokenizer } {
   const lora = isLoraDir(dir);
   const baseDir = lora ? loraBaseDir(dir) : dir;
-  const m = loadModelDir(baseDir);
+  const opened = openModelDirRaw(baseDir);
+  const spec = lora ? readPeftSpec(dir, opened.config) : opts.lora?.spec;
+  // What loading takes: weights as stored, and the adapters' training state (full training is
+  // checked when it starts, see NativeReplica.ensureTrainable).
+  checkMemoryPlan(
+    planMemory(memoryNeeds(opened.config, spec ? "lora" : "none", opts, spec)),
+    memoryBudget(opts.memoryGb),
+    { model: baseDir, doing: spec ? "training LoRA adapters" : "loading", hint: LOAD_HINT },
+  );
+  const m = opened.load();
   let adapters: { spec: LoraSpec; adapters: LoraAdapters } | undefined;
   if (lora) {
     adapters = readLoraDir(dir, m.config);
@@ -73,7 +91,46 @@ function openModel(
     head,
     lora: adapters,
   });
+  m.weights.clear(); // the decoder holds what it needs; drop the loader's arrays it did not keep
   return { model, baseDir, tokenizer: m.tokenizer };
+}
+
+const LOAD_HINT =
+  "use a smaller model, a smaller engine.prefixCacheMb or engine.microBatchMb, or raise engine.memoryGb";
+const TRAIN_HINT =
+  "train LoRA adapters instead (engine.lora), use a smaller engine.microBatchMb, or raise engine.memoryGb";
+
+/** The memory plan of `model` on this engine, training what `train` says (default: what it trains now). */
+export function planFor(model: NativeDecoder, opts: ReplicaOptions, train?: "full", critic = false) {
+  const mode = train ?? (model.mode === "full" && !model.trainingReady ? "none" : model.mode);
+  return planMemory(memoryNeeds(model.config, mode, opts, model.lora?.spec, critic));
+}
+
+/** Bytes per element of the weight matrices as config.json says they are stored (float32 when it does not say). */
+function matrixBytes(config: ModelConfig): number {
+  const dtype = config.raw.torch_dtype ?? config.raw.dtype;
+  return dtype === "bfloat16" || dtype === "float16" ? 2 : 4;
+}
+
+/** The memory-plan inputs of a model on this engine. */
+export function memoryNeeds(
+  config: ModelConfig,
+  train: MemoryNeeds["train"],
+  opts: ReplicaOptions,
+  spec?: LoraSpec,
+  critic = false,
+): MemoryNeeds {
+  const kvPerToken = 4 * config.numLayers * 2 * config.numKvHeads * config.headDim;
+  return {
+    config,
+    matrixBytes: matrixBytes(config),
+    train,
+    loraFloats: spec ? loraModules(config, spec.targets).reduce((n, m) => n + spec.rank * (m.in + m.out), 0) : 0,
+    activationBytes: opts.microBatchBytes ?? DEFAULT_NATIVE_ACTIVATION_BUDGET,
+    prefixCacheBytes: opts.prefixCacheBytes ?? 256 * 2 ** 20,
+    contextBytes: kvPerToken * config.maxPositionEmbeddings,
+    critic,
+  };
 }
 
 /** The recipe's engine.lora must describe the adapters a directory holds. */
@@ -114,13 +171,39 @@ export class NativeReplica implements ReplicaApi {
     st.addon.setFusedThreads(Math.min(16, threads));
     const { model, baseDir, tokenizer } = openModel(dir, "lm", opts);
     const policy = new NativeTrainable(model);
-    // New adapters on full weights start fresh; a directory's own state is for its own tensors.
-    if (!model.lora || isLoraDir(dir)) loadTrainableState(policy, dir);
     const budget = opts.microBatchBytes ?? DEFAULT_NATIVE_ACTIVATION_BUDGET;
     const maxTokens = Math.min(opts.microBatchTokens ?? Infinity, Math.floor(budget / nativeBytesPerToken(model)));
     const plan = tokenPlanner(Math.max(1, maxTokens));
-    const scheduler = new Scheduler(new NativeDecodeCompute(model), tokenizer, opts);
-    return new NativeReplica(policy, scheduler, tokenizer, plan, baseDir, opts);
+    // Sampling gets what the plan leaves of the budget for its rows' keys and values.
+    const kvBudgetBytes = Math.max(0, memoryBudget(opts.memoryGb).bytes - planFor(model, opts).total);
+    const scheduler = new Scheduler(new NativeDecodeCompute(model), tokenizer, { ...opts, kvBudgetBytes });
+    const replica = new NativeReplica(policy, scheduler, tokenizer, plan, baseDir, opts);
+    replica.loadState(policy, dir);
+    return replica;
+  }
+
+  /**
+   * A directory's optimizer state, for the tensors it trained: new adapters on full weights start
+   * fresh. Full weights with saved moments are about to train, so the training plan is checked first.
+   */
+  private loadState(t: NativeTrainable, dir: string): void {
+    if (t.model.lora && !isLoraDir(dir)) return;
+    if (hasOptimizerState(dir)) this.ensureTrainable(t);
+    loadTrainableState(t, dir);
+  }
+
+  /** Before the full weights first train (float32 copies, gradients, moments): the plan must fit. */
+  private ensureTrainable(t: NativeTrainable): void {
+    if (t.model.trainingReady) return;
+    const critic = t === this.critic;
+    // The policy as it will train, and a critic (trained in full) beside it when there is one.
+    const plan = planFor(this.policy.model, this.opts, critic ? undefined : "full", critic || !!this.critic);
+    checkMemoryPlan(plan, memoryBudget(this.opts.memoryGb), {
+      model: this.baseDir,
+      doing: critic ? "training the critic beside the policy" : "training the full weights",
+      hint: TRAIN_HINT,
+    });
+    t.model.prepareTraining();
   }
 
   /** The in-process policy (tests). */
@@ -143,6 +226,7 @@ export class NativeReplica implements ReplicaApi {
   }
 
   async forwardBackward(datums: Datum[], loss: ResolvedLoss, coef: number[][]) {
+    this.ensureTrainable(this.policy);
     return nativePolicyPass(this.policy, datums, loss, this.plan, coef);
   }
 
@@ -167,6 +251,7 @@ export class NativeReplica implements ReplicaApi {
   }
 
   async criticForwardBackward(datums: ValueDatum[], clip: number, total: number) {
+    this.ensureTrainable(this.role("critic"));
     return nativeCriticPass(this.role("critic"), datums, clip, total, this.plan);
   }
 
@@ -212,12 +297,13 @@ export class NativeReplica implements ReplicaApi {
   async load(role: Role, dir: string): Promise<void> {
     const { model, baseDir } = openModel(dir, role === "policy" ? "lm" : "value", this.opts);
     const next = new NativeTrainable(model);
-    if (!model.lora || isLoraDir(dir)) loadTrainableState(next, dir);
+    if (role === "critic") this.critic = next;
+    this.loadState(next, dir);
     if (role === "policy") {
       this.scheduler.setCompute(new NativeDecodeCompute(model));
       this.policy = next;
       this.baseDir = baseDir;
-    } else this.critic = next;
+    }
   }
 
   async zeroGrad(role: Role): Promise<void> {
