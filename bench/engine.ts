@@ -14,10 +14,33 @@
  * stderr) and "torch_ratio" is ours / PyTorch, 2 decimals, for the workloads that ran. Without
  * torch, or if it fails, there is no torch_ratio and one stderr line says why; --no-torch skips it.
  *   npm run bench:engine [-- --only S|M] [-- --workers N] [-- --backend auto|native|tfjs] [-- --blas own|system|auto] [-- --no-torch]
+ *
+ * --model qwen2.5-0.5b replaces S and M with a model of real size: Qwen2.5-0.5B's published config.json
+ * (Qwen2ForCausalLM, hidden 896, 24 layers, 14 heads, 2 kv heads, ffn 4864, vocab 151936, q/k/v biases,
+ * tied head, RoPE theta 1e6, bfloat16; 494M parameters) with random bf16 weights, N(0, 0.02) truncated at
+ * 2 std (988 MB of model.safetensors, written by bench/qwen-model.ts in a process of its own so that its
+ * memory stays out of ours), and the 512-token bench tokenizer (the config's vocabulary is larger; prompts
+ * and training tokens are drawn from all 151936 ids). It loads on the native engine with new LoRA adapters
+ * (rank 32, alpha 32, no rsLoRA, q/k/v/o and gate/up/down of every layer) and measures, in this order:
+ *   sample_b32  32 prompts of 64 random tokens submitted at once, 64 new tokens each (stop: [], so every
+ *               length is fixed), after a small warm-up on other prompts; new tokens / s, prefill included;
+ *   sample_b1   one other prompt alone, 64 new tokens;
+ *   lora_train  4 x 256 tokens, importance-sampling loss, forwardBackward + optimStep (AdamW on the
+ *               adapters only), one untimed step then the mean of two; tokens / s.
+ * Per-workload lines are named qwen05b_*, with gflops counting 2 * params a sampled token and 4 * params
+ * a trained one (the base is frozen: forward and input gradients, no weight gradients). The summary:
+ *   {"qwen05b":{"sample_b32":n,"sample_b1":n,"lora_train":n},"peak_rss_mb":n,"backend":"native","blas":"own"|"system",
+ *    "torch_ratio":{"qwen05b_sample_b32":x,"qwen05b_sample_b1":x,"qwen05b_lora_train":x}}
+ * peak_rss_mb is process.resourceUsage().maxRSS, so it includes loading. torch_ratio is ours / PyTorch from
+ * `bench/torch_engine.py --model qwen2.5-0.5b`: the same shapes, bf16 base weights held and computed by torch,
+ * the LoRA written by hand, the same token counts. A workload that throws is left out of the figures and
+ * named with its error under "errors" (exit status 1); the others still run.
+ *   npm run bench:engine -- --model qwen2.5-0.5b [--blas own|system|auto] [--no-torch]
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { extname, join } from "node:path";
 import { tmpdir } from "node:os";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { trainByteLevelBpe } from "../src/model/bpe-trainer.js";
 import { DEFAULT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
@@ -27,7 +50,9 @@ import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { loadNative, parseBackend, parseBlas, resolveBackend, resolveBlas } from "../src/engine/local/native.js";
 import type { Datum } from "../src/engine/types.js";
 import { Rng } from "../src/util/rng.js";
-import { torchRatioFromRun } from "./suite-lib.js";
+import { targetsFromTinker, type LoraSpec } from "../src/model/peft.js";
+import { errorReason, torchRatioFromRun, type Json } from "./suite-lib.js";
+import { QWEN25_05B_CONFIG } from "./qwen-model.js";
 import { findPython, NO_TORCH_REASON, runProcess, TORCH_SCRIPT } from "./torch-ref.js";
 
 const { values: args } = parseArgs({
@@ -36,9 +61,14 @@ const { values: args } = parseArgs({
     workers: { type: "string" },
     backend: { type: "string" },
     blas: { type: "string" },
+    model: { type: "string" },
     "no-torch": { type: "boolean", default: false },
   },
 });
+
+/** Named real-model presets (--model): the key of their figures in the summary line. */
+const MODELS = { "qwen2.5-0.5b": "qwen05b" } as const;
+type ModelName = keyof typeof MODELS;
 
 const SHAPES = {
   S: { preset: "small" as const, vocab: 512 },
@@ -77,6 +107,7 @@ async function timeIt(fn: () => Promise<unknown>, reps: number, warmups = 1): Pr
 }
 
 async function main() {
+  if (args.model !== undefined) return modelBench(args.model);
   if (args.only !== undefined && !(args.only in SHAPES))
     throw new Error(`--only: unknown shape '${args.only}'; known: ${Object.keys(SHAPES).join(", ")}`);
   const root = join(tmpdir(), `agent-r1-bench-${process.pid}`);
@@ -160,19 +191,167 @@ async function main() {
   }
   rmSync(root, { recursive: true, force: true });
   summary.peak_rss_mb = Math.round(process.resourceUsage().maxRSS / 1024);
-  if (!args["no-torch"]) {
-    // The PyTorch reference, after our workloads so the two never share the cores.
-    const python = findPython("torch");
-    if (!python) {
-      console.error(`bench: ${NO_TORCH_REASON}; no torch_ratio`);
-    } else {
-      const run = await runProcess("torch", python, [TORCH_SCRIPT, ...(args.only ? ["--only", args.only] : [])], 60);
-      const t = torchRatioFromRun(summary, run);
-      if ("ratio" in t) summary.torch_ratio = t.ratio;
-      else console.error(`bench: ${TORCH_SCRIPT} gave no figures (${t.skipped}); no torch_ratio`);
-    }
-  }
+  const ratio = await torchRatioOf(summary, args.only ? ["--only", args.only] : []);
+  if (ratio) summary.torch_ratio = ratio;
   console.log(JSON.stringify(summary));
+}
+
+/**
+ * The PyTorch reference (bench/torch_engine.py with `torchArgs`) and ours / PyTorch for the figures
+ * both measured; undefined, with one stderr line saying why, without torch or figures (or with --no-torch).
+ * It runs after our workloads so the two never share the cores.
+ */
+async function torchRatioOf(ours: Json, torchArgs: string[]): Promise<Record<string, number> | undefined> {
+  if (args["no-torch"]) return undefined;
+  const python = findPython("torch");
+  if (!python) {
+    console.error(`bench: ${NO_TORCH_REASON}; no torch_ratio`);
+    return undefined;
+  }
+  const run = await runProcess("torch", python, [TORCH_SCRIPT, ...torchArgs], 60);
+  const t = torchRatioFromRun(ours, run);
+  if ("ratio" in t) return t.ratio;
+  console.error(`bench: ${TORCH_SCRIPT} gave no figures (${t.skipped}); no torch_ratio`);
+  return undefined;
+}
+
+/** Rank-32 LoRA (alpha 32, no rsLoRA) on the attention and MLP projections of every layer. */
+const BENCH_LORA: LoraSpec = {
+  rank: 32,
+  alpha: 32,
+  dropout: 0,
+  targets: targetsFromTinker({ trainAttn: true, trainMlp: true, trainUnembed: false }),
+  rslora: false,
+};
+const MODEL_TRAIN = { batch: 4, len: 256 };
+const MODEL_SAMPLE = { batch: 32, prompt: 64, newTokens: 64 };
+
+/**
+ * --model: a real model's config.json with random bf16 weights, on the native engine with a LoRA:
+ * sampling at batch 32 and 1, LoRA training, peak RSS; then the PyTorch reference on the same shapes.
+ */
+async function modelBench(model: string): Promise<void> {
+  if (!Object.hasOwn(MODELS, model))
+    throw new Error(`--model: unknown model '${model}'; known: ${Object.keys(MODELS).join(", ")}`);
+  if (args.only !== undefined) throw new Error("--only picks among the S and M shapes; it does not go with --model");
+  if (args.backend !== undefined && parseBackend(args.backend, "--backend") === "tfjs")
+    throw new Error("--model trains LoRA adapters, which only the native engine runs: drop --backend tfjs");
+  const st = loadNative();
+  if (!st.ok) throw new Error(`--model needs the native engine, whose addon does not load: ${st.reason}`);
+  const blasChoice = args.blas !== undefined ? parseBlas(args.blas, "--blas") : undefined;
+  const blas = resolveBlas(st.addon, blasChoice);
+  const key = MODELS[model as ModelName];
+  const config = parseModelConfig(QWEN25_05B_CONFIG);
+  const vocab = config.vocabSize,
+    params = parameterCount(config);
+  const figures: Record<string, number> = {};
+  const errors: Record<string, string> = {};
+  const summary: Json = { [key]: figures, peak_rss_mb: 0, backend: "native", blas };
+  const root = join(tmpdir(), `agent-r1-bench-${process.pid}`);
+  const dir = join(root, key);
+  try {
+    // The model: the bench tokenizer (512 tokens; the config's vocabulary is larger) and, in a
+    // process of its own so that its ~1 GB stays out of our peak RSS, config.json and the weights.
+    benchTokenizer(dir, 512);
+    const script = fileURLToPath(new URL(`./qwen-model${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
+    const wrote = await runProcess("weights", process.execPath, [...process.execArgv, script, dir], 30);
+    if (wrote.code !== 0 || wrote.timedOutMinutes !== undefined)
+      throw new Error(`writing the model failed: ${errorReason(wrote.stderr, wrote)}`);
+    report({ workload: `${key}_write`, seconds: wrote.seconds });
+
+    let t0 = performance.now();
+    const engine = await LocalEngine.load(dir, { backend: "native", blas, lora: { spec: BENCH_LORA, seed: 0 } });
+    report({ workload: `${key}_load`, seconds: (performance.now() - t0) / 1000 });
+    const rng = new Rng(7);
+    const run = async (name: string, fn: () => Promise<void>) => {
+      try {
+        await fn();
+      } catch (e) {
+        errors[name] = e instanceof Error ? e.message : String(e);
+        console.error(`bench: ${key} ${name} failed:`, e);
+      }
+    };
+
+    await run("sample_b32", async () => {
+      // Warm-up on other prompts (the same ones would be served from the prefix cache).
+      const warm = Array.from({ length: 2 }, () => randomTokens(rng, MODEL_SAMPLE.prompt, vocab));
+      await Promise.all(warm.map((p, i) => engine.sample(p, { maxTokens: 4, stop: [], seed: i })));
+      const { batch, prompt, newTokens } = MODEL_SAMPLE;
+      const prompts = Array.from({ length: batch }, () => randomTokens(rng, prompt, vocab));
+      t0 = performance.now();
+      const out = await Promise.all(
+        prompts.map((p, i) => engine.sample(p, { maxTokens: newTokens, stop: [], seed: i })),
+      );
+      const s = (performance.now() - t0) / 1000;
+      const tokens = out.reduce((n, r) => n + r.sequences[0].tokens.length, 0);
+      if (tokens !== batch * newTokens) throw new Error(`sampled ${tokens} tokens, not ${batch * newTokens}`);
+      report({
+        workload: `${key}_sample_b32`,
+        tokens_per_s: tokens / s,
+        gflops: (2 * params * tokens) / s / 1e9,
+        seconds: s,
+      });
+      figures.sample_b32 = round(tokens / s);
+    });
+
+    await run("sample_b1", async () => {
+      const { prompt, newTokens } = MODEL_SAMPLE;
+      t0 = performance.now();
+      const out = await engine.sample(randomTokens(rng, prompt, vocab), { maxTokens: newTokens, stop: [], seed: 1 });
+      const s = (performance.now() - t0) / 1000;
+      const tokens = out.sequences[0].tokens.length;
+      if (tokens !== newTokens) throw new Error(`sampled ${tokens} tokens, not ${newTokens}`);
+      report({
+        workload: `${key}_sample_b1`,
+        tokens_per_s: tokens / s,
+        gflops: (2 * params * tokens) / s / 1e9,
+        seconds: s,
+      });
+      figures.sample_b1 = round(tokens / s);
+    });
+
+    await run("lora_train", async () => {
+      const { batch, len } = MODEL_TRAIN;
+      const datums: Datum[] = Array.from({ length: batch }, () => {
+        const seq = randomTokens(rng, len + 1, vocab);
+        return {
+          tokens: seq.slice(0, -1),
+          targetTokens: seq.slice(1),
+          weights: seq.slice(1).map(() => 1),
+          advantages: seq.slice(1).map(() => rng.normal()),
+          logprobs: seq.slice(1).map(() => -Math.log(vocab)),
+        };
+      });
+      const s = await timeIt(
+        async () => {
+          await engine.forwardBackward(datums, { type: "importance_sampling" });
+          await engine.optimStep({ lr: 1e-5 });
+        },
+        2,
+        1,
+      );
+      const tokens = batch * len;
+      // Frozen base: forward and the input gradients, about 4 * params flops a token (no weight gradients).
+      report({
+        workload: `${key}_lora_train`,
+        tokens_per_s: tokens / s,
+        gflops: (4 * params * tokens) / s / 1e9,
+        seconds: s,
+      });
+      figures.lora_train = round(tokens / s);
+    });
+    await engine.dispose();
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+  summary.peak_rss_mb = Math.round(process.resourceUsage().maxRSS / 1024);
+  if (Object.keys(figures).length > 0) {
+    const ratio = await torchRatioOf(summary, ["--model", model]);
+    if (ratio) summary.torch_ratio = ratio;
+  }
+  if (Object.keys(errors).length > 0) summary.errors = errors;
+  console.log(JSON.stringify(summary));
+  if (Object.keys(errors).length > 0) process.exitCode = 1;
 }
 
 const round = (x: number) => Math.round(x * 10) / 10;
@@ -182,7 +361,8 @@ function report(o: Record<string, unknown>) {
 }
 
 main().then(
-  () => process.exit(0),
+  // process.exit() exits with process.exitCode: 1 when a --model workload failed.
+  () => process.exit(),
   (e) => {
     console.error(e);
     process.exit(1);

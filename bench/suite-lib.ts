@@ -217,11 +217,16 @@ const TORCH_RATIO_KEYS = [
   ["train_M", "train_tokens_per_s", "M"],
   ["sample_S_b32", "sample_tokens_per_s", "S_b32"],
   ["sample_M_b32", "sample_tokens_per_s", "M_b32"],
+  // --model qwen2.5-0.5b
+  ["qwen05b_sample_b32", "qwen05b", "sample_b32"],
+  ["qwen05b_sample_b1", "qwen05b", "sample_b1"],
+  ["qwen05b_lora_train", "qwen05b", "lora_train"],
 ] as const;
 
 /**
  * bench/engine.ts's torch_ratio: ours / PyTorch (2 decimals) for train S and M and batch-32
- * sampling S and M, from the two result lines; only the keys both measured.
+ * sampling S and M, or with --model qwen2.5-0.5b for its sampling at batch 32 and 1 and its LoRA
+ * training, from the two result lines; only the keys both measured.
  */
 export function torchRatio(ours: Json, torch: Json): NumMap {
   const out: NumMap = {};

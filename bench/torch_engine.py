@@ -18,7 +18,20 @@ GFLOPS use bench/engine.ts's formulas: 6 * params * tokens (train), 2 * params *
 Prints one JSON line per workload and ends with one line with bench/engine.ts's keys:
   {"train_tokens_per_s":{"S":n,"M":n},"sample_tokens_per_s":{"S_b32":n,"M_b32":n,"M_b1":n},"peak_rss_mb":n}
 
+--model qwen2.5-0.5b (bench/engine.ts --model qwen2.5-0.5b): Qwen2.5-0.5B's shapes (hidden 896, 24 layers,
+14 heads, 2 kv heads, ffn 4864, vocab 151936, tied head, RoPE theta 1e6), random base weights (N(0, 0.02))
+held in bfloat16 (--dtype float32 for a float32 model) and frozen, computed in that dtype as transformers
+does (RMSNorm and attention softmax in float32, float32 logits). A LoRA by hand on q, k, v, o, gate, up,
+down of every layer: float32 A (32, in) and B (out, 32), PEFT's init, y = x W^T + b + (32 / 32) (x A^T) B^T;
+AdamW over A and B only.
+  sample_b32: 32 prompts of 64 random tokens, 64 new tokens each, one batch with a KV cache (after a
+              small warm-up on other prompts); sample_b1: one other prompt alone. Tokens/s counts new tokens.
+  lora_train: 4 x 256 tokens, the importance-sampling loss above, forward + backward + AdamW step,
+              one untimed step then the mean of two (--quick: one).
+Ends with {"qwen05b":{"sample_b32":n,"sample_b1":n,"lora_train":n},"peak_rss_mb":n}.
+
   python3 bench/torch_engine.py [--only S|M] [--threads 2] [--quick] [--omp-wait passive|active|default]
+  python3 bench/torch_engine.py --model qwen2.5-0.5b [--dtype bfloat16|float32] [--threads 2] [--quick]
   python3 bench/torch_engine.py --peak     # float32 matmul GFLOPS: the machine's practical peak
 --peak works with numpy alone when torch is missing.
 """
@@ -32,6 +45,9 @@ import time
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--only", choices=["S", "M"])
+ap.add_argument("--model", choices=["qwen2.5-0.5b"], help="a real model's shapes with a LoRA instead of S and M")
+ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
+                help="--model: the base weights' dtype and the compute's (default bfloat16, as the checkpoint)")
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--quick", action="store_true", help="one timed training step instead of two")
 ap.add_argument("--peak", action="store_true", help="measure float32 matmul GFLOPS and exit")
@@ -254,6 +270,177 @@ def sample(model, prompts, new_tokens):
     return torch.cat(out, dim=1)
 
 
+# ---------------------------------------------------------------- --model qwen2.5-0.5b
+
+QWEN05B = dict(hidden=896, layers=24, heads=14, kv_heads=2, ffn=4864, vocab=151936, theta=1000000.0, eps=1e-6)
+LORA_RANK, LORA_ALPHA = 32, 32
+MODEL_TRAIN_BATCH, MODEL_TRAIN_LEN = 4, 256
+MODEL_SAMPLE_BATCH, MODEL_PROMPT_LEN, MODEL_NEW_TOKENS = 32, 64, 64
+
+
+def fill_normal(t, std, gen):
+    """t (any dtype) filled with N(0, std) drawn in float32 chunks: no float32 copy of a whole matrix."""
+    flat, step = t.view(-1), 1 << 22
+    for i in range(0, flat.numel(), step):
+        j = min(i + step, flat.numel())
+        flat[i:j] = torch.randn(j - i, generator=gen) * std
+    return t
+
+
+class LoraLinear(nn.Module):
+    """Frozen base weight (out, in) and bias in `dtype`; trained float32 A (r, in) and B (out, r), as PEFT
+    keeps them: y = x W^T + b + (alpha / r) (x A^T) B^T, the adapter branch computed in float32."""
+
+    def __init__(self, inp, out, bias, dtype, gen):
+        super().__init__()
+        self.weight = nn.Parameter(fill_normal(torch.empty(out, inp, dtype=dtype), 0.02, gen), requires_grad=False)
+        self.bias = nn.Parameter(fill_normal(torch.empty(out, dtype=dtype), 0.02, gen), requires_grad=False) if bias else None
+        bound = 1 / math.sqrt(inp)  # PEFT's defaults: A uniform, B zero
+        self.lora_A = nn.Parameter(torch.empty(LORA_RANK, inp).uniform_(-bound, bound, generator=gen))
+        self.lora_B = nn.Parameter(torch.zeros(out, LORA_RANK))
+        self.scale = LORA_ALPHA / LORA_RANK
+
+    def forward(self, x):
+        y = F.linear(x, self.weight, self.bias)
+        return y + (F.linear(F.linear(x.float(), self.lora_A), self.lora_B) * self.scale).to(y.dtype)
+
+
+class Norm(nn.Module):
+    """RMSNorm computed in float32, as transformers' Qwen2RMSNorm."""
+
+    def __init__(self, dim, eps, dtype):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim, dtype=dtype), requires_grad=False)
+        self.eps = eps
+
+    def forward(self, x):
+        xf = x.float()
+        return self.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
+class LoraLayer(nn.Module):
+    def __init__(self, s, dtype, gen):
+        super().__init__()
+        h, f = s["hidden"], s["ffn"]
+        self.h, self.kv, self.hd = s["heads"], s["kv_heads"], h // s["heads"]
+        self.input_layernorm = Norm(h, s["eps"], dtype)
+        self.q_proj = LoraLinear(h, self.h * self.hd, True, dtype, gen)
+        self.k_proj = LoraLinear(h, self.kv * self.hd, True, dtype, gen)
+        self.v_proj = LoraLinear(h, self.kv * self.hd, True, dtype, gen)
+        self.o_proj = LoraLinear(self.h * self.hd, h, False, dtype, gen)
+        self.post_attention_layernorm = Norm(h, s["eps"], dtype)
+        self.gate_proj = LoraLinear(h, f, False, dtype, gen)
+        self.up_proj = LoraLinear(h, f, False, dtype, gen)
+        self.down_proj = LoraLinear(f, h, False, dtype, gen)
+
+    def attention(self, x, cos, sin, pos, cache):
+        B, T, _ = x.shape
+        G = self.h // self.kv
+        q = self.q_proj(x).view(B, T, self.h, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.kv, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.kv, self.hd).transpose(1, 2)
+        c, s_ = cos[pos:pos + T], sin[pos:pos + T]
+        q, k = rotate(q, c, s_), rotate(k, c, s_)
+        if cache is not None:
+            k_cache, v_cache = cache
+            k_cache[:, :, pos:pos + T] = k
+            v_cache[:, :, pos:pos + T] = v
+            k, v = k_cache[:, :, :pos + T], v_cache[:, :, :pos + T]
+        L = k.shape[2]
+        q = q.reshape(B, self.kv, G, T, self.hd)
+        scores = torch.matmul(q, k.unsqueeze(2).transpose(-1, -2)) / math.sqrt(self.hd)
+        if T > 1:
+            scores = scores.masked_fill(torch.ones(T, L, dtype=torch.bool).triu(pos + 1), float("-inf"))
+        probs = scores.softmax(-1, dtype=torch.float32).to(q.dtype)  # float32 softmax, as transformers' eager attention
+        out = torch.matmul(probs, v.unsqueeze(2))
+        return self.o_proj(out.reshape(B, self.h, T, self.hd).transpose(1, 2).reshape(B, T, self.h * self.hd))
+
+    def forward(self, x, cos, sin, pos, cache):
+        x = x + self.attention(self.input_layernorm(x), cos, sin, pos, cache)
+        y = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
+
+
+class LoraDecoder(nn.Module):
+    """The decoder with frozen base weights in `dtype` and rank-32 LoRA on q, k, v, o, gate, up, down."""
+
+    def __init__(self, s, dtype, gen, max_pos):
+        super().__init__()
+        self.s, self.dtype = s, dtype
+        self.embed_tokens = nn.Embedding(s["vocab"], s["hidden"], dtype=dtype)
+        self.embed_tokens.weight.requires_grad_(False)
+        with torch.no_grad():
+            fill_normal(self.embed_tokens.weight, 0.02, gen)
+        self.layers = nn.ModuleList([LoraLayer(s, dtype, gen) for _ in range(s["layers"])])
+        self.norm = Norm(s["hidden"], s["eps"], dtype)
+        cos, sin = rope_tables(s["hidden"] // s["heads"], max_pos, s["theta"])
+        self.register_buffer("cos", cos.to(dtype), persistent=False)
+        self.register_buffer("sin", sin.to(dtype), persistent=False)
+
+    def forward(self, tokens, pos=0, caches=None, last_only=False):
+        x = self.embed_tokens(tokens)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, self.cos, self.sin, pos, caches[i] if caches is not None else None)
+        if last_only:
+            x = x[:, -1:]
+        return F.linear(self.norm(x), self.embed_tokens.weight).float()  # tied head; float32 logits
+
+    def new_caches(self, batch, max_len):
+        s = self.s
+        shape = (batch, s["kv_heads"], max_len, s["hidden"] // s["heads"])
+        return [(torch.zeros(shape, dtype=self.dtype), torch.zeros(shape, dtype=self.dtype)) for _ in range(s["layers"])]
+
+
+def model_main():
+    s, key = QWEN05B, "qwen05b"
+    dtype = getattr(torch, args.dtype)
+    emit({"workload": "info", "framework": "torch", "torch_version": torch.__version__, "threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"), "model": args.model, "dtype": args.dtype})
+    gen = torch.Generator().manual_seed(args.seed)
+    t0 = time.perf_counter()
+    model = LoraDecoder(s, dtype, gen, max_pos=max(MODEL_PROMPT_LEN + MODEL_NEW_TOKENS, MODEL_TRAIN_LEN))
+    params = param_count(s)
+    base = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    assert params == base, "parameter count differs from the engine's formula"
+    lora = [p for p in model.parameters() if p.requires_grad]
+    emit({"workload": f"{key}_init", "seconds": time.perf_counter() - t0, "params": params, "lora_params": sum(p.numel() for p in lora), "rss_mb": peak_rss_mb()})
+    figures = {}
+    tgen = torch.Generator().manual_seed(7)
+
+    sample(model, random_tokens(tgen, (2, MODEL_PROMPT_LEN), s["vocab"]), 4)  # warm-up
+    prompts = random_tokens(tgen, (MODEL_SAMPLE_BATCH, MODEL_PROMPT_LEN), s["vocab"])
+    t0 = time.perf_counter()
+    sample(model, prompts, MODEL_NEW_TOKENS)
+    sec, tokens = time.perf_counter() - t0, MODEL_SAMPLE_BATCH * MODEL_NEW_TOKENS
+    emit({"workload": f"{key}_sample_b32", "tokens_per_s": tokens / sec, "gflops": 2 * params * tokens / sec / 1e9, "seconds": sec, "rss_mb": peak_rss_mb()})
+    figures["sample_b32"] = round(tokens / sec, 1)
+
+    t0 = time.perf_counter()
+    sample(model, random_tokens(tgen, (1, MODEL_PROMPT_LEN), s["vocab"]), MODEL_NEW_TOKENS)
+    sec, tokens = time.perf_counter() - t0, MODEL_NEW_TOKENS
+    emit({"workload": f"{key}_sample_b1", "tokens_per_s": tokens / sec, "gflops": 2 * params * tokens / sec / 1e9, "seconds": sec, "rss_mb": peak_rss_mb()})
+    figures["sample_b1"] = round(tokens / sec, 1)
+
+    seq = random_tokens(tgen, (MODEL_TRAIN_BATCH, MODEL_TRAIN_LEN + 1), s["vocab"])
+    inputs, targets = seq[:, :-1], seq[:, 1:]
+    advantages = torch.randn(MODEL_TRAIN_BATCH, MODEL_TRAIN_LEN, generator=tgen)
+    old_logp = torch.full((MODEL_TRAIN_BATCH, MODEL_TRAIN_LEN), -math.log(s["vocab"]))
+    opt = torch.optim.AdamW(lora, lr=1e-5, weight_decay=0.0)
+
+    def train_step():
+        logp = model(inputs).log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        loss = -(torch.exp(logp - old_logp) * advantages).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    sec = time_it(train_step, 1 if args.quick else 2, 1)
+    tokens = MODEL_TRAIN_BATCH * MODEL_TRAIN_LEN
+    # Frozen base: forward and the input gradients, about 4 * params flops a token.
+    emit({"workload": f"{key}_lora_train", "tokens_per_s": tokens / sec, "gflops": 4 * params * tokens / sec / 1e9, "seconds": sec, "rss_mb": peak_rss_mb()})
+    figures["lora_train"] = round(tokens / sec, 1)
+    print(json.dumps({key: figures, "peak_rss_mb": peak_rss_mb()}, separators=(",", ":")), flush=True)
+
+
 def main():
     emit({"workload": "info", "framework": "torch", "torch_version": torch.__version__, "threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default")})
     summary = {"train_tokens_per_s": {}, "sample_tokens_per_s": {}, "peak_rss_mb": 0}
@@ -297,4 +484,7 @@ def main():
     print(json.dumps(summary, separators=(",", ":")), flush=True)
 
 
-main()
+if args.model:
+    model_main()
+else:
+    main()
