@@ -504,6 +504,25 @@ void own_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const f
   }
 }
 
+/* The same product on the calling thread alone (gemm.h). */
+int own_gemm_1t(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *b,
+                int b_dtype, int64_t ldb, float *c, int64_t ldc, int accumulate) {
+  if (m <= 0 || n <= 0) return 1;
+  if (k <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+    return 1;
+  }
+  const kernel_info *K = kernel();
+  if (m == 1 && !trans_b) {
+    K->gemv[b_dtype](k, n, a, trans_a ? lda : 1, b, ldb, c, K->kc, accumulate);
+    return 1;
+  }
+  const gemm_args g = {trans_a, trans_b, m, n, k, a, b, b_dtype, accumulate, lda, ldb, ldc, c};
+  /* this thread's own workspace: a pool helper's slots are its own, unused by anyone else */
+  return gemm_part(K, &g, 0, m, 0, n, &slots[0]);
+}
+
 void own_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                const float *b, int64_t ldb, float *c, int64_t ldc) {
   own_gemm(trans_a, trans_b, m, n, k, a, lda, b, DT_F32, ldb, c, ldc, 0);

@@ -31,6 +31,11 @@ void own_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const 
 void own_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *b,
               int b_dtype, int64_t ldb, float *c, int64_t ldc, int accumulate);
 
+/* own_gemm on the calling thread only (for callers that are themselves one of several parallel
+ * tasks); B float32 here in practice. Returns 0 when its packing buffers could not be allocated. */
+int own_gemm_1t(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *b,
+                int b_dtype, int64_t ldb, float *c, int64_t ldc, int accumulate);
+
 /* Threads per call (process-wide; default 1). */
 void own_sgemm_set_threads(int threads);
 int own_sgemm_threads(void);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../gemm.h"
 #include "../parallel.h"
 #include "../vec_math.h"
 
@@ -361,55 +362,89 @@ static void seq_kv(const attn_ctx *c, const seq_t *s, const float **k, const flo
   }
 }
 
+/* Query rows per block of the blocked attention: scores are (QB, S) floats per head. */
+#define QB 64
+
+/* The longest context among tasks [lo, hi). */
+static int64_t tasks_smax(const attn_ctx *c, int64_t lo, int64_t hi) {
+  int64_t smax = 1;
+  for (int64_t t = lo; t < hi; t++) {
+    const seq_t *s = &c->p->seqs[t / c->m->kv];
+    if (s->past + s->n > smax) smax = s->past + s->n;
+  }
+  return smax;
+}
+
+/*
+ * Scores of a block of query rows i0 .. i0+bq-1 of head h against keys 0 .. S-1 (S = past + i0 + bq),
+ * turned into attention weights: P (bq, S) = softmax over each row's visible keys (0 .. past + i),
+ * exactly 0 past them. Row i's log-sum-exp goes to lse_out[i] when given; with lse_in, the weights
+ * are exp(score - lse_in[i]) instead (the backward's recomputation).
+ */
+static int block_weights(const attn_ctx *c, const float *qr, const float *K, int64_t past, int64_t i0, int64_t bq,
+                         int64_t S, float *P, float *lse_out, const float *lse_in) {
+  const model_t *m = c->m;
+  const int64_t kvd = m->kv * m->hd, qd = m->nh * m->hd, nh = m->nh;
+  const float scale = 1.0f / sqrtf((float)m->hd);
+  /* P (bq, S) = Q (bq, hd) @ K (S, hd)^T */
+  if (!own_gemm_1t(0, 1, bq, S, m->hd, qr, qd, K, DT_F32, kvd, P, S, 0)) return 0;
+  for (int64_t i = 0; i < bq; i++) {
+    float *pr = P + i * S;
+    const int64_t vis = past + i0 + i + 1;
+    if (lse_in) {
+      const float l = lse_in[i * nh];
+      for (int64_t k = 0; k < vis; k++) pr[k] = exp_f32(pr[k] * scale - l);
+    } else {
+      float mx = -INFINITY, sum = 0.0f;
+      for (int64_t k = 0; k < vis; k++) {
+        pr[k] *= scale;
+        mx = pr[k] > mx ? pr[k] : mx;
+      }
+      for (int64_t k = 0; k < vis; k++) {
+        pr[k] = exp_f32(pr[k] - mx);
+        sum += pr[k];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t k = 0; k < vis; k++) pr[k] *= inv;
+      if (lse_out) lse_out[i * nh] = mx + logf(sum);
+    }
+    for (int64_t k = vis; k < S; k++) pr[k] = 0.0f;
+  }
+  return 1;
+}
+
+/*
+ * Forward, blocked: per head and block of query rows, P = softmax(Q K^T · scale) with the causal
+ * mask, then ctx = P V, both products on the project's gemm (this task's thread alone).
+ */
 ROW_LOOP static void attn_fwd_tasks(void *arg, int64_t lo, int64_t hi, int chunk) {
   (void)chunk;
   attn_ctx *c = (attn_ctx *)arg;
   const model_t *m = c->m;
   const int64_t nh = m->nh, kvh = m->kv, hd = m->hd, G = nh / kvh, kvd = kvh * hd, qd = nh * hd;
-  const float scale = 1.0f / sqrtf((float)hd);
-  int64_t smax = 0;
-  for (int64_t t = lo; t < hi; t++) {
-    const seq_t *s = &c->p->seqs[t / kvh];
-    if (s->past + s->n > smax) smax = s->past + s->n;
-  }
-  float *sc = (float *)malloc((size_t)(smax > 0 ? smax : 1) * sizeof(float)); /* (S) scores, then weights */
-  if (!sc) {
+  float *P = (float *)malloc((size_t)QB * (size_t)tasks_smax(c, lo, hi) * sizeof(float)); /* (QB, S) */
+  if (!P) {
     c->failed = 1;
     return;
   }
-  for (int64_t t = lo; t < hi; t++) {
+  for (int64_t t = lo; t < hi && !c->failed; t++) {
     const seq_t *s = &c->p->seqs[t / kvh];
     const int64_t j = t % kvh;
     const float *K, *Vv;
     seq_kv(c, s, &K, &Vv);
-    for (int64_t i = 0; i < s->n; i++) {
-      const int64_t row = s->row0 + i, S = s->past + i + 1;
-      for (int64_t g = 0; g < G; g++) {
-        const int64_t h = j * G + g;
-        const float *qr = c->q + row * qd + h * hd; /* (hd) */
-        float *out = c->ctx + row * qd + h * hd;     /* (hd) */
-        float mx = -INFINITY;
-        for (int64_t k = 0; k < S; k++) {
-          sc[k] = dot8(qr, K + k * kvd + j * hd, hd) * scale;
-          mx = sc[k] > mx ? sc[k] : mx;
-        }
-        float sum = 0.0f;
-        for (int64_t k = 0; k < S; k++) {
-          sc[k] = exp_f32(sc[k] - mx);
-          sum += sc[k];
-        }
-        const float inv = 1.0f / sum;
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int64_t k = 0; k < S; k++) {
-          const float w = sc[k] * inv;
-          const float *vr = Vv + k * kvd + j * hd;
-          for (int64_t d = 0; d < hd; d++) out[d] += w * vr[d];
-        }
-        if (c->lse) c->lse[row * nh + h] = mx + logf(sum);
+    for (int64_t g = 0; g < G; g++) {
+      const int64_t h = j * G + g;
+      for (int64_t i0 = 0; i0 < s->n; i0 += QB) {
+        const int64_t bq = s->n - i0 < QB ? s->n - i0 : QB, S = s->past + i0 + bq, row = s->row0 + i0;
+        float *lse = c->lse ? c->lse + row * nh + h : NULL;
+        if (!block_weights(c, c->q + row * qd + h * hd, K + j * hd, s->past, i0, bq, S, P, lse, NULL) ||
+            /* ctx (bq, hd) = P (bq, S) @ V (S, hd) */
+            !own_gemm_1t(0, 0, bq, hd, S, P, S, Vv + j * hd, DT_F32, kvd, c->ctx + row * qd + h * hd, qd, 0))
+          c->failed = 1;
       }
     }
   }
-  free(sc);
+  free(P);
 }
 
 int attention_forward(const model_t *m, const pass_t *p, int64_t layer, const float *q, const float *k,
@@ -420,10 +455,10 @@ int attention_forward(const model_t *m, const pass_t *p, int64_t layer, const fl
 }
 
 /*
- * Per query (row, head) with weights w_k = exp(score_k - lse) recomputed from q, K and the saved
- * lse, and D = dctx · ctx:
- *   dv_k += w_k · dctx;  ds_k = w_k · (dctx · v_k - D);  dq = scale · Σ_k ds_k · k_k;  dk_k += scale · ds_k · q.
- * A task owns its kv head's dk, dv rows, so no two tasks write the same entry.
+ * Backward, blocked the same way, with the weights P recomputed from Q, K and the saved lse and
+ * D_i = dctx_i · ctx_i:
+ *   dV += P^T dctx;  dP = dctx V^T;  dS = P ⊙ (dP - D) · scale;  dQ = dS K;  dK += dS^T Q.
+ * A task owns its kv head's dK, dV rows, so no two tasks write the same entry.
  */
 ROW_LOOP static void attn_bwd_tasks(void *arg, int64_t lo, int64_t hi, int chunk) {
   (void)chunk;
@@ -431,40 +466,49 @@ ROW_LOOP static void attn_bwd_tasks(void *arg, int64_t lo, int64_t hi, int chunk
   const model_t *m = c->m;
   const int64_t nh = m->nh, kvh = m->kv, hd = m->hd, G = nh / kvh, kvd = kvh * hd, qd = nh * hd;
   const float scale = 1.0f / sqrtf((float)hd);
-  for (int64_t t = lo; t < hi; t++) {
+  const int64_t smax = tasks_smax(c, lo, hi);
+  float *P = (float *)malloc((size_t)2 * QB * (size_t)smax * sizeof(float)); /* P and dS, (QB, S) each */
+  if (!P) {
+    c->failed = 1;
+    return;
+  }
+  float *dS = P + QB * smax;
+  for (int64_t t = lo; t < hi && !c->failed; t++) {
     const seq_t *s = &c->p->seqs[t / kvh];
     const int64_t j = t % kvh;
-    const float *K = c->kact + s->row0 * kvd, *Vv = c->vact + s->row0 * kvd;
-    float *dK = c->dk + s->row0 * kvd, *dV = c->dv + s->row0 * kvd;
+    const float *K = c->kact + s->row0 * kvd + j * hd, *Vv = c->vact + s->row0 * kvd + j * hd;
+    float *dK = c->dk + s->row0 * kvd + j * hd, *dV = c->dv + s->row0 * kvd + j * hd;
     for (int64_t i = 0; i < s->n; i++) {
-      for (int64_t d = 0; d < hd; d++) {
-        dK[i * kvd + j * hd + d] = 0.0f;
-        dV[i * kvd + j * hd + d] = 0.0f;
-      }
+      memset(dK + i * kvd, 0, (size_t)hd * sizeof(float));
+      memset(dV + i * kvd, 0, (size_t)hd * sizeof(float));
     }
-    for (int64_t i = 0; i < s->n; i++) {
-      const int64_t row = s->row0 + i, S = i + 1;
-      for (int64_t g = 0; g < G; g++) {
-        const int64_t h = j * G + g;
-        const float *qr = c->q + row * qd + h * hd, *dor = c->dctx + row * qd + h * hd, *cr = c->ctx + row * qd + h * hd;
-        float *dqr = c->dq + row * qd + h * hd;
-        const float lse = c->lse[row * nh + h];
-        const float D = dot8(dor, cr, hd);
-        memset(dqr, 0, (size_t)hd * sizeof(float));
-        for (int64_t k = 0; k < S; k++) {
-          const float *kr = K + k * kvd + j * hd, *vr = Vv + k * kvd + j * hd;
-          const float wk = exp_f32(dot8(qr, kr, hd) * scale - lse);
-          const float ds = wk * (dot8(dor, vr, hd) - D) * scale;
-          float *dkr = dK + k * kvd + j * hd, *dvr = dV + k * kvd + j * hd;
-          for (int64_t d = 0; d < hd; d++) {
-            dvr[d] += wk * dor[d];
-            dqr[d] += ds * kr[d];
-            dkr[d] += ds * qr[d];
-          }
+    for (int64_t g = 0; g < G; g++) {
+      const int64_t h = j * G + g;
+      for (int64_t i0 = 0; i0 < s->n; i0 += QB) {
+        const int64_t bq = s->n - i0 < QB ? s->n - i0 : QB, S = i0 + bq, row = s->row0 + i0;
+        const float *qr = c->q + row * qd + h * hd, *dor = c->dctx + row * qd + h * hd;
+        int ok = block_weights(c, qr, K, 0, i0, bq, S, P, NULL, c->lse + row * nh + h);
+        /* dV (S, hd) += P^T (S, bq) @ dctx (bq, hd);  dS (bq, S) = dctx (bq, hd) @ V^T (hd, S) */
+        ok = ok && own_gemm_1t(1, 0, S, hd, bq, P, S, dor, DT_F32, qd, dV, kvd, 1);
+        ok = ok && own_gemm_1t(0, 1, bq, S, hd, dor, qd, Vv, DT_F32, kvd, dS, S, 0);
+        if (!ok) {
+          c->failed = 1;
+          break;
         }
+        for (int64_t i = 0; i < bq; i++) {
+          const float D = dot8(dor + i * qd, c->ctx + (row + i) * qd + h * hd, hd);
+          float *dsr = dS + i * S;
+          const float *pr = P + i * S;
+          for (int64_t k = 0; k < S; k++) dsr[k] = pr[k] * (dsr[k] - D) * scale;
+        }
+        /* dQ (bq, hd) = dS (bq, S) @ K (S, hd);  dK (S, hd) += dS^T (S, bq) @ Q (bq, hd) */
+        ok = own_gemm_1t(0, 0, bq, hd, S, dS, S, K, DT_F32, kvd, c->dq + row * qd + h * hd, qd, 0);
+        ok = ok && own_gemm_1t(1, 0, S, hd, bq, dS, S, qr, DT_F32, qd, dK, kvd, 1);
+        if (!ok) c->failed = 1;
       }
     }
   }
+  free(P);
 }
 
 int attention_backward(const model_t *m, const pass_t *p, const float *q, const float *k, const float *v,
