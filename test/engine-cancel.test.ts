@@ -26,7 +26,7 @@ before(async () => {
   const raw = path.join(root, "raw");
   await initModel({ preset: "tiny", out: raw, seed: 0 });
   // Sharpen the random model so its next-token distributions are far from uniform (token equality then means something).
-  const e = await LocalEngine.load(raw, { workers: 0 });
+  const e = await LocalEngine.load(raw, { workers: 0, backend: "tfjs" });
   for (const [name, v] of e.model.params) {
     if (name.endsWith("_proj.weight") || name === "model.embed_tokens.weight") tf.tidy(() => v.assign(v.mul(6)));
   }

@@ -22,7 +22,7 @@ before(async () => {
   const raw = path.join(root, "raw");
   await initModel({ preset: "tiny", out: raw, seed: 3 });
   // Sharpen the random model so its next-token distributions are far from uniform.
-  const e = await LocalEngine.load(raw, { workers: 0 });
+  const e = await LocalEngine.load(raw, { workers: 0, backend: "tfjs" });
   for (const [name, v] of e.model.params) {
     if (name.endsWith("_proj.weight") || name === "model.embed_tokens.weight") tf.tidy(() => v.assign(v.mul(6)));
   }
@@ -155,9 +155,9 @@ function datums(e: LocalEngine, seqs: SampledSequence[], prompt: number[]): Datu
   });
 }
 
-test("two worker replicas: same samples as one thread, identical weights after training, same losses", async () => {
-  const one = await LocalEngine.load(model, { workers: 0 });
-  const two = await LocalEngine.load(model, { workers: 2 });
+test("two worker replicas (TF.js engine): same samples as one thread, identical weights after training, same losses", async () => {
+  const one = await LocalEngine.load(model, { workers: 0, backend: "tfjs" });
+  const two = await LocalEngine.load(model, { workers: 2, backend: "tfjs" });
   try {
     assert.equal(two.workers, 2);
     const prompt = prompts(one)[0];
@@ -198,7 +198,7 @@ test("two worker replicas: same samples as one thread, identical weights after t
     // Saving from the workers gives a directory the single-thread engine loads with the same weights.
     const out = path.join(root, "from-workers");
     await two.save(out);
-    const reloaded = await LocalEngine.load(out, { workers: 0 });
+    const reloaded = await LocalEngine.load(out, { workers: 0, backend: "tfjs" });
     assert.equal(reloaded.step, 4);
     const lr = await reloaded.computeLogprobs(seqs);
     lr.forEach((row, i) => row.forEach((x, t) => t > 0 && assert.ok(Math.abs(x! - lb[i][t]!) < 1e-5)));

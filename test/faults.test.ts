@@ -32,6 +32,7 @@ import { ScriptedEngine, assistantTurns, chatmlTokenizer } from "../src/testing/
 import { toyTask } from "./fixtures/toy-task.js";
 import { faultyToyEngines, toyConfig, toyEngines } from "./fixtures/train-toy.js";
 import { snapshot } from "./fixtures/snapshot.js";
+import { weights as hostWeights } from "./engine-internals.js";
 import { tempDir } from "./helpers.js";
 
 const tok = chatmlTokenizer();
@@ -438,8 +439,7 @@ test("an env whose reset fails: the episode is left out, counted and logged, and
 async function weights(policy: unknown): Promise<{ finite: boolean; checksum: number }> {
   const engine = policy as LocalEngine;
   let finite = true;
-  for (const v of engine.trainable.model.params.values())
-    if (!(v.dataSync() as Float32Array).every(Number.isFinite)) finite = false;
+  for (const t of hostWeights(engine).values()) if (!t.data.every(Number.isFinite)) finite = false;
   return { finite, checksum: (await engine.weightChecksums())[0] };
 }
 

@@ -163,7 +163,7 @@ const datum = (len: number): Datum => {
 };
 
 test("end to end: a datum whose tape cannot fit is refused before any tensor work; the engine then trains and samples", async () => {
-  const engine = await LocalEngine.load(wide, { workers: 0 });
+  const engine = await LocalEngine.load(wide, { workers: 0, backend: "tfjs" });
   try {
     const tensors = tf.memory().numTensors;
     await assert.rejects(engine.forwardBackward([datum(2048)], { type: "cross_entropy" }), (e: unknown) => {
@@ -187,7 +187,7 @@ test("end to end: a datum whose tape cannot fit is refused before any tensor wor
 });
 
 test("after optimizer steps the heap holds the weights and Adam's two moments, nothing more", async () => {
-  const engine = await LocalEngine.load(tiny, { workers: 0 });
+  const engine = await LocalEngine.load(tiny, { workers: 0, backend: "tfjs" });
   try {
     const weights = engine.trainable.size * 4;
     const before = tf.memory().numBytes;
@@ -201,7 +201,7 @@ test("after optimizer steps the heap holds the weights and Adam's two moments, n
     const saved = join(root, "tiny-trained");
     await engine.save(saved);
     const start = tf.memory().numBytes;
-    const again = await LocalEngine.load(saved, { workers: 0 });
+    const again = await LocalEngine.load(saved, { workers: 0, backend: "tfjs" });
     assert.equal(tf.memory().numBytes - start, 3 * weights);
     await again.forwardBackward([datum(16)], { type: "cross_entropy" });
     await again.optimStep({ lr: 1e-3 });

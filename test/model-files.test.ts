@@ -25,6 +25,7 @@ import { startServer } from "../src/serve/server.js";
 import { runCli } from "../src/cli/main.js";
 import { ModelFormatError } from "../src/util/errors.js";
 import { LLAMA3_TEST_TEMPLATE } from "../src/testing/index.js";
+import { loadNative } from "../src/engine/local/native.js";
 import { captureIO, tempDir } from "./helpers.js";
 
 const user: ChatMessage[] = [{ role: "user", content: "hi" }];
@@ -305,8 +306,10 @@ test("a model too large for a replica's 4 GiB is refused before loading, naming 
   );
   checkModelFits(parseModelConfig(presetConfigJson("medium", 32000)));
 
+  // The TF.js engine: its 4 GiB heap per replica.
   for (const workers of ["0", "2"]) {
     process.env.AGENT_R1_WORKERS = workers;
+    process.env.AGENT_R1_BACKEND = "tfjs";
     try {
       const { line, ms } = await generateError(await modelWithConfig(llama405b));
       assert.match(
@@ -316,7 +319,17 @@ test("a model too large for a replica's 4 GiB is refused before loading, naming 
       assert.ok(ms < 1000, `workers ${workers}: ${ms} ms`);
     } finally {
       delete process.env.AGENT_R1_WORKERS;
+      delete process.env.AGENT_R1_BACKEND;
     }
+  }
+  // The native engine (the default where the addon loads): the memory plan against its budget.
+  if (loadNative().ok) {
+    const { line, ms } = await generateError(await modelWithConfig(llama405b));
+    assert.match(
+      line,
+      /^error: \S+: loading needs \d+\.\d GiB \(weights .*\), over the budget of .*; use a smaller model/,
+    );
+    assert.ok(ms < 1000, `native: ${ms} ms`);
   }
 });
 

@@ -275,11 +275,10 @@ export function requestedBackend(choice?: BackendChoice): BackendChoice {
 }
 
 /**
- * The engine `auto` picks when the addon loads. Still the TF.js engine (on the addon's kernels)
- * while the native engine (`native`) is being completed: it becomes the default once it runs
- * every workload at least as fast (issue 22).
+ * The engine `auto` picks when the addon loads: the native engine, faster than the TF.js engine
+ * on every workload of `npm run bench:engine` (docs/benchmarks.md) and not bound by a wasm heap.
  */
-export const AUTO_ENGINE: BackendName = "tfjs";
+export const AUTO_ENGINE: BackendName = "native";
 
 export interface ResolvedBackend {
   backend: BackendName;
