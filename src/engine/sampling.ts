@@ -51,18 +51,9 @@ export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng): T
     for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
     return { token: best, logprob: logSoftmax(logits)[best] };
   }
+  const truncate = (p.topK > 0 && p.topK < logits.length) || p.topP < 1;
+  if (!truncate) return drawUntruncated(logits, p.temperature, rng);
   const lp = logSoftmax(logits, p.temperature);
-  const truncate = (p.topK > 0 && p.topK < lp.length) || p.topP < 1;
-  if (!truncate) {
-    const u = rng.next();
-    let acc = 0;
-    for (let i = 0; i < lp.length; i++) {
-      acc += Math.exp(lp[i]);
-      if (u < acc) return { token: i, logprob: lp[i] };
-    }
-    const last = lastWithMass(lp);
-    return { token: last, logprob: lp[last] };
-  }
   const kept = keptTokens(lp, p.topK, p.topP);
   const log = logMass(lp, kept);
   const u = rng.next() * Math.exp(log);
@@ -73,6 +64,30 @@ export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng): T
   }
   const i = kept[kept.length - 1];
   return { token: i, logprob: lp[i] - log };
+}
+
+/**
+ * The inverse-CDF draw over the whole vocabulary, with logSoftmax's arithmetic term by term (the
+ * same logprobs, bit for bit) but without materializing them: a vocabulary of 150k tokens is
+ * drawn from in two passes over the logits and no allocation.
+ */
+function drawUntruncated(logits: ArrayLike<number>, temperature: number, rng: Rng): TokenDraw {
+  const n = logits.length;
+  let max = -Infinity;
+  for (let i = 0; i < n; i++) max = Math.max(max, logits[i]);
+  let sum = 0;
+  for (let i = 0; i < n; i++) sum += Math.exp((logits[i] - max) / temperature);
+  const lse = Math.log(sum);
+  const u = rng.next();
+  let acc = 0;
+  for (let i = 0; i < n; i++) {
+    const lp = (logits[i] - max) / temperature - lse;
+    acc += Math.exp(lp);
+    if (u < acc) return { token: i, logprob: lp };
+  }
+  const lp = logSoftmax(logits, temperature);
+  const last = lastWithMass(lp);
+  return { token: last, logprob: lp[last] };
 }
 
 /**
