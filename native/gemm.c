@@ -39,6 +39,7 @@ typedef struct {
   int64_t kc, mc;         /* block sizes: k steps per packed panel, rows of A per packed block */
   int64_t nc;             /* columns of B per packed block */
   gemm_gemv gemv[3];      /* one row of A, B not transposed, by B's dtype */
+  gemm_gemv gemvt[3];     /* one row of A, B transposed, by B's dtype; NULL: packed panels instead */
   pack_bn_fn pack_bn;     /* a (kc, NR) panel of a bf16 / f16 B not transposed, widened */
   pack_bt_fn pack_bt;     /* a whole (kc, NR) panel of a transposed B, or NULL for the plain loop */
 } kernel_info;
@@ -167,6 +168,7 @@ static const kernel_info PORTABLE = {"portable",
                                      64,
                                      2048,
                                      {gemv_portable, gemv_portable_bf16, gemv_portable_f16},
+                                     {NULL, NULL, NULL},
                                      pack_bn_portable,
                                      NULL};
 #if defined(__x86_64__) || defined(_M_X64)
@@ -178,6 +180,7 @@ static const kernel_info AVX512 = {"avx512",
                                    144,
                                    4096,
                                    {gemm_gemv_avx512, gemm_gemv_avx512_bf16, gemm_gemv_avx512_f16},
+                                   {gemm_gemvt_avx512, gemm_gemvt_avx512_bf16, gemm_gemvt_avx512_f16},
                                    gemm_pack_bn_avx512,
                                    gemm_pack_bt_avx512};
 static const kernel_info AVX2 = {"avx2",
@@ -188,6 +191,7 @@ static const kernel_info AVX2 = {"avx2",
                                  96,
                                  4096,
                                  {gemm_gemv_avx2, gemm_gemv_avx2_bf16, gemm_gemv_avx2_f16},
+                                 {NULL, NULL, NULL},
                                  gemm_pack_bn_avx2,
                                  NULL};
 #endif
@@ -356,6 +360,10 @@ static int gemm_part(const kernel_info *K, const gemm_args *g, int64_t m0, int64
                      workspace *ws) {
   const int mr = K->mr, nr = K->nr;
   const int direct_b = !g->trans_b && m1 - m0 <= direct_b_rows(K);
+  /* A transposed B with one block of rows (a decode step of one sequence, B held (n, k)): each
+   * panel is packed right before its one use, so it stays in L1 instead of a large packed block
+   * going out to memory and back. The same panels and kernel calls, so the same bits. */
+  const int stream_b = !direct_b && m1 - m0 <= mr;
   /* With few columns each element of A is used only n / NR times: read it in place, unpacked. */
   const int direct_a = n1 - n0 <= direct_a_cols(K, g->trans_a);
   /* B in place in its own dtype, or packed panels of floats */
@@ -367,7 +375,10 @@ static int gemm_part(const kernel_info *K, const gemm_args *g, int64_t m0, int64
       const int64_t kc = g->k - pc < K->kc ? g->k - pc : K->kc;
       const int accumulate = pc > 0 || g->accumulate;
       float *bpack = NULL;
-      if (!direct_b) {
+      if (stream_b) {
+        bpack = grow(&ws->b, &ws->b_len, (size_t)(kc * nr)); /* one (kc, NR) panel at a time */
+        if (!bpack) return 0;
+      } else if (!direct_b) {
         const int64_t panels = (nc + nr - 1) / nr;
         bpack = grow(&ws->b, &ws->b_len, (size_t)(panels * kc * nr)); /* panels x (kc, NR) */
         if (!bpack) return 0;
@@ -384,9 +395,11 @@ static int gemm_part(const kernel_info *K, const gemm_args *g, int64_t m0, int64
         }
         for (int64_t jr = 0; jr < nc; jr += nr) {
           const int cols = (int)(nc - jr < nr ? nc - jr : nr);
+          if (stream_b) pack_b_panel(K, g, pc, jc + jr, kc, cols, bpack);
           /* (kc, NR) panel of B, rows bs elements apart: packed floats, or B itself read in place */
-          const void *bp = direct_b ? (const void *)((const char *)g->b + (pc * g->ldb + jc + jr) * esz)
-                                    : (const void *)(bpack + (jr / nr) * kc * nr);
+          const void *bp = direct_b   ? (const void *)((const char *)g->b + (pc * g->ldb + jc + jr) * esz)
+                           : stream_b ? (const void *)bpack
+                                      : (const void *)(bpack + (jr / nr) * kc * nr);
           const int64_t bs = direct_b ? g->ldb : nr;
           for (int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = (int)(mc - ir < mr ? mc - ir : mr);
@@ -434,6 +447,7 @@ static __thread workspace slots[MAX_GEMM_THREADS];
 typedef struct {
   gemm_gemv fn;
   int64_t k, n, astride, ldb, kc, per, esz; /* task i takes columns [i * per, (i + 1) * per) */
+  int64_t col_step;                          /* elements from one column of B to the next: 1, or ldb (B transposed) */
   const float *a;
   const void *b; /* (k, n) elements of esz bytes, rows ldb apart */
   float *c;
@@ -444,17 +458,19 @@ static void run_gemv(void *arg, int i) {
   const gemv_job *j = (const gemv_job *)arg;
   const int64_t lo = i * j->per, hi = lo + j->per < j->n ? lo + j->per : j->n;
   if (lo < hi)
-    j->fn(j->k, hi - lo, j->a, j->astride, (const char *)j->b + lo * j->esz, j->ldb, j->c + lo, j->kc, j->accumulate);
+    j->fn(j->k, hi - lo, j->a, j->astride, (const char *)j->b + lo * j->col_step * j->esz, j->ldb, j->c + lo, j->kc,
+          j->accumulate);
 }
 
-/* c (n) (+)= a (k) . B (k, n), the columns split across threads in runs of 64. */
-static void gemv_threads(const kernel_info *K, int64_t k, int64_t n, const float *a, int64_t astride, const void *b,
-                         int b_dtype, int64_t ldb, float *c, int accumulate) {
+/* c (n) (+)= a (k) . op(B) (k, n) with fn (a gemv, or a gemvt when B is transposed), the columns
+ * split across threads in runs of 64. */
+static void gemv_threads(const kernel_info *K, gemm_gemv fn, int trans_b, int64_t k, int64_t n, const float *a,
+                         int64_t astride, const void *b, int b_dtype, int64_t ldb, float *c, int accumulate) {
   int64_t t = gemm_threads;
   if (t > 1 && (double)k * (double)n / (double)t < MIN_FMAS_PER_THREAD) t = (int64_t)((double)k * n / MIN_FMAS_PER_THREAD);
   if (t < 1) t = 1;
   const int64_t per = ((n + t - 1) / t + 63) / 64 * 64;
-  gemv_job job = {K->gemv[b_dtype], k, n, astride, ldb, K->kc, per, dt_size(b_dtype), a, b, c, accumulate};
+  gemv_job job = {fn, k, n, astride, ldb, K->kc, per, dt_size(b_dtype), trans_b ? ldb : 1, a, b, c, accumulate};
   run_tasks((int)t, run_gemv, &job);
 }
 
@@ -469,9 +485,10 @@ void own_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const f
     return;
   }
   const kernel_info *K = kernel();
-  if (m == 1 && !trans_b) {
+  if (m == 1 && (!trans_b || K->gemvt[b_dtype])) {
     /* a row of A: (k) floats, astride apart */
-    gemv_threads(K, k, n, a, trans_a ? lda : 1, b, b_dtype, ldb, c, accumulate);
+    gemv_threads(K, trans_b ? K->gemvt[b_dtype] : K->gemv[b_dtype], trans_b, k, n, a, trans_a ? lda : 1, b, b_dtype,
+                 ldb, c, accumulate);
     return;
   }
   const gemm_args g = {trans_a, trans_b, m, n, k, a, b, b_dtype, accumulate, lda, ldb, ldc, c};
@@ -514,8 +531,8 @@ int own_gemm_1t(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const
     return 1;
   }
   const kernel_info *K = kernel();
-  if (m == 1 && !trans_b) {
-    K->gemv[b_dtype](k, n, a, trans_a ? lda : 1, b, ldb, c, K->kc, accumulate);
+  if (m == 1 && (!trans_b || K->gemvt[b_dtype])) {
+    (trans_b ? K->gemvt : K->gemv)[b_dtype](k, n, a, trans_a ? lda : 1, b, ldb, c, K->kc, accumulate);
     return 1;
   }
   const gemm_args g = {trans_a, trans_b, m, n, k, a, b, b_dtype, accumulate, lda, ldb, ldc, c};

@@ -97,6 +97,14 @@ void gemm_gemv_avx512_bf16(int64_t k, int64_t n, const float *a, int64_t astride
                            float *c, int64_t kc, int accumulate);
 void gemm_gemv_avx512_f16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
                           float *c, int64_t kc, int accumulate);
+/* One row of A, B transposed (held (n, k), rows ldb elements apart): c (n) (+)= B . a, summed as
+ * the micro-kernels sum a packed panel (the same bits). */
+void gemm_gemvt_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb, float *c,
+                       int64_t kc, int accumulate);
+void gemm_gemvt_avx512_bf16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                            float *c, int64_t kc, int accumulate);
+void gemm_gemvt_avx512_f16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                           float *c, int64_t kc, int accumulate);
 void gemm_gemv_avx2(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb, float *c,
                     int64_t kc, int accumulate);
 void gemm_gemv_avx2_bf16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,

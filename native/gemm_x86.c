@@ -490,7 +490,8 @@ T256 void gemm_pack_bn_avx2(const uint16_t *src, int b_dtype, int64_t ldb, int64
 
 /* ---- Packing a transposed B for the AVX-512 kernel: d (kc, 32) = the (32, kc) rows of B,
  * ldb elements apart, transposed, 16 x 16 blocks at a time in registers (halfs widened as loaded). ---- */
-T512 INLINE void transpose16(const int BT, const char *src, int64_t ldbb, float *dst, int64_t ldd) {
+/* col[q] (16) = element q of the 16 rows at src (ldbb bytes apart): a (16, 16) block transposed. */
+T512 INLINE void transpose16_regs(const int BT, const char *src, int64_t ldbb, __m512 *col) {
   __m512 r[16], t[16], u[16], v[16];
   for (int i = 0; i < 16; i++) r[i] = load_b16(BT, 1, src + i * ldbb, 0, NULL); /* (16, 16) block, rows ldbb bytes apart */
   for (int i = 0; i < 8; i++) {
@@ -511,9 +512,70 @@ T512 INLINE void transpose16(const int BT, const char *src, int64_t ldbb, float 
       v[8 * i + 4 + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0xdd);
     }
   for (int j = 0; j < 8; j++) {
-    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88));
-    _mm512_storeu_ps(dst + (8 + j) * ldd, _mm512_shuffle_f32x4(v[j], v[8 + j], 0xdd));
+    col[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
+    col[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xdd);
   }
+}
+
+T512 INLINE void transpose16(const int BT, const char *src, int64_t ldbb, float *dst, int64_t ldd) {
+  __m512 col[16];
+  transpose16_regs(BT, src, ldbb, col);
+  for (int j = 0; j < 16; j++) _mm512_storeu_ps(dst + j * ldd, col[j]);
+}
+
+/*
+ * One row of A against a transposed B held (n, k), rows ldb elements apart: c (n) (+)= B . a.
+ * Lane j of a vector accumulates column j exactly as the micro-kernels do on packed panels (one
+ * FMA per step p, in order, from zero in each block of kc steps, each block then added to C), so
+ * a row gets the same bits here as in a larger product; the (16, 16) blocks of B are transposed in
+ * registers instead of being packed through memory. Steps or columns short of a whole block are
+ * read one element at a time.
+ */
+T512 INLINE void gemvt512(const int BT, int64_t k, int64_t n, const float *a, int64_t astride, const void *b,
+                          int64_t ldb, float *c, int64_t kc, int accumulate) {
+  const int64_t esz = ESZ(BT), rowb = ldb * esz;
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int cols = n - j0 < 16 ? (int)(n - j0) : 16;
+    const __mmask16 mk = cols == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1u);
+    const char *rows = (const char *)b + j0 * rowb; /* row j0 of B, its step 0 */
+    __m512 out = _mm512_setzero_ps();
+    for (int64_t pc = 0; pc < k; pc += kc) {
+      const int64_t pe = pc + kc < k ? pc + kc : k;
+      __m512 acc = _mm512_setzero_ps();
+      int64_t p = pc;
+      if (cols == 16)
+        for (; p + 16 <= pe; p += 16) {
+          __m512 col[16];
+          transpose16_regs(BT, rows + p * esz, rowb, col);
+          for (int q = 0; q < 16; q++) acc = _mm512_fmadd_ps(_mm512_set1_ps(a[(p + q) * astride]), col[q], acc);
+        }
+      for (; p < pe; p++) {
+        float t[16] = {0};
+        for (int l = 0; l < cols; l++)
+          t[l] = BT == DT_F32 ? *(const float *)(rows + l * rowb + p * esz)
+                              : gemm_half_to_f32(*(const uint16_t *)(rows + l * rowb + p * esz), BT);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(a[p * astride]), _mm512_loadu_ps(t), acc);
+      }
+      if (pc == 0)
+        out = accumulate ? _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mk, c + j0)) : acc;
+      else
+        out = _mm512_add_ps(acc, out);
+    }
+    _mm512_mask_storeu_ps(c + j0, mk, out);
+  }
+}
+
+T512 void gemm_gemvt_avx512(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                            float *c, int64_t kc, int accumulate) {
+  gemvt512(DT_F32, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+T512 void gemm_gemvt_avx512_bf16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                                 float *c, int64_t kc, int accumulate) {
+  gemvt512(DT_BF16, k, n, a, astride, b, ldb, c, kc, accumulate);
+}
+T512 void gemm_gemvt_avx512_f16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
+                                float *c, int64_t kc, int accumulate) {
+  gemvt512(DT_F16, k, n, a, astride, b, ldb, c, kc, accumulate);
 }
 
 T512 INLINE void pack_bt512(const int BT, const void *src, int64_t ldb, int64_t kc, float *d) {

@@ -380,56 +380,62 @@ test(
   },
 );
 
-test("own gemmEx: a row gets the same bits alone as in a batch, for bfloat16 and float16 B too", native, () => {
-  const addon = addonOrFail();
-  addon.setBlas("own");
-  const rng = new Rng(22);
-  const kernels = KERNELS.filter((kn) => addon.setGemmKernel(kn));
-  // Batch sizes on both sides of where each kernel stops reading B in place (48, 24, 16 rows), each
-  // written or accumulated into.
-  const batches: [number, boolean][] = [
-    [2, false],
-    [13, true],
-    [32, false],
-    [47, true],
-    [49, false],
-    [64, true],
-  ];
-  for (const [n, k] of [
-    [1536, 512],
-    [37, 900],
-    [2050, 17],
-    [63, 385],
-  ] as [number, number][])
-    for (const dtype of DTYPES) {
-      const { b } = bIn(rng, k * n, dtype);
-      for (const kernel of kernels) {
-        addon.setGemmKernel(kernel);
-        for (const threads of [1, 2]) {
-          addon.setThreads(threads);
-          for (const [m, accumulate] of batches) {
-            const a = rand(rng, m * k),
-              c0 = rand(rng, m * n),
-              all = accumulate ? c0.slice() : new Float32Array(m * n);
-            addon.gemmEx(a, b, all, m, n, k, false, false, dtype, accumulate);
-            for (const r of [0, m - 1]) {
-              const one = accumulate ? c0.slice(r * n, (r + 1) * n) : new Float32Array(n);
-              addon.gemmEx(a.subarray(r * k, (r + 1) * k), b, one, 1, n, k, false, false, dtype, accumulate);
-              const row = all.subarray(r * n, (r + 1) * n);
-              const at = firstDiff(one, row);
-              assert.equal(
-                at,
-                -1,
-                `${kernel} x${threads} ${dtype}${accumulate ? " +=" : ""} (${m},${n},${k}) row ${r}: alone ${one[at]} vs in the batch ${row[at]} at column ${at}`,
-              );
-            }
+test(
+  "own gemmEx: a row gets the same bits alone as in a batch, for bfloat16 and float16 B too, B transposed or not",
+  native,
+  () => {
+    const addon = addonOrFail();
+    addon.setBlas("own");
+    const rng = new Rng(22);
+    const kernels = KERNELS.filter((kn) => addon.setGemmKernel(kn));
+    // Batch sizes on both sides of where each kernel stops reading B in place (48, 24, 16 rows), each
+    // written or accumulated into.
+    const batches: [number, boolean][] = [
+      [2, false],
+      [13, true],
+      [32, false],
+      [47, true],
+      [49, false],
+      [64, true],
+    ];
+    for (const [n, k] of [
+      [1536, 512],
+      [37, 900],
+      [2050, 17],
+      [63, 385],
+    ] as [number, number][])
+      for (const dtype of DTYPES) {
+        const { b } = bIn(rng, k * n, dtype);
+        for (const kernel of kernels) {
+          addon.setGemmKernel(kernel);
+          for (const threads of [1, 2]) {
+            addon.setThreads(threads);
+            for (const [m, accumulate] of batches)
+              for (const tb of [false, true]) {
+                // B is (k, n), or with tb the same floats as (n, k): the engine holds weights (out, in)
+                const a = rand(rng, m * k),
+                  c0 = rand(rng, m * n),
+                  all = accumulate ? c0.slice() : new Float32Array(m * n);
+                addon.gemmEx(a, b, all, m, n, k, false, tb, dtype, accumulate);
+                for (const r of [0, m - 1]) {
+                  const one = accumulate ? c0.slice(r * n, (r + 1) * n) : new Float32Array(n);
+                  addon.gemmEx(a.subarray(r * k, (r + 1) * k), b, one, 1, n, k, false, tb, dtype, accumulate);
+                  const row = all.subarray(r * n, (r + 1) * n);
+                  const at = firstDiff(one, row);
+                  assert.equal(
+                    at,
+                    -1,
+                    `${kernel} x${threads} ${dtype}${accumulate ? " +=" : ""} (${m},${n},${k})${tb ? " B transposed" : ""} row ${r}: alone ${one[at]} vs in the batch ${row[at]} at column ${at}`,
+                  );
+                }
+              }
           }
         }
       }
-    }
-  addon.setGemmKernel("auto");
-  addon.setThreads(1);
-});
+    addon.setGemmKernel("auto");
+    addon.setThreads(1);
+  },
+);
 
 test("gemmEx checks its arguments and names the bad one", native, () => {
   const addon = addonOrFail();
