@@ -21,6 +21,7 @@
 #include "../parallel.h"
 #include "../vec_math.h"
 #include "layers.h"
+#include "scratch.h"
 
 /* Logit floats one head chunk holds at most (32 Mi floats, 128 MiB). */
 #define HEAD_CHUNK_FLOATS (INT64_C(1) << 25)
@@ -110,8 +111,8 @@ pass_t *pass_create(const model_t *m, int64_t nseq, const int64_t *n, const int6
   pass_t *p = (pass_t *)calloc(1, sizeof(pass_t));
   if (!p) return NULL;
   const size_t bytes = pass_bytes(m, N, nseq, train);
-  void *block = NULL;
-  if (posix_memalign(&block, 64, bytes) != 0) {
+  void *block = scratch_get(bytes);
+  if (!block) {
     free(p);
     return NULL;
   }
@@ -147,7 +148,7 @@ pass_t *pass_create(const model_t *m, int64_t nseq, const int64_t *n, const int6
 
 void pass_free(pass_t *p) {
   if (!p) return;
-  free(p->arena);
+  scratch_put(p->arena);
   free(p);
 }
 
@@ -227,10 +228,10 @@ static int64_t chunk_rows(const model_t *m, int64_t N) {
 int head_logprobs(const model_t *m, const pass_t *p, const int32_t *target, float temperature, float *logp,
                   float *entropy, float *stats) {
   const int64_t N = p->N, V = m->V, H = m->H, R = chunk_rows(m, N);
-  float *logits = (float *)malloc((size_t)(R * V) * sizeof(float)); /* (R, V) */
+  float *logits = (float *)scratch_get((size_t)(R * V) * sizeof(float)); /* (R, V) */
   float *xa = m->head.la ? (float *)malloc((size_t)(R * m->head.rank) * sizeof(float)) : NULL;
   if (!logits || (m->head.la && !xa)) {
-    free(logits);
+    scratch_put(logits);
     free(xa);
     return 0;
   }
@@ -241,7 +242,7 @@ int head_logprobs(const model_t *m, const pass_t *p, const int32_t *target, floa
     logprob_ctx c = {logits, target + r0, logp + r0, entropy + r0, stats + 2 * r0, NULL, NULL, NULL, V, temperature};
     parallel_for(rows, GRAIN_FLOATS / V + 1, logprob_fwd_rows, &c);
   }
-  free(logits);
+  scratch_put(logits);
   free(xa);
   return ok;
 }
@@ -276,8 +277,8 @@ static int grads_alloc(const model_t *m, int64_t N, grads_t *g) {
     g->dgate = CARVE_F(&c, N * F);
     g->dup = CARVE_F(&c, N * F);
     if (pass == 0) {
-      g->block = NULL;
-      if (posix_memalign(&g->block, 64, c.used + 64) != 0) return 0;
+      g->block = scratch_get(c.used + 64);
+      if (!g->block) return 0;
       c.base = (char *)g->block;
       c.used = 0;
     }
@@ -325,7 +326,7 @@ int decoder_backward_logprobs(const model_t *m, const pass_t *p, const int32_t *
   const int64_t N = p->N, V = m->V, H = m->H, R = chunk_rows(m, N);
   grads_t g;
   if (!grads_alloc(m, N, &g)) return 0;
-  float *logits = (float *)malloc((size_t)(R * V) * sizeof(float)); /* (R, V): logits, then their gradient */
+  float *logits = (float *)scratch_get((size_t)(R * V) * sizeof(float)); /* (R, V): logits, then their gradient */
   float *xa = m->head.la ? (float *)malloc((size_t)(R * m->head.rank) * sizeof(float)) : NULL;
   float *ent = (float *)calloc((size_t)R, sizeof(float)); /* entropies: unused (no entropy gradient) */
   int ok = logits && ent && (!m->head.la || xa);
@@ -337,11 +338,11 @@ int decoder_backward_logprobs(const model_t *m, const pass_t *p, const int32_t *
     parallel_for(rows, GRAIN_FLOATS / V + 1, logprob_bwd_rows, &c);
     ok = ok && linear_backward(&m->head, p->hf + r0 * H, xa, logits, rows, g.dh + r0 * H, 0);
   }
-  free(logits);
+  scratch_put(logits);
   free(xa);
   free(ent);
   ok = ok && layers_backward(m, p, &g);
-  free(g.block);
+  scratch_put(g.block);
   return ok;
 }
 
@@ -357,6 +358,6 @@ int decoder_backward_values(const model_t *m, const pass_t *p, const float *dval
       for (int64_t j = 0; j < H; j++) m->dscore[j] += dvalue[i] * hf[j];
   }
   const int ok = layers_backward(m, p, &g);
-  free(g.block);
+  scratch_put(g.block);
   return ok;
 }
