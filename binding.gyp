@@ -17,6 +17,7 @@
         "native/model/layers.c",
         "native/model/decoder.c",
         "native/model/scratch.c",
+        "native/model/model_create.c",
         "native/model/model_napi.c"
       ],
       "cflags": ["-O3", "-std=c99", "-fno-trapping-math", "-fno-math-errno", "-Wall", "-Wextra", "-pthread"],

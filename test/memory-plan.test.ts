@@ -10,6 +10,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseModelConfig } from "../src/model/config.js";
+import { QWEN25_05B_CONFIG } from "../bench/qwen-model.js";
 import { checkMemoryPlan, planMemory, type MemoryNeeds } from "../src/engine/memory-plan.js";
 import { initModel } from "../src/model/init-model.js";
 import { readModelConfig } from "../src/model/model-dir.js";
@@ -21,22 +22,7 @@ import { ENGINES } from "./engine-internals.js";
 
 const GiB = 2 ** 30,
   MiB = 2 ** 20;
-const QWEN_05B = parseModelConfig({
-  architectures: ["Qwen2ForCausalLM"],
-  model_type: "qwen2",
-  vocab_size: 151936,
-  hidden_size: 896,
-  intermediate_size: 4864,
-  num_hidden_layers: 24,
-  num_attention_heads: 14,
-  num_key_value_heads: 2,
-  hidden_act: "silu",
-  max_position_embeddings: 32768,
-  rms_norm_eps: 1e-6,
-  rope_theta: 1000000,
-  tie_word_embeddings: true,
-  torch_dtype: "bfloat16",
-});
+const QWEN_05B = parseModelConfig(QWEN25_05B_CONFIG);
 
 test("Qwen2.5-0.5B in bf16: the parts by hand, sampling, LoRA and full training", () => {
   // Matrices: the tied embedding, and per layer q, o (896 x 896), k, v (128 x 896), gate, up, down (4864 x 896).

@@ -17,24 +17,7 @@
 
 /* float32 of a bf16 / f16 / f32 element i of a stored matrix. */
 static inline float elem_f32(const void *data, int dtype, int64_t i) {
-  if (dtype == DT_F32) return ((const float *)data)[i];
-  const uint16_t h = ((const uint16_t *)data)[i];
-  union {
-    uint32_t u;
-    float f;
-  } v;
-  if (dtype == DT_BF16) {
-    v.u = (uint32_t)h << 16;
-    return v.f;
-  }
-  const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  if (e == 0) {
-    v.f = (float)mant * 5.9604644775390625e-8f; /* mant · 2^-24 */
-    v.u |= sign;
-    return v.f;
-  }
-  v.u = sign | (e == 31 ? 0x7f800000u | (mant << 13) : ((e + 112) << 23) | (mant << 13));
-  return v.f;
+  return dtype == DT_F32 ? ((const float *)data)[i] : gemm_half_to_f32(((const uint16_t *)data)[i], dtype);
 }
 
 /* ------------------------------------------------------------------------------------------ */

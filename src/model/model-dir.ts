@@ -125,23 +125,41 @@ export interface WriteModelOptions {
   extra?: (tmpDir: string) => void;
 }
 
-/** The dtype config.json names for weights written as they are: the 16-bit one among them, else float32. */
-function storedDType(weights: Map<string, HostTensor | RawTensor>): DType {
-  for (const t of weights.values()) if (t.data instanceof Uint16Array) return (t as RawTensor).dtype;
-  return "F32";
+export const TORCH_DTYPE: Record<DType, string> = { F32: "float32", BF16: "bfloat16", F16: "float16" };
+
+/** The dtype a tensor is written in: `dtype`, or its own (16-bit raw data keeps its dtype, the rest is F32). */
+export const writtenDType = (t: HostTensor | RawTensor, dtype: DType | undefined): DType =>
+  dtype ?? (t.data instanceof Uint16Array ? (t as RawTensor).dtype : "F32");
+
+/** The written dtypes, most elements first (empty for no tensors). */
+export function writtenDTypes(weights: Map<string, HostTensor | RawTensor>, dtype: DType | undefined): DType[] {
+  const counts = new Map<DType, number>();
+  for (const t of weights.values()) {
+    const d = writtenDType(t, dtype);
+    counts.set(d, (counts.get(d) ?? 0) + t.data.length);
+  }
+  return [...counts].sort((a, b) => b[1] - a[1]).map(([d]) => d);
 }
 
-/** Writes a model directory through a temporary sibling (util/atomic-write.ts: atomic when DIR is new, replaces a non-empty DIR). */
+/** Copies the tokenizer-side files `from` holds into `to`; returns their names. */
+export function copyTokenizerFiles(from: string, to: string): string[] {
+  const copied = TOKENIZER_FILES.filter((f) => existsSync(join(from, f)));
+  for (const f of copied) copyFileSync(join(from, f), join(to, f));
+  return copied;
+}
+
+/**
+ * Writes a model directory through a temporary sibling (util/atomic-write.ts: atomic when DIR is
+ * new, replaces a non-empty DIR): config.json with torch_dtype (and `dtype`, when the config has
+ * that newer key) naming the dtype most weights are written in, the weights, the tokenizer files.
+ */
 export function writeModelDir(dir: string, o: WriteModelOptions): void {
+  const main = TORCH_DTYPE[writtenDTypes(o.weights, o.dtype)[0] ?? "F32"];
+  const config = { ...o.config, torch_dtype: main, ...("dtype" in o.config && { dtype: main }) };
   writeDirectory(dir, (tmp) => {
-    const dtype = o.dtype ?? storedDType(o.weights);
-    const torchDtype = { F32: "float32", BF16: "bfloat16", F16: "float16" }[dtype];
-    writeFileSync(join(tmp, "config.json"), JSON.stringify({ ...o.config, torch_dtype: torchDtype }, null, 2) + "\n");
-    saveModelWeights(tmp, o.weights, { dtype: o.dtype });
-    for (const f of TOKENIZER_FILES) {
-      const src = join(o.tokenizerFrom, f);
-      if (existsSync(src)) copyFileSync(src, join(tmp, f));
-    }
+    writeFileSync(join(tmp, "config.json"), JSON.stringify(config, null, 2) + "\n");
+    saveModelWeights(tmp, o.weights, o.dtype ? { dtype: o.dtype } : {});
+    copyTokenizerFiles(o.tokenizerFrom, tmp);
     o.extra?.(tmp);
   });
 }

@@ -9,9 +9,15 @@
  * Everything is read and checked before --out is touched; the directory is then written through
  * a temporary sibling renamed into place (util/atomic-write.ts), so a failure leaves nothing half-written.
  */
-import { copyFileSync, existsSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
-import { readModelConfig, TOKENIZER_FILES } from "../../model/model-dir.js";
+import {
+  copyTokenizerFiles,
+  readModelConfig,
+  writeModelDir,
+  writtenDType,
+  writtenDTypes,
+} from "../../model/model-dir.js";
 import { checkWeightFiles } from "../../model/model-limits.js";
 import {
   ADAPTER_CONFIG_FILE,
@@ -26,7 +32,6 @@ import {
   fromFloat32,
   loadModelWeightsRaw,
   readSafetensorsFileRaw,
-  saveModelWeights,
   toFloat32,
   writeSafetensorsFile,
   type DType,
@@ -44,7 +49,6 @@ import { FORCE_FLAG } from "./force-flag.js";
 
 const DTYPES: Record<string, DType> = { f32: "F32", bf16: "BF16", f16: "F16" };
 const FLAG_NAME: Record<DType, string> = { F32: "f32", BF16: "bf16", F16: "f16" };
-const TORCH_DTYPE: Record<DType, string> = { F32: "float32", BF16: "bfloat16", F16: "float16" };
 
 const FLAGS: FlagSpec = {
   checkpoint: {
@@ -90,48 +94,7 @@ function readModelRaw(dir: string): { raw: Record<string, unknown>; weights: Map
   return { raw: config.raw, weights: loadModelWeightsRaw(dir) };
 }
 
-/** The dtype a tensor is written in: `dtype`, or its own (float32 data is F32, as saveModelWeights writes it). */
-const writtenDType = (t: HostTensor | RawTensor, dtype: DType | undefined): DType =>
-  dtype ?? (t.data instanceof Uint16Array ? (t as RawTensor).dtype : "F32");
-
-/** The written dtypes, most elements first: "bf16", or "bf16 + f32" for a mix. */
-function dtypeNames(tensors: Tensors, dtype: DType | undefined): DType[] {
-  const counts = new Map<DType, number>();
-  for (const t of tensors.values()) {
-    const d = writtenDType(t, dtype);
-    counts.set(d, (counts.get(d) ?? 0) + t.data.length);
-  }
-  return [...counts].sort((a, b) => b[1] - a[1]).map(([d]) => d);
-}
 const label = (dtypes: DType[]) => dtypes.map((d) => FLAG_NAME[d]).join(" + ") || "no tensors";
-
-/** Copies the tokenizer-side files `from` holds into `to`; returns their names. */
-function copyTokenizerFiles(from: string, to: string): string[] {
-  const copied = TOKENIZER_FILES.filter((f) => existsSync(join(from, f)));
-  for (const f of copied) copyFileSync(join(from, f), join(to, f));
-  return copied;
-}
-
-/**
- * Writes a Hugging Face model directory atomically: config.json (torch_dtype set to the dtype most
- * weights are written in), the weights (sharded when large), the tokenizer files of `tokenizerFrom`.
- * Unlike writeModelDir, tensors without `dtype` keep their own.
- */
-function writeFullModel(
-  out: string,
-  raw: Record<string, unknown>,
-  weights: Tensors,
-  dtype: DType | undefined,
-  tokenizerFrom: string,
-): void {
-  const main = dtypeNames(weights, dtype)[0] ?? "F32";
-  const config = { ...raw, torch_dtype: TORCH_DTYPE[main], ...("dtype" in raw && { dtype: TORCH_DTYPE[main] }) };
-  writeDirectory(out, (tmp) => {
-    writeFileSync(join(tmp, "config.json"), JSON.stringify(config, null, 2) + "\n");
-    saveModelWeights(tmp, weights, dtype ? { dtype } : {});
-    copyTokenizerFiles(tokenizerFrom, tmp);
-  });
-}
 
 /**
  * The base weights with each adapter merged, module by module: the base matrix is widened to
@@ -160,8 +123,8 @@ function mergeInto(
 /** Full weights in, a model directory out. */
 function exportModel(src: string, out: string, dtype: DType | undefined): string {
   const { raw, weights } = readModelRaw(src);
-  writeFullModel(out, raw, weights, dtype, src);
-  return `wrote ${out}: a Hugging Face model directory (${label(dtypeNames(weights, dtype))}, from ${src})`;
+  writeModelDir(out, { config: raw, weights, tokenizerFrom: src, dtype });
+  return `wrote ${out}: a Hugging Face model directory (${label(writtenDTypes(weights, dtype))}, from ${src})`;
 }
 
 /** A LoRA directory's base (checked to exist) and adapters (checked against the base's config.json). */
@@ -194,7 +157,7 @@ function exportAdapters(loraDir: string, out: string, dtype: DType | undefined):
   });
   const files = [
     ADAPTER_CONFIG_FILE,
-    `${ADAPTER_WEIGHTS_FILE} (${label(dtypeNames(file.tensors, dtype))})`,
+    `${ADAPTER_WEIGHTS_FILE} (${label(writtenDTypes(file.tensors, dtype))})`,
     ...tokenizer,
   ];
   return [
@@ -208,8 +171,8 @@ function exportMerged(loraDir: string, out: string, dtype: DType | undefined): s
   const { base, spec, adapters } = readLora(loraDir);
   const { raw, weights } = readModelRaw(base);
   const merged = mergeInto(weights, spec, adapters, dtype);
-  writeFullModel(out, raw, merged, dtype, base);
-  return `wrote ${out}: ${base} with LoRA adapters merged into ${adapters.size} modules (${loraWords(spec)}), ${label(dtypeNames(merged, dtype))}`;
+  writeModelDir(out, { config: raw, weights: merged, tokenizerFrom: base, dtype });
+  return `wrote ${out}: ${base} with LoRA adapters merged into ${adapters.size} modules (${loraWords(spec)}), ${label(writtenDTypes(merged, dtype))}`;
 }
 
 /** --dtype as a DType, or undefined to keep each tensor's own. */

@@ -5,9 +5,9 @@
  * as it reads a model), and the base model's directory in adapter_config.json's
  * base_model_name_or_path, as an absolute path: the base weights are not copied.
  */
-import { copyFileSync, existsSync, writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
-import { readJsonFile, TOKENIZER_FILES } from "../../model/model-dir.js";
+import { copyTokenizerFiles, readJsonFile } from "../../model/model-dir.js";
 import {
   ADAPTER_CONFIG_FILE,
   readPeftAdapter,
@@ -70,10 +70,7 @@ export function saveLoraTrainable(tr: NativeTrainable, dir: string, baseDir: str
       config: model.config,
     });
     writeFileSync(join(tmp, "config.json"), JSON.stringify(model.config.raw, null, 2) + "\n");
-    for (const f of TOKENIZER_FILES) {
-      const src = join(tokenizerFrom, f);
-      if (existsSync(src)) copyFileSync(src, join(tmp, f));
-    }
+    copyTokenizerFiles(tokenizerFrom, tmp);
     const state = tr.optimizerState();
     if (state.size) writeSafetensorsFile(join(tmp, OPTIMIZER_FILE), state);
     writeFileSync(join(tmp, STATE_FILE), JSON.stringify({ step: tr.step }) + "\n");
