@@ -9,6 +9,7 @@
         "native/agent_r1_native.c",
         "native/gemm.c",
         "native/gemm_x86.c",
+        "native/gemm_amx.c",
         "native/fused_ops.c",
         "native/train_ops.c",
         "native/napi_args.c",

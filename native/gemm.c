@@ -42,6 +42,7 @@ typedef struct {
   gemm_gemv gemvt[3];     /* one row of A, B transposed, by B's dtype; NULL: packed panels instead */
   pack_bn_fn pack_bn;     /* a (kc, NR) panel of a bf16 / f16 B not transposed, widened */
   pack_bt_fn pack_bt;     /* a whole (kc, NR) panel of a transposed B, or NULL for the plain loop */
+  int bf16_tiles;         /* a bf16 B goes to the AMX tile units (gemm_amx.c), A rounded to bf16 */
 } kernel_info;
 
 /* Bytes per element of B. */
@@ -170,7 +171,8 @@ static const kernel_info PORTABLE = {"portable",
                                      {gemv_portable, gemv_portable_bf16, gemv_portable_f16},
                                      {NULL, NULL, NULL},
                                      pack_bn_portable,
-                                     NULL};
+                                     NULL,
+                                     0};
 #if defined(__x86_64__) || defined(_M_X64)
 static const kernel_info AVX512 = {"avx512",
                                    {gemm_ukernel_avx512, gemm_ukernel_avx512_bf16, gemm_ukernel_avx512_f16},
@@ -182,7 +184,21 @@ static const kernel_info AVX512 = {"avx512",
                                    {gemm_gemv_avx512, gemm_gemv_avx512_bf16, gemm_gemv_avx512_f16},
                                    {gemm_gemvt_avx512, gemm_gemvt_avx512_bf16, gemm_gemvt_avx512_f16},
                                    gemm_pack_bn_avx512,
-                                   gemm_pack_bt_avx512};
+                                   gemm_pack_bt_avx512,
+                                   0};
+/* AVX-512, with bf16 B on the AMX tile units */
+static const kernel_info AMX = {"amx",
+                                {gemm_ukernel_avx512, gemm_ukernel_avx512_bf16, gemm_ukernel_avx512_f16},
+                                12,
+                                32,
+                                384,
+                                144,
+                                4096,
+                                {gemm_gemv_avx512, gemm_gemv_avx512_bf16, gemm_gemv_avx512_f16},
+                                {gemm_gemvt_avx512, gemm_gemvt_avx512_bf16, gemm_gemvt_avx512_f16},
+                                gemm_pack_bn_avx512,
+                                gemm_pack_bt_avx512,
+                                1};
 static const kernel_info AVX2 = {"avx2",
                                  {gemm_ukernel_avx2, gemm_ukernel_avx2_bf16, gemm_ukernel_avx2_f16},
                                  6,
@@ -193,13 +209,15 @@ static const kernel_info AVX2 = {"avx2",
                                  {gemm_gemv_avx2, gemm_gemv_avx2_bf16, gemm_gemv_avx2_f16},
                                  {NULL, NULL, NULL},
                                  gemm_pack_bn_avx2,
-                                 NULL};
+                                 NULL,
+                                 0};
 #endif
 
 static const kernel_info *chosen = NULL;
 
 static const kernel_info *best_kernel(void) {
 #if defined(__x86_64__) || defined(_M_X64)
+  if (gemm_cpu_has_avx512() && gemm_amx_available()) return &AMX;
   if (gemm_cpu_has_avx512()) return &AVX512;
   if (gemm_cpu_has_avx2()) return &AVX2;
 #endif
@@ -231,6 +249,10 @@ int own_sgemm_force_kernel(const char *name) {
   }
   if (strcmp(name, "avx512") == 0 && gemm_cpu_has_avx512()) {
     chosen = &AVX512;
+    return 1;
+  }
+  if (strcmp(name, "amx") == 0 && gemm_cpu_has_avx512() && gemm_amx_available()) {
+    chosen = &AMX;
     return 1;
   }
 #endif
@@ -490,6 +512,9 @@ void own_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const f
     return;
   }
   const kernel_info *K = kernel();
+  if (K->bf16_tiles && b_dtype == DT_BF16 && !trans_a &&
+      gemm_amx_bf16(trans_b, m, n, k, a, lda, (const uint16_t *)b, ldb, c, ldc, accumulate, gemm_threads))
+    return;
   if (m == 1 && (!trans_b || K->gemvt[b_dtype])) {
     /* a row of A: (k) floats, astride apart */
     gemv_threads(K, trans_b ? K->gemvt[b_dtype] : K->gemv[b_dtype], trans_b, k, n, a, trans_a ? lda : 1, b, b_dtype,
@@ -536,6 +561,9 @@ int own_gemm_1t(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const
     return 1;
   }
   const kernel_info *K = kernel();
+  if (K->bf16_tiles && b_dtype == DT_BF16 && !trans_a &&
+      gemm_amx_bf16(trans_b, m, n, k, a, lda, (const uint16_t *)b, ldb, c, ldc, accumulate, 1))
+    return 1;
   if (m == 1 && (!trans_b || K->gemvt[b_dtype])) {
     (trans_b ? K->gemvt : K->gemv)[b_dtype](k, n, a, trans_a ? lda : 1, b, ldb, c, K->kc, accumulate);
     return 1;

@@ -36,11 +36,19 @@ void own_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const f
 int own_gemm_1t(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *b,
                 int b_dtype, int64_t ldb, float *c, int64_t ldc, int accumulate);
 
+/* A bf16 B on the AMX tile units (gemm_amx.c): C (m, n) (+)= A @ op(B), A not transposed and rounded
+ * to bf16, B bf16 (k, n), or (n, k) when trans_b. Returns 0, with C untouched, when the CPU or the
+ * OS has no AMX or a buffer could not be allocated. The "amx" kernel sends every bf16 B here. */
+int gemm_amx_available(void);
+int gemm_amx_bf16(int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const uint16_t *b,
+                  int64_t ldb, float *c, int64_t ldc, int accumulate, int threads);
+
 /* Threads per call (process-wide; default 1). */
 void own_sgemm_set_threads(int threads);
 int own_sgemm_threads(void);
 
-/* The micro-kernel in use: "avx512", "avx2" or "portable" (the best the CPU runs, unless forced). */
+/* The micro-kernel in use: "amx" (AVX-512, and AMX for a bf16 B), "avx512", "avx2" or "portable"
+ * (the best the CPU runs, unless forced). */
 const char *own_sgemm_kernel(void);
 /* Forces a kernel by name, or "auto" for the best; 0 when unknown or the CPU cannot run it. */
 int own_sgemm_force_kernel(const char *name);

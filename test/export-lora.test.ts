@@ -194,9 +194,9 @@ test("--merge writes W + scale · B·A into every adapted module, in the base's 
 test("the merged model gives the LoRA model's logprobs on the native engine", { skip }, async () => {
   const merged = join(root, "merged-native");
   await exportOk("--checkpoint", adapterDir, "--out", merged, "--merge", "--dtype", "f32");
-  const a = await LocalEngine.load(adapterDir, { workers: 0, backend: "native" });
-  const b = await LocalEngine.load(merged, { workers: 0, backend: "native" });
-  const plain = await LocalEngine.load(base, { workers: 0, backend: "native" });
+  const a = await LocalEngine.load(adapterDir, { workers: 0, backend: "native", bf16Products: "exact" });
+  const b = await LocalEngine.load(merged, { workers: 0, backend: "native", bf16Products: "exact" });
+  const plain = await LocalEngine.load(base, { workers: 0, backend: "native", bf16Products: "exact" });
   try {
     const rng = new Rng(5);
     const seqs = [7, 12].map((n) => Array.from({ length: n }, () => 3 + rng.int(config.vocabSize - 3)));

@@ -437,6 +437,74 @@ test(
   },
 );
 
+test(
+  "amx: a bfloat16 B on the tile units is the product with A rounded to bfloat16; a row alone gets the batch's bits; guards untouched",
+  native,
+  (t) => {
+    const addon = addonOrFail();
+    addon.setBlas("own");
+    if (!addon.setGemmKernel("amx")) {
+      t.skip("this CPU or OS has no AMX tiles");
+      return;
+    }
+    const rng = new Rng(23);
+    // Edge blocks in every direction, k past one packed panel (256) and not a multiple of 32,
+    // columns past one panel (256), rows past one group (256).
+    const shapes: [number, number, number][] = [
+      [1, 1, 1],
+      [1, 7, 5],
+      [3, 33, 31],
+      [17, 300, 65],
+      [33, 100, 600],
+      [1, 520, 513],
+      [290, 70, 130],
+      [40, 4099, 3],
+    ];
+    for (const [m, n, k] of shapes)
+      for (const tb of [false, true])
+        for (const accumulate of [false, true])
+          for (const threads of [1, 2]) {
+            addon.setThreads(threads);
+            const what = `amx x${threads}${accumulate ? " +=" : ""} (${m},${n},${k})${tb ? " B transposed" : ""}`;
+            const a = rand(rng, m * k),
+              { b, values } = bIn(rng, k * n, "bf16"),
+              c0 = rand(rng, m * n);
+            const want = reference(toHalf(a, "bf16").values, values, 1, m, n, k, false, tb);
+            if (accumulate) for (let i = 0; i < want.length; i++) want[i] += c0[i];
+            // C inside a buffer with 16 guard floats on each side
+            const buf = new Float32Array(m * n + 32).fill(-777),
+              c = buf.subarray(16, 16 + m * n);
+            c.set(accumulate ? c0 : new Float32Array(m * n).fill(Number.NaN));
+            addon.gemmEx(a, b, c, m, n, k, false, tb, "bf16", accumulate);
+            assertProduct(c, want, k, what);
+            for (const i of [...Array(16).keys(), ...Array.from({ length: 16 }, (_, j) => 16 + m * n + j)])
+              assert.equal(buf[i], -777, `${what}: guard float ${i} changed`);
+            for (const r of [0, m - 1]) {
+              const one = accumulate ? c0.slice(r * n, (r + 1) * n) : new Float32Array(n);
+              addon.gemmEx(a.subarray(r * k, (r + 1) * k), b, one, 1, n, k, false, tb, "bf16", accumulate);
+              const row = c.subarray(r * n, (r + 1) * n),
+                at = firstDiff(one, row);
+              assert.equal(at, -1, `${what} row ${r}: alone ${one[at]} vs in the batch ${row[at]} at column ${at}`);
+            }
+          }
+    // float32 and float16 B take the AVX-512 kernels: the same bits as with "avx512"
+    for (const dtype of ["f32", "f16"] as const) {
+      const [m, n, k] = [13, 70, 40];
+      const a = rand(rng, m * k),
+        { b } = bIn(rng, k * n, dtype),
+        viaAmx = new Float32Array(m * n),
+        via512 = new Float32Array(m * n);
+      addon.gemmEx(a, b, viaAmx, m, n, k, false, false, dtype);
+      addon.setGemmKernel("avx512");
+      addon.gemmEx(a, b, via512, m, n, k, false, false, dtype);
+      addon.setGemmKernel("amx");
+      assert.equal(firstDiff(viaAmx, via512), -1, `${dtype} B on amx vs avx512`);
+    }
+    addon.setGemmKernel("auto");
+    addon.setThreads(1);
+  },
+);
+
 test("gemmEx checks its arguments and names the bad one", native, () => {
   const addon = addonOrFail();
   const a = new Float32Array(6),

@@ -4,7 +4,7 @@
  * unknown keys are errors.
  */
 import { z } from "zod";
-import { BACKEND_CHOICES, BLAS_CHOICES } from "../engine/local/native.js";
+import { BACKEND_CHOICES, BF16_PRODUCT_CHOICES, BLAS_CHOICES } from "../engine/local/native.js";
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -98,6 +98,12 @@ export const configSchema = z.strictObject({
         .optional()
         .describe(
           "The addon's matrix products: own (the project's kernels), system (the BLAS the addon was built with, e.g. OpenBLAS; float32 weights only) or auto (own). Default: env AGENT_R1_BLAS, else auto.",
+        ),
+      bf16Products: z
+        .enum(BF16_PRODUCT_CHOICES)
+        .default("auto")
+        .describe(
+          "Native engine, bfloat16 weights (a sampling model, a LoRA base, the reference): tiles multiplies on the CPU's AMX tile units with the activations rounded to bfloat16 and float32 sums (as PyTorch and vLLM do in bfloat16); exact widens the weights to float32 and keeps float32 activations; auto is tiles where the CPU and OS have them. Full fine-tuning trains float32 weights either way.",
         ),
       tinker: z
         .strictObject({

@@ -9,7 +9,7 @@ import { readModelConfig } from "../../model/model-dir.js";
 import { readTrainerStep } from "./trainable-io.js";
 import { InputError } from "../../util/errors.js";
 import { LocalEngine, type LocalEngineOptions } from "./local-engine.js";
-import type { BackendChoice, BlasChoice } from "./native.js";
+import type { BackendChoice, Bf16Products, BlasChoice } from "./native.js";
 import { targetsFromTinker } from "../../model/peft.js";
 
 /** A recipe's `engine` section, as the local engine reads it. */
@@ -19,6 +19,7 @@ export interface LocalEngineSection {
   microBatchMb?: number;
   backend?: BackendChoice;
   blas?: BlasChoice;
+  bf16Products?: Bf16Products;
   memoryGb?: number;
   lora?: {
     rank: number;
@@ -41,6 +42,7 @@ export function localEngineOptions(section: LocalEngineSection): LocalEngineOpti
     microBatchBytes: section.microBatchMb === undefined ? undefined : section.microBatchMb * 2 ** 20,
     backend: section.backend,
     blas: section.blas,
+    bf16Products: section.bf16Products,
     memoryGb: section.memoryGb,
     lora: section.lora && loraOption(section.lora),
   };

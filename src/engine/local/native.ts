@@ -21,6 +21,10 @@ import { fileURLToPath } from "node:url";
 import { InputError } from "../../util/errors.js";
 import { settings } from "../../util/settings.js";
 
+/** The own kernels' micro-kernels, best first. */
+export const GEMM_KERNELS = ["amx", "avx512", "avx2", "portable"] as const;
+export type GemmKernel = (typeof GEMM_KERNELS)[number];
+
 export const BACKEND_CHOICES = ["auto", "native", "tfjs"] as const;
 export type BackendChoice = (typeof BACKEND_CHOICES)[number];
 /** A backend the engine actually runs on. */
@@ -66,8 +70,11 @@ export interface NativeAddon {
   ): void;
   /** Which matrix products gemm runs (process-wide); "system" throws a RangeError when the build has none. */
   setBlas(name: BlasName): void;
-  /** Forces the own kernels' micro-kernel ("auto" = the best the CPU runs); false, and no change, when the CPU lacks it. */
-  setGemmKernel(name: "auto" | "avx512" | "avx2" | "portable"): boolean;
+  /**
+   * Forces the own kernels' micro-kernel ("auto" = the best the CPU runs); false, and no change, when the CPU lacks it.
+   * "amx" is "avx512" plus AMX tiles for a bfloat16 B (A rounded to bfloat16).
+   */
+  setGemmKernel(name: GemmKernel | "auto"): boolean;
   /** Matrix-product threads per call (process-wide, both implementations). */
   setThreads(n: number): void;
   getThreads(): number;
@@ -198,7 +205,7 @@ export interface NativeInfo {
   blas: BlasName;
   /** The system BLAS built in (its name and configuration), or null when the build found none. */
   system: string | null;
-  /** The own kernels' micro-kernel: "avx512", "avx2" or "portable". */
+  /** The own kernels' micro-kernel: "amx", "avx512", "avx2" or "portable". */
   kernel: string;
   threads: number;
   fusedThreads: number;
@@ -335,6 +342,31 @@ export function fallbackLine(reason: string): string {
 }
 
 /** Checks a BLAS name from a flag, config or env; the error names where it came from. */
+/** How products with a bfloat16 weight run: AMX tiles (A rounded to bfloat16), exact float32, or auto. */
+export const BF16_PRODUCT_CHOICES = ["auto", "tiles", "exact"] as const;
+export type Bf16Products = (typeof BF16_PRODUCT_CHOICES)[number];
+
+/**
+ * Sets how the own kernels multiply by a bfloat16 weight (process-wide, like setBlas):
+ * "tiles" on the CPU's AMX tile units, the other operand rounded to bfloat16 and the sums in
+ * float32 (as PyTorch and vLLM compute in bfloat16); "exact" widens the weight to float32 and
+ * keeps the other operand as it is; "auto" (default) is tiles where the CPU and OS have them.
+ * Returns the one in effect.
+ */
+export function applyBf16Products(addon: NativeAddon, choice: Bf16Products = "auto"): "tiles" | "exact" {
+  if (choice === "exact") {
+    if (addon.info().kernel === "amx") addon.setGemmKernel("avx512");
+    return "exact";
+  }
+  if (choice === "tiles" && !addon.setGemmKernel("amx"))
+    throw new InputError(
+      "engine.bf16Products is tiles, but this CPU or OS has no AMX tile units (AMX-BF16, Linux 5.16 or later)",
+      "use engine.bf16Products=auto or exact",
+    );
+  if (choice === "auto") addon.setGemmKernel("auto");
+  return addon.info().kernel === "amx" ? "tiles" : "exact";
+}
+
 export function parseBlas(value: string, where: string): BlasChoice {
   if ((BLAS_CHOICES as readonly string[]).includes(value)) return value as BlasChoice;
   throw new InputError(`${where}: unknown BLAS '${value}'; choose one of: ${BLAS_CHOICES.join(", ")}`);

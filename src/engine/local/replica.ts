@@ -12,6 +12,7 @@ import {
   type BackendChoice,
   type BackendName,
   type BlasChoice,
+  type Bf16Products,
   type TfjsKernels,
 } from "./native.js";
 import { Trainable } from "./trainable.js";
@@ -58,6 +59,8 @@ export interface ReplicaOptions extends SchedulerOptions {
   blasThreads?: number;
   /** The native backend's matrix products: own kernels, the system BLAS, or auto. Default: env AGENT_R1_BLAS, else auto. */
   blas?: BlasChoice;
+  /** Products with a bfloat16 weight on the native backend: AMX tiles, exact float32, or auto (tiles where the CPU has them). */
+  bf16Products?: Bf16Products;
 }
 
 export interface ReplicaStats {

@@ -1,0 +1,91 @@
+/**
+ * engine.bf16Products on the native engine with a tiny bf16 Qwen2 model made here: "exact" (the
+ * weights widened to float32) gives the TF.js engine's logprobs; "tiles" (AMX, the activations
+ * rounded to bfloat16) stays within bfloat16 rounding of them, is not the same computation, and
+ * gives a sequence the same bits alone as in a batch; full fine-tuning trains float32 weights
+ * whatever the setting.
+ */
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { initModel } from "../src/model/init-model.js";
+import { loadModelDir, writeModelDir } from "../src/model/model-dir.js";
+import { LocalEngine } from "../src/engine/local/local-engine.js";
+import { applyBf16Products, loadNative } from "../src/engine/local/native.js";
+import type { Bf16Products } from "../src/engine/local/native.js";
+import { Rng } from "../src/util/rng.js";
+import { tempDir } from "./helpers.js";
+import { ENGINES } from "./engine-internals.js";
+
+const skip = !ENGINES.includes("native") && "the native addon is not built";
+let root: string, base: string, vocab: number;
+
+before(async () => {
+  root = tempDir("agent-r1-native-bf16-");
+  const f32 = join(root, "f32");
+  await initModel({ preset: "tiny", out: f32, seed: 4 });
+  const m = loadModelDir(f32);
+  vocab = m.config.vocabSize;
+  base = join(root, "base");
+  writeModelDir(base, { config: m.config.raw, weights: m.weights, tokenizerFrom: f32, dtype: "BF16" });
+});
+
+after(() => {
+  rmSync(root, { recursive: true, force: true });
+  const st = loadNative();
+  if (st.ok) applyBf16Products(st.addon, "auto");
+});
+
+const tilesHere = () => {
+  const st = loadNative();
+  return st.ok && st.addon.setGemmKernel("amx") && st.addon.setGemmKernel("auto");
+};
+
+async function logprobs(backend: "native" | "tfjs", bf16Products: Bf16Products, seqs: number[][]) {
+  const e = await LocalEngine.load(base, { workers: 0, backend, bf16Products });
+  try {
+    return await e.computeLogprobs(seqs);
+  } finally {
+    await e.dispose();
+  }
+}
+
+function maxDiff(x: (number | null)[][], y: (number | null)[][]): number {
+  let d = 0;
+  x.forEach((row, i) => row.forEach((v, j) => v !== null && (d = Math.max(d, Math.abs(v - y[i][j]!)))));
+  return d;
+}
+
+test(
+  "bf16Products: exact matches TF.js; tiles is within bfloat16 rounding and batch-invariant",
+  { skip },
+  async (t) => {
+    const rng = new Rng(9);
+    const seqs = [9, 14, 5].map((n) => Array.from({ length: n }, () => 3 + rng.int(vocab - 3)));
+    const tf = await logprobs("tfjs", "auto", seqs);
+    const exact = await logprobs("native", "exact", seqs);
+    assert.ok(maxDiff(exact, tf) < 1e-4, `exact vs TF.js: ${maxDiff(exact, tf)}`);
+    if (!tilesHere()) {
+      await assert.rejects(logprobs("native", "tiles", seqs), /no AMX tile units.*bf16Products=auto or exact/);
+      t.diagnostic("no AMX here: tiles refused by name");
+      return;
+    }
+    const tiles = await logprobs("native", "tiles", seqs);
+    const d = maxDiff(tiles, exact);
+    assert.ok(d > 0, "tiles computed exactly what exact did: the setting had no effect");
+    assert.ok(d < 0.05, `tiles vs exact: ${d}, more than bfloat16 rounding explains`);
+    const alone = await logprobs("native", "tiles", [seqs[1]]);
+    assert.deepEqual(alone[0], tiles[1], "a sequence alone gets the batch's bits");
+  },
+);
+
+test("bf16Products: auto picks tiles exactly where the CPU has them", { skip }, () => {
+  const st = loadNative();
+  assert.ok(st.ok);
+  const has = tilesHere();
+  assert.equal(applyBf16Products(st.addon, "auto"), has ? "tiles" : "exact");
+  assert.equal(applyBf16Products(st.addon, "exact"), "exact");
+  assert.equal(st.addon.info().kernel === "amx", false, "exact leaves the AMX kernel");
+  applyBf16Products(st.addon, "auto");
+});
