@@ -15,6 +15,7 @@
         "native/napi_args.c",
         "native/parallel.c",
         "native/logprob_rows.c",
+        "native/draw_rows.c",
         "native/model/layers.c",
         "native/model/decoder.c",
         "native/model/scratch.c",

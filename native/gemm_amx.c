@@ -37,6 +37,7 @@
 enum { ROWS = 32, COLS = 32, KSTEP = 32 }; /* C block, k per tile step */
 /* B not transposed: columns and k rows of B per packed panel, rows of A per group */
 enum { PANEL_COLS = 256, PANEL_K = 256, GROUP_ROWS = 256 };
+enum { AHEAD = 4 }; /* pairs of rows of B prefetched ahead while packing */
 #define PANEL_BYTES ((size_t)PANEL_COLS * PANEL_K * 2)
 
 /* Rounds up to a multiple of r. */
@@ -105,6 +106,11 @@ TAMX static void pack_panel(const uint16_t *b, int64_t ldb, int64_t k, int64_t k
   for (int64_t q = 0; q < k2; q++) {
     const int64_t p = k0 + 2 * q;
     const uint16_t *b0 = b + p * ldb + j0, *b1 = b0 + ldb;
+    if (p + 2 * AHEAD + 1 < k) /* the rows AHEAD pairs on: a row's few hundred bytes are too short for the hardware */
+      for (int64_t x = 0; x < w; x += 32) {
+        _mm_prefetch((const char *)(b0 + 2 * AHEAD * ldb + x), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b1 + 2 * AHEAD * ldb + x), _MM_HINT_T0);
+      }
     for (int64_t s = 0; s * COLS < w; s++) {
       const int64_t cols = w - s * COLS;
       const __mmask32 mask = cols >= 32 ? 0xffffffffu : (__mmask32)((1u << cols) - 1);
@@ -133,6 +139,17 @@ TAMX static void block_sums(int64_t steps, const char *l0, const char *l1, int64
     _tile_dpbf16ps(5, 0, 3);
     _tile_dpbf16ps(6, 1, 2);
     _tile_dpbf16ps(7, 1, 3);
+  }
+}
+
+/* The two sums of a block of 16 rows: tiles 4, 5 += left(0) . right(2, 3), as block_sums. */
+TAMX static void block_sums16(int64_t steps, const char *l0, int64_t lstride, const char *r0, const char *r1) {
+  for (int64_t s = 0; s < steps; s++) {
+    _tile_loadd(0, l0 + s * 64, lstride);
+    _tile_loadd(2, r0 + s * 1024, 64);
+    _tile_loadd(3, r1 + s * 1024, 64);
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_dpbf16ps(5, 0, 3);
   }
 }
 
@@ -240,10 +257,23 @@ TAMX static void part_nn(const amx_job *j, int64_t lo, int64_t hi, void *work) {
           const char *l0 = (const char *)(j->a + (g0 + i0) * j->k32 + k0);
           for (int64_t s = 0; s < subs; s++) {
             float *cb = cbuf + i0 * PANEL_COLS + s * COLS;
-            sums_load(fresh ? NULL : cb, cstride);
-            block_sums(kb / KSTEP, l0, l0 + 16 * lstride, lstride, (const char *)(P + s * 2 * k2 * 16),
-                       (const char *)(P + (s * 2 + 1) * k2 * 16));
-            sums_store(cb, cstride);
+            const char *r0 = (const char *)(P + s * 2 * k2 * 16), *r1 = (const char *)(P + (s * 2 + 1) * k2 * 16);
+            if (gr - i0 >= ROWS) {
+              sums_load(fresh ? NULL : cb, cstride);
+              block_sums(kb / KSTEP, l0, l0 + 16 * lstride, lstride, r0, r1);
+              sums_store(cb, cstride);
+            } else { /* the last 16 rows */
+              if (fresh) {
+                _tile_zero(4);
+                _tile_zero(5);
+              } else {
+                _tile_loadd(4, cb, cstride);
+                _tile_loadd(5, cb + 16, cstride);
+              }
+              block_sums16(kb / KSTEP, l0, lstride, r0, r1);
+              _tile_stored(4, cb, cstride);
+              _tile_stored(5, cb + 16, cstride);
+            }
           }
         }
       }
@@ -316,7 +346,8 @@ int gemm_amx_bf16(int trans_b, int64_t m, int64_t n, int64_t k, const float *a, 
   const int64_t blocks = (n + COLS - 1) / COLS;
   if (threads > blocks) threads = (int)blocks;
   if (threads < 1) threads = 1;
-  const int64_t rows = up(m, ROWS), k32 = up(k, KSTEP);
+  /* rows of A: whole blocks of 32, or of 16 not transposed (a block of 16 then takes half the work) */
+  const int64_t rows = up(m, trans_b ? ROWS : 16), k32 = up(k, KSTEP);
   const size_t abytes = (size_t)(rows * k32 * 2);
   /* per task: B transposed, 32 rows of B; else a panel of B and a group's sums */
   const size_t task_bytes = trans_b ? (size_t)(COLS * k32 * 2) : PANEL_BYTES + (size_t)GROUP_ROWS * PANEL_COLS * 4;

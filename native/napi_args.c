@@ -63,6 +63,10 @@ int arg_u16(napi_env env, napi_value v, const char *fn, const char *name, uint16
   return arg_typed(env, v, fn, name, napi_uint16_array, 0, "a Uint16Array", (void **)data, len);
 }
 
+int arg_f64(napi_env env, napi_value v, const char *fn, const char *name, double **data, int64_t *len) {
+  return arg_typed(env, v, fn, name, napi_float64_array, 0, "a Float64Array", (void **)data, len);
+}
+
 int arg_i32_or_null(napi_env env, napi_value v, const char *fn, const char *name, int32_t **data, int64_t *len) {
   return arg_typed(env, v, fn, name, napi_int32_array, 1, "an Int32Array", (void **)data, len);
 }

@@ -31,6 +31,8 @@ int arg_f32(napi_env env, napi_value v, const char *fn, const char *name, float 
 int arg_f32_or_null(napi_env env, napi_value v, const char *fn, const char *name, float **data, int64_t *len);
 /* A Uint16Array argument (e.g. bfloat16 / float16 bit patterns): its data pointer and length in elements. */
 int arg_u16(napi_env env, napi_value v, const char *fn, const char *name, uint16_t **data, int64_t *len);
+/* A Float64Array argument: its data pointer and length in doubles. */
+int arg_f64(napi_env env, napi_value v, const char *fn, const char *name, double **data, int64_t *len);
 /* An Int32Array, or null / undefined (returns 1 with *data = NULL, *len = 0). */
 int arg_i32_or_null(napi_env env, napi_value v, const char *fn, const char *name, int32_t **data, int64_t *len);
 /* A non-negative integer below 2^31. */

@@ -6,6 +6,8 @@
  *   adamwStep(w, g, m, v, wOut, mOut, vOut, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2, gradScale)
  *   sumSquares(x) -> Σ x² (accumulated in double)
  *   addInto(out, src, srcOffset): out[i] += src[srcOffset + i] (the replicas' gradient sum)
+ *   drawTokens(logits[], temperatures, uniforms, tokens, logprobs): the native sampler's
+ *     untruncated draws, one token per row (draw_rows.h)
  *
  * tokenLogprobs replaces the policy loss's log-softmax over the vocabulary, the pick of the
  * target's entry and the entropy: one pass over the (rows, vocab) logits instead of a
@@ -21,6 +23,7 @@
 #include "parallel.h"
 
 #include "vec_math.h"
+#include "draw_rows.h"
 #include "logprob_rows.h"
 
 /* ------------------------------------------------------------------------- */
@@ -209,6 +212,58 @@ static napi_value add_into_js(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* drawTokens(logits[], temperatures, uniforms, tokens, logprobs): row i draws from softmax(logits[i]
+ * / temperatures[i]) with uniforms[i] (draw_rows.h); every logits[i] has the same length. */
+static napi_value draw_tokens(napi_env env, napi_callback_info info) {
+  static const char *fn = "drawTokens";
+  size_t argc = 5;
+  napi_value argv[5];
+  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 5) return fail_type(env, "drawTokens(logits, temperatures, uniforms, tokens, logprobs) needs 5 arguments");
+  bool is_array = false;
+  uint32_t rows = 0;
+  CHECK_NAPI(env, napi_is_array(env, argv[0], &is_array));
+  if (!is_array) return fail_type(env, "drawTokens: logits must be an array of Float32Array");
+  CHECK_NAPI(env, napi_get_array_length(env, argv[0], &rows));
+  double *temp, *u, *lp;
+  int32_t *tok;
+  int64_t tl, ul, kl, ll, cols = -1;
+  if (!arg_f64(env, argv[1], fn, "temperatures", &temp, &tl) || !arg_f64(env, argv[2], fn, "uniforms", &u, &ul) ||
+      !arg_i32_or_null(env, argv[3], fn, "tokens", &tok, &kl) || !arg_f64(env, argv[4], fn, "logprobs", &lp, &ll))
+    return NULL;
+  if (!tok) return fail_type(env, "drawTokens: tokens must be an Int32Array");
+  if (!expect_len(env, fn, "temperatures", tl, rows, "rows") || !expect_len(env, fn, "uniforms", ul, rows, "rows") ||
+      !expect_len(env, fn, "tokens", kl, rows, "rows") || !expect_len(env, fn, "logprobs", ll, rows, "rows"))
+    return NULL;
+  if (rows == 0) return NULL;
+  const float **x = malloc(rows * sizeof *x);
+  if (!x) return fail_range(env, "drawTokens: out of memory");
+  for (uint32_t r = 0; r < rows; r++) {
+    napi_value item;
+    float *d;
+    int64_t len;
+    if (napi_get_element(env, argv[0], r, &item) != napi_ok || !arg_f32(env, item, fn, "logits[i]", &d, &len) ||
+        (cols >= 0 && !expect_len(env, fn, "logits[i]", len, cols, "logits[0].length"))) {
+      free(x);
+      return NULL;
+    }
+    if (!(temp[r] > 0.0) || !(u[r] >= 0.0 && u[r] < 1.0)) {
+      free(x);
+      return fail_range(env, "drawTokens: temperatures must be > 0 and uniforms in [0, 1)");
+    }
+    cols = len;
+    x[r] = d;
+  }
+  if (cols == 0) {
+    free(x);
+    return fail_range(env, "drawTokens: logits (the vocabulary) must hold at least 1 float");
+  }
+  draw_ctx c = {x, temp, u, tok, lp, cols};
+  parallel_for(rows, GRAIN_FLOATS / cols + 1, draw_rows, &c);
+  free(x);
+  return NULL;
+}
+
 /* ------------------------------------------------------------------------- */
 
 int register_train_ops(napi_env env, napi_value exports) {
@@ -218,6 +273,7 @@ int register_train_ops(napi_env env, napi_value exports) {
       {"adamwStep", NULL, adamw_step, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sumSquares", NULL, sum_squares_js, NULL, NULL, NULL, napi_enumerable, NULL},
       {"addInto", NULL, add_into_js, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"drawTokens", NULL, draw_tokens, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props) == napi_ok;
 }

@@ -45,14 +45,18 @@ function logMass(lp: Float64Array, kept: number[]): number {
   return top + Math.log(sum);
 }
 
+/** Whether drawToken draws over the whole vocabulary: a temperature, and no top-k / top-p cut. */
+export function untruncated(p: DrawParams, vocab: number): boolean {
+  return p.temperature > 0 && !((p.topK > 0 && p.topK < vocab) || p.topP < 1);
+}
+
 export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng): TokenDraw {
   if (p.temperature <= 0) {
     let best = 0;
     for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
     return { token: best, logprob: logSoftmax(logits)[best] };
   }
-  const truncate = (p.topK > 0 && p.topK < logits.length) || p.topP < 1;
-  if (!truncate) return drawUntruncated(logits, p.temperature, rng);
+  if (untruncated(p, logits.length)) return drawUntruncated(logits, p.temperature, rng);
   const lp = logSoftmax(logits, p.temperature);
   const kept = keptTokens(lp, p.topK, p.topP);
   const log = logMass(lp, kept);

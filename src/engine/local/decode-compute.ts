@@ -5,6 +5,7 @@
  * ../native/native-decode.ts). The scheduler keeps the policy (which rows run, what they sample,
  * when they stop); the backend keeps the tensors.
  */
+import type { TokenDraw } from "../sampling.js";
 
 /** Operations on one context's keys and values. */
 export interface KvOps<KV> {
@@ -29,6 +30,12 @@ export interface DecodeCompute<KV> extends KvOps<KV> {
    */
   prefill(suffix: number[], past: KV | undefined): { logits: Float32Array; kv: KV };
   newBatch(): DecodeBatch<KV>;
+  /**
+   * Optional: draws a token per row over the whole vocabulary (no top-k / top-p) at temperature
+   * t[i] > 0 with the uniform u[i], as sampling.ts's drawToken does; the scheduler uses it for
+   * those rows when present (the native engine draws in C).
+   */
+  drawUntruncated?(logits: Float32Array[], t: number[], u: number[]): TokenDraw[];
 }
 
 /** The running batch: one row per sequence being sampled. */

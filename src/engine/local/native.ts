@@ -197,6 +197,17 @@ export interface NativeAddon {
   sumSquares(x: Float32Array): number;
   /** out[i] += src[srcOffset + i] for i < out.length, in float32; a too-short src throws a RangeError. */
   addInto(out: Float32Array, src: Float32Array, srcOffset: number): void;
+  /**
+   * One token per row from softmax(logits[i] / temperatures[i]) by the inverse CDF at uniforms[i]
+   * (native/draw_rows.c): tokens[i] and its logprob. Every logits[i] has the same length.
+   */
+  drawTokens(
+    logits: Float32Array[],
+    temperatures: Float64Array,
+    uniforms: Float64Array,
+    tokens: Int32Array,
+    logprobs: Float64Array,
+  ): void;
 }
 
 /** What the addon runs on. */

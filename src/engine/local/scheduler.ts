@@ -12,7 +12,7 @@
  * the batch (the tests check it).
  */
 import { IncrementalDecoder, type Tokenizer } from "../../model/tokenizer.js";
-import { drawToken, topAlternatives, type DrawParams } from "../sampling.js";
+import { drawToken, topAlternatives, untruncated, type DrawParams, type TokenDraw } from "../sampling.js";
 import { Rng } from "../../util/rng.js";
 import type { SampledSequence, SampleResult, SamplingParams, TokenEvent } from "../types.js";
 import { PrefixCache } from "./prefix-cache.js";
@@ -246,9 +246,10 @@ export class Scheduler<KV = unknown> {
 
   /** Draws the next token of every row; rows that stop leave the batch (their context goes to the prefix cache). */
   private drawAndRetire(): void {
+    const drawn = this.drawInCompute();
     this.rows.forEach((row, r) => {
       if (row.dead) return;
-      const { token, logprob } = drawToken(row.logits, row.req.draw, row.rng);
+      const { token, logprob } = drawn.get(row) ?? drawToken(row.logits, row.req.draw, row.rng);
       row.out.tokens.push(token);
       row.out.logprobs.push(logprob);
       if (row.req.topLogprobs > 0)
@@ -263,6 +264,24 @@ export class Scheduler<KV = unknown> {
     // dropping them copies every layer's cache, which cost more than the wasted rows.
     const dead = this.rows.filter((r) => r.dead).length;
     if (dead > 0 && (dead * 4 >= this.rows.length || this.compactNow)) this.compact();
+  }
+
+  /**
+   * The untruncated draws of the live rows, by the backend where it has its own (each row's
+   * generator gives the uniform, as drawToken would take it); the others draw in drawToken.
+   */
+  private drawInCompute(): Map<Row, TokenDraw> {
+    const out = new Map<Row, TokenDraw>();
+    if (!this.compute.drawUntruncated) return out;
+    const rows = this.rows.filter((row) => !row.dead && untruncated(row.req.draw, row.logits.length));
+    if (rows.length === 0) return out;
+    const draws = this.compute.drawUntruncated(
+      rows.map((row) => row.logits),
+      rows.map((row) => row.req.draw.temperature),
+      rows.map((row) => row.rng.next()),
+    );
+    rows.forEach((row, i) => out.set(row, draws[i]));
+    return out;
   }
 
   /** Drops finished rows from the batch and trims key columns no live row needs. */
