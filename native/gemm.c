@@ -30,6 +30,7 @@
 #include <string.h>
 
 typedef void (*pack_bt_fn)(const void *src, int b_dtype, int64_t ldb, int64_t kc, float *d);
+typedef void (*pack_an_fn)(const float *src, int64_t lda, int64_t kc, int rows, float *d);
 typedef void (*pack_bn_fn)(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d);
 
 typedef struct {
@@ -42,6 +43,7 @@ typedef struct {
   gemm_gemv gemvt[3];     /* one row of A, B transposed, by B's dtype; NULL: packed panels instead */
   pack_bn_fn pack_bn;     /* a (kc, NR) panel of a bf16 / f16 B not transposed, widened */
   pack_bt_fn pack_bt;     /* a whole (kc, NR) panel of a transposed B, or NULL for the plain loop */
+  pack_an_fn pack_an;     /* a (kc, MR) panel of A not transposed, or NULL for the plain loop */
   int bf16_tiles;         /* a bf16 B goes to the AMX tile units (gemm_amx.c), A rounded to bf16 */
 } kernel_info;
 
@@ -172,6 +174,7 @@ static const kernel_info PORTABLE = {"portable",
                                      {NULL, NULL, NULL},
                                      pack_bn_portable,
                                      NULL,
+                                     NULL,
                                      0};
 #if defined(__x86_64__) || defined(_M_X64)
 static const kernel_info AVX512 = {"avx512",
@@ -185,6 +188,7 @@ static const kernel_info AVX512 = {"avx512",
                                    {gemm_gemvt_avx512, gemm_gemvt_avx512_bf16, gemm_gemvt_avx512_f16},
                                    gemm_pack_bn_avx512,
                                    gemm_pack_bt_avx512,
+                                   gemm_pack_an_avx512,
                                    0};
 /* AVX-512, with bf16 B on the AMX tile units */
 static const kernel_info AMX = {"amx",
@@ -198,6 +202,7 @@ static const kernel_info AMX = {"amx",
                                 {gemm_gemvt_avx512, gemm_gemvt_avx512_bf16, gemm_gemvt_avx512_f16},
                                 gemm_pack_bn_avx512,
                                 gemm_pack_bt_avx512,
+                                gemm_pack_an_avx512,
                                 1};
 static const kernel_info AVX2 = {"avx2",
                                  {gemm_ukernel_avx2, gemm_ukernel_avx2_bf16, gemm_ukernel_avx2_f16},
@@ -209,6 +214,7 @@ static const kernel_info AVX2 = {"avx2",
                                  {gemm_gemv_avx2, gemm_gemv_avx2_bf16, gemm_gemv_avx2_f16},
                                  {NULL, NULL, NULL},
                                  gemm_pack_bn_avx2,
+                                 NULL,
                                  NULL,
                                  0};
 #endif
@@ -287,6 +293,10 @@ static void pack_a(const kernel_info *K, const gemm_args *g, int64_t i0, int64_t
         const int64_t rows = mc - ir < mr ? mc - ir : mr;
         float *dd = dst + (ir / mr) * kc * mr + p * mr; /* step p of panel ir / MR */
         int64_t i = 0;
+        if (rows == 12) { /* the AVX-512 panel: a copy of known size, inlined */
+          memcpy(dd, src + ir, 12 * sizeof(float));
+          continue;
+        }
         for (; i < rows; i++) dd[i] = src[ir + i];
         for (; i < mr; i++) dd[i] = 0.0f;
       }
@@ -299,6 +309,10 @@ static void pack_a(const kernel_info *K, const gemm_args *g, int64_t i0, int64_t
     const int64_t rows = mc - ir < mr ? mc - ir : mr;
     float *d = dst + (ir / mr) * kc * mr;                /* (kc, MR) */
     const float *src = g->a + (i0 + ir) * g->lda + p0; /* (rows, kc) rows lda apart */
+    if (K->pack_an) {
+      K->pack_an(src, g->lda, kc, (int)rows, d);
+      continue;
+    }
     for (int64_t p = 0; p < kc; p++) {
       float *dd = d + p * mr;
       int64_t i = 0;
@@ -333,6 +347,10 @@ static void pack_b_panel(const kernel_info *K, const gemm_args *g, int64_t p0, i
     }
     for (int64_t p = 0; p < kc; p++) {
       const float *src = (const float *)g->b + (p0 + p) * g->ldb + j0; /* (cols) */
+      if (cols == 32) { /* the AVX-512 panel: a copy of known size, inlined */
+        memcpy(d + p * nr, src, 32 * sizeof(float));
+        continue;
+      }
       memcpy(d + p * nr, src, (size_t)cols * sizeof(float));
       if (cols < nr) memset(d + p * nr + cols, 0, (size_t)(nr - cols) * sizeof(float));
     }

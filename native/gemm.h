@@ -125,6 +125,8 @@ void gemm_pack_bt_avx512(const void *src, int b_dtype, int64_t ldb, int64_t kc, 
  * columns past cols zero. NR = 32 for AVX-512, 16 for AVX2. */
 void gemm_pack_bn_avx512(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d);
 void gemm_pack_bn_avx2(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d);
+/* d (kc, 12) = the (rows <= 12, kc) rows of A, lda floats apart, transposed; rows past `rows` zero. */
+void gemm_pack_an_avx512(const float *src, int64_t lda, int64_t kc, int rows, float *d);
 /* AVX-512 F + FMA; AVX2 + FMA + F16C. */
 int gemm_cpu_has_avx512(void);
 int gemm_cpu_has_avx2(void);

@@ -490,10 +490,9 @@ T256 void gemm_pack_bn_avx2(const uint16_t *src, int b_dtype, int64_t ldb, int64
 
 /* ---- Packing a transposed B for the AVX-512 kernel: d (kc, 32) = the (32, kc) rows of B,
  * ldb elements apart, transposed, 16 x 16 blocks at a time in registers (halfs widened as loaded). ---- */
-/* col[q] (16) = element q of the 16 rows at src (ldbb bytes apart): a (16, 16) block transposed. */
-T512 INLINE void transpose16_regs(const int BT, const char *src, int64_t ldbb, __m512 *col) {
-  __m512 r[16], t[16], u[16], v[16];
-  for (int i = 0; i < 16; i++) r[i] = load_b16(BT, 1, src + i * ldbb, 0, NULL); /* (16, 16) block, rows ldbb bytes apart */
+/* col[q] (16) = element q of each of r[0..16): a (16, 16) block transposed in registers. */
+T512 INLINE void transpose16_vecs(const __m512 *r, __m512 *col) {
+  __m512 t[16], u[16], v[16];
   for (int i = 0; i < 8; i++) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -515,6 +514,13 @@ T512 INLINE void transpose16_regs(const int BT, const char *src, int64_t ldbb, _
     col[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
     col[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xdd);
   }
+}
+
+/* col[q] (16) = element q of the 16 rows at src (ldbb bytes apart): a (16, 16) block transposed. */
+T512 INLINE void transpose16_regs(const int BT, const char *src, int64_t ldbb, __m512 *col) {
+  __m512 r[16];
+  for (int i = 0; i < 16; i++) r[i] = load_b16(BT, 1, src + i * ldbb, 0, NULL); /* (16, 16) block, rows ldbb bytes apart */
+  transpose16_vecs(r, col);
 }
 
 T512 INLINE void transpose16(const int BT, const char *src, int64_t ldbb, float *dst, int64_t ldd) {
@@ -599,6 +605,23 @@ T512 void gemm_pack_bt_avx512(const void *src, int b_dtype, int64_t ldb, int64_t
     pack_bt512(DT_BF16, src, ldb, kc, d);
   else
     pack_bt512(DT_F16, src, ldb, kc, d);
+}
+
+/* d (kc, 12) = the (rows, kc) rows of A at src (lda floats apart) transposed, rows past `rows`
+ * zero: the AVX-512 kernel's packed A panel, 16 steps at a time through registers. */
+T512 void gemm_pack_an_avx512(const float *src, int64_t lda, int64_t kc, int rows, float *d) {
+  int64_t p = 0;
+  for (; p + 16 <= kc; p += 16) {
+    __m512 r[16], col[16];
+    for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_loadu_ps(src + i * lda + p) : _mm512_setzero_ps();
+    transpose16_vecs(r, col);
+    for (int q = 0; q < 16; q++) _mm512_mask_storeu_ps(d + (p + q) * 12, 0x0FFF, col[q]);
+  }
+  for (; p < kc; p++) {
+    int i = 0;
+    for (; i < rows; i++) d[p * 12 + i] = src[i * lda + p];
+    for (; i < 12; i++) d[p * 12 + i] = 0.0f;
+  }
 }
 
 #endif
