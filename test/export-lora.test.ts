@@ -273,6 +273,24 @@ test("a LoRA checkpoint exports its adapters without optimizer state, and merges
     assert.ok(bitsEqual(t, tensorsOf(join(root, "merged")).get(name)!), `${name} differs from the direct merge`);
 });
 
+test("--gguf adds model.gguf: full weights in their dtype or --dtype's, or the merged model", async () => {
+  const out = join(root, "with-gguf");
+  const lines = await exportOk("--checkpoint", base, "--out", out, "--gguf");
+  assert.match(lines[1], /with-gguf\/model\.gguf: the same weights in llama\.cpp's GGUF format/);
+  const bf16 = readFileSync(join(out, "model.gguf"));
+  assert.equal(bf16.toString("latin1", 0, 4), "GGUF");
+  const wide = join(root, "with-gguf-f32");
+  await exportOk("--checkpoint", base, "--out", wide, "--gguf", "--dtype", "f32");
+  const f32 = readFileSync(join(wide, "model.gguf"));
+  // the matrices double in size; the metadata and the float32 vectors stay the same
+  assert.ok(f32.length > 1.8 * bf16.length && f32.length < 2 * bf16.length, `${f32.length} vs ${bf16.length}`);
+  const merged = join(root, "merged-gguf");
+  const mergedLines = await exportOk("--checkpoint", adapterDir, "--out", merged, "--merge", "--gguf");
+  assert.equal(mergedLines.length, 2);
+  assert.equal(readFileSync(join(merged, "model.gguf")).length, bf16.length, "the same shapes and dtypes as the base");
+  assert.ok(!existsSync(join(merged, "model.gguf.tmp")));
+});
+
 test("bad input: one line naming the file or field, exit 1, nothing written", async () => {
   // --merge on full weights
   let line = await exportFails(join(root, "bad-1"), "--checkpoint", base, "--merge");
@@ -292,6 +310,9 @@ test("bad input: one line naming the file or field, exit 1, nothing written", as
   line = await exportFails(join(root, "bad-3"), "--checkpoint", wide, "--merge");
   assert.ok(line.startsWith(`error: ${join(wide, ADAPTER_WEIGHTS_FILE)} (base_model.model.model.layers.0.`), line);
   assert.match(line, /disagrees with the base model/);
+  // --gguf on adapters alone
+  line = await exportFails(join(root, "bad-5"), "--checkpoint", adapterDir, "--gguf");
+  assert.match(line, /^error: export: --gguf: .*holds LoRA adapters.*add --merge/);
   // a path that is none of the three
   line = await exportFails(join(root, "bad-4"), "--checkpoint", join(root));
   assert.match(line, /neither a checkpoint \(manifest\.json\), a model directory \(config\.json\) nor a LoRA/);

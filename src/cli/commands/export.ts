@@ -3,16 +3,20 @@
  *  - full weights: a Hugging Face model directory;
  *  - LoRA adapters: the adapter directory in PEFT's layout, naming the base as the adapters do
  *    (the base weights are not copied), which PEFT and vLLM load next to the base;
- *  - LoRA adapters with --merge: a full model directory, the base with W + scale · B·A merged in.
+ *  - LoRA adapters with --merge: a full model directory, the base with W + scale · B·A merged in;
+ *  - with --gguf, full weights (or merged ones) also as DIR/model.gguf, llama.cpp's format.
  * Weights keep the dtype they are stored in unless --dtype converts them, and are read raw: no
  * float32 copy of a 16-bit model and none of the engine's size limits, so any model exports.
  * Everything is read and checked before --out is touched; the directory is then written through
  * a temporary sibling renamed into place (util/atomic-write.ts), so a failure leaves nothing half-written.
  */
-import { copyFileSync, existsSync } from "node:fs";
+import { copyFileSync, existsSync, renameSync } from "node:fs";
 import { join } from "node:path";
+import { ggufTokenizer, writeGguf } from "../../model/gguf.js";
+import { Tokenizer } from "../../model/tokenizer.js";
 import {
   copyTokenizerFiles,
+  readJsonFile,
   readModelConfig,
   writeModelDir,
   writtenDType,
@@ -47,6 +51,8 @@ import type { Command } from "../command.js";
 import { checkOutDir } from "../../util/out-path.js";
 import { FORCE_FLAG } from "./force-flag.js";
 
+const GGUF_FILE = "model.gguf";
+
 const DTYPES: Record<string, DType> = { f32: "F32", bf16: "BF16", f16: "F16" };
 const FLAG_NAME: Record<DType, string> = { F32: "f32", BF16: "bf16", F16: "f16" };
 
@@ -67,6 +73,11 @@ const FLAGS: FlagSpec = {
     type: "boolean",
     default: false,
     description: "merge LoRA adapters into their base weights and write a full model directory",
+  },
+  gguf: {
+    type: "boolean",
+    default: false,
+    description: `also write the full weights as DIR/${GGUF_FILE} for llama.cpp (Qwen2 models; with LoRA adapters, needs --merge)`,
   },
   ...FORCE_FLAG,
 };
@@ -120,11 +131,36 @@ function mergeInto(
   return out;
 }
 
-/** Full weights in, a model directory out. */
-function exportModel(src: string, out: string, dtype: DType | undefined): string {
+/** The GGUF file of a model being exported: prepared (and checked) before anything is written, written after. */
+function ggufWriter(src: string, weights: Map<string, RawTensor>, dtype: DType | undefined): (out: string) => string {
+  const config = readModelConfig(src);
+  if (config.modelType !== "qwen2")
+    throw new InputError(`export: --gguf: ${src} is a ${config.modelType} model; the GGUF writer handles qwen2 only`);
+  const tokenizer = ggufTokenizer(
+    readJsonFile(join(src, "tokenizer.json")),
+    config.vocabSize,
+    Tokenizer.fromDir(src).eosTokenId,
+  );
+  return (out) => {
+    const narrow = new Map<string, RawTensor>();
+    for (const [name, t] of weights) {
+      const to = writtenDType(t, dtype);
+      narrow.set(name, to === t.dtype ? t : { dtype: to, shape: t.shape, data: fromFloat32(toFloat32(t), to) });
+    }
+    const path = join(out, GGUF_FILE);
+    writeGguf(`${path}.tmp`, config, narrow, tokenizer);
+    renameSync(`${path}.tmp`, path);
+    return `wrote ${path}: the same weights in llama.cpp's GGUF format`;
+  };
+}
+
+/** Full weights in, a model directory out (and its GGUF file, with gguf). */
+function exportModel(src: string, out: string, dtype: DType | undefined, gguf: boolean): string[] {
   const { raw, weights } = readModelRaw(src);
+  const toGguf = gguf ? ggufWriter(src, weights, dtype) : undefined;
   writeModelDir(out, { config: raw, weights, tokenizerFrom: src, dtype });
-  return `wrote ${out}: a Hugging Face model directory (${label(writtenDTypes(weights, dtype))}, from ${src})`;
+  const line = `wrote ${out}: a Hugging Face model directory (${label(writtenDTypes(weights, dtype))}, from ${src})`;
+  return toGguf ? [line, toGguf(out)] : [line];
 }
 
 /** A LoRA directory's base (checked to exist) and adapters (checked against the base's config.json). */
@@ -167,12 +203,14 @@ function exportAdapters(loraDir: string, out: string, dtype: DType | undefined):
 }
 
 /** The base weights with the adapters merged in, as a model directory with the base's config.json and tokenizer files. */
-function exportMerged(loraDir: string, out: string, dtype: DType | undefined): string {
+function exportMerged(loraDir: string, out: string, dtype: DType | undefined, gguf: boolean): string[] {
   const { base, spec, adapters } = readLora(loraDir);
   const { raw, weights } = readModelRaw(base);
   const merged = mergeInto(weights, spec, adapters, dtype);
+  const toGguf = gguf ? ggufWriter(base, merged as Map<string, RawTensor>, dtype) : undefined;
   writeModelDir(out, { config: raw, weights: merged, tokenizerFrom: base, dtype });
-  return `wrote ${out}: ${base} with LoRA adapters merged into ${adapters.size} modules (${loraWords(spec)}), ${label(writtenDTypes(merged, dtype))}`;
+  const line = `wrote ${out}: ${base} with LoRA adapters merged into ${adapters.size} modules (${loraWords(spec)}), ${label(writtenDTypes(merged, dtype))}`;
+  return toGguf ? [line, toGguf(out)] : [line];
 }
 
 /** --dtype as a DType, or undefined to keep each tensor's own. */
@@ -204,15 +242,21 @@ export const exportCommand: Command = {
         { label: "base model", path: lora ? loraBaseDir(src) : undefined },
       ],
     });
+    if (flags.gguf === true && lora && flags.merge !== true)
+      throw new InputError(
+        `export: --gguf: ${src} holds LoRA adapters; llama.cpp's file holds full weights`,
+        "add --merge to write the merged model and its GGUF file",
+      );
     if (flags.merge === true && !lora)
       throw new InputError(
         `export: --merge: ${src} holds full weights, no LoRA adapters (${ADAPTER_CONFIG_FILE} without model weights)`,
         "drop --merge to export the model as it is",
       );
+    const gguf = flags.gguf === true;
     const lines = !lora
-      ? [exportModel(src, out, dtype)]
+      ? exportModel(src, out, dtype, gguf)
       : flags.merge === true
-        ? [exportMerged(src, out, dtype)]
+        ? exportMerged(src, out, dtype, gguf)
         : exportAdapters(src, out, dtype);
     for (const line of lines) io.out(line);
   },

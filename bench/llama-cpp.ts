@@ -1,0 +1,138 @@
+/**
+ * The native engine against llama.cpp on the same weights, in one run: the engine bench's M shape
+ * (hidden 512, 8 layers, vocabulary 2048, random weights) in float32, float16 and bfloat16, written
+ * as GGUF (src/model/gguf.ts) and run by llama.cpp through node-llama-cpp's prebuilt CPU build.
+ *
+ *   b1   one prompt of 64 tokens, 192 new tokens, greedy: llama.cpp on 1 and on 2 threads;
+ *   b32  32 prompts of 64 tokens submitted at once, 192 new tokens each (prefill included, as in
+ *        bench/engine.ts), llama.cpp with 32 sequences in one context on 2 threads.
+ *
+ * node-llama-cpp is not a dependency of the project (its install is about 700 MB); install it
+ * beside it first: `npm i --no-save -E node-llama-cpp@3.21.1`. Ends with one JSON line:
+ *   {"M_f32":{"native_b1":n,"llama_b1_t1":n,"llama_b1_t2":n,"native_b32":n,"llama_b32":n},"M_f16":{...},"M_bf16":{...}}
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { tmpdir } from "node:os";
+import { initModel } from "../src/model/init-model.js";
+import { loadModelDir, openModelDirRaw, readJsonFile, writeModelDir } from "../src/model/model-dir.js";
+import { ggufTokenizer, writeGguf } from "../src/model/gguf.js";
+import { LocalEngine } from "../src/engine/local/local-engine.js";
+import type { DType } from "../src/model/safetensors.js";
+import { Rng } from "../src/util/rng.js";
+
+const PROMPT = 64,
+  NEW = 192,
+  BATCH = 32,
+  VOCAB = 2048;
+
+/** The part of node-llama-cpp used here. */
+interface LlamaSequence {
+  evaluate(tokens: number[], o: { temperature: number }): AsyncIterable<number>;
+}
+interface LlamaContext {
+  getSequence(): LlamaSequence;
+  dispose(): Promise<void>;
+}
+interface LlamaModel {
+  createContext(o: { contextSize: number; threads: number; sequences: number }): Promise<LlamaContext>;
+  dispose(): Promise<void>;
+}
+interface Llama {
+  loadModel(o: { modelPath: string }): Promise<LlamaModel>;
+}
+
+async function loadLlama(): Promise<Llama> {
+  const name = "node-llama-cpp";
+  try {
+    const mod = (await import(name)) as {
+      getLlama(o: { gpu: false; build: "never"; logLevel: "warn" }): Promise<Llama>;
+    };
+    return await mod.getLlama({ gpu: false, build: "never", logLevel: "warn" });
+  } catch (e) {
+    console.error(`bench/llama-cpp: node-llama-cpp did not load (${(e as Error).message.split("\n")[0]})`);
+    console.error("install it beside the project first: npm i --no-save -E node-llama-cpp@3.21.1");
+    process.exit(2);
+  }
+}
+
+const prompts = (rng: Rng, n: number) =>
+  Array.from({ length: n }, () => Array.from({ length: PROMPT }, () => 3 + rng.int(VOCAB - 3)));
+
+/** New tokens per second of greedy sequences of `prompts` run at once on llama.cpp. */
+async function llamaRun(model: LlamaModel, threads: number, ps: number[][]): Promise<number> {
+  const ctx = await model.createContext({ contextSize: ps.length * (PROMPT + NEW), threads, sequences: ps.length });
+  try {
+    const one = async (p: number[]) => {
+      let n = 0;
+      for await (const token of ctx.getSequence().evaluate(p, { temperature: 0 })) {
+        void token;
+        if (++n >= NEW) break;
+      }
+      return n;
+    };
+    const t0 = performance.now();
+    const counts = await Promise.all(ps.map(one));
+    return counts.reduce((a, b) => a + b, 0) / ((performance.now() - t0) / 1000);
+  } finally {
+    await ctx.dispose();
+  }
+}
+
+/** The same on the native engine (greedy, no stop). */
+async function nativeRun(engine: LocalEngine, ps: number[][]): Promise<number> {
+  const t0 = performance.now();
+  const out = await Promise.all(ps.map((p) => engine.sample(p, { maxTokens: NEW, temperature: 0, stop: [] })));
+  const tokens = out.reduce((s, r) => s + r.sequences[0].tokens.length, 0);
+  return tokens / ((performance.now() - t0) / 1000);
+}
+
+const round = (x: number) => Math.round(x * 10) / 10;
+
+async function main(): Promise<void> {
+  const llama = await loadLlama();
+  const root = mkdtempSync(join(tmpdir(), "agent-r1-llama-"));
+  const summary: Record<string, Record<string, number>> = {};
+  try {
+    const f32 = join(root, "M-F32");
+    await initModel({ preset: "medium", out: f32, seed: 5, overrides: { vocab_size: VOCAB } });
+    const m = loadModelDir(f32);
+    for (const dtype of ["F32", "F16", "BF16"] as DType[]) {
+      const dir = join(root, `M-${dtype}`);
+      if (dtype !== "F32") writeModelDir(dir, { config: m.config.raw, weights: m.weights, tokenizerFrom: f32, dtype });
+      const raw = openModelDirRaw(dir).load();
+      const gguf = join(root, `M-${dtype}.gguf`);
+      writeGguf(gguf, raw.config, raw.weights, ggufTokenizer(readJsonFile(join(dir, "tokenizer.json")), VOCAB));
+      const rng = new Rng(3);
+      const warm = prompts(rng, 2),
+        b1 = prompts(rng, 1),
+        b32 = prompts(rng, BATCH);
+      const fig: Record<string, number> = {};
+      const engine = await LocalEngine.load(dir, { backend: "native" });
+      try {
+        await nativeRun(engine, warm);
+        fig.native_b1 = round(await nativeRun(engine, b1));
+        fig.native_b32 = round(await nativeRun(engine, b32));
+      } finally {
+        await engine.dispose();
+      }
+      const model = await llama.loadModel({ modelPath: gguf });
+      try {
+        await llamaRun(model, 2, warm);
+        fig.llama_b1_t1 = round(await llamaRun(model, 1, b1));
+        fig.llama_b1_t2 = round(await llamaRun(model, 2, b1));
+        fig.llama_b32 = round(await llamaRun(model, 2, b32));
+      } finally {
+        await model.dispose();
+      }
+      const key = `M_${dtype.toLowerCase()}`;
+      summary[key] = fig;
+      console.log(JSON.stringify({ workload: key, ...fig }));
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+  console.log(JSON.stringify(summary));
+}
+
+await main();

@@ -1,0 +1,139 @@
+/**
+ * The GGUF writer (src/model/gguf.ts), read back here by a small reader of the format: header,
+ * metadata (sizes, the tokenizer padded to vocab_size), tensor names and dims in llama.cpp's
+ * order, offsets on the alignment, and each tensor's bytes (matrices as stored, vectors as
+ * float32); a tied head left out; what it cannot write is refused naming the field.
+ */
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { initModel } from "../src/model/init-model.js";
+import { loadModelDir, openModelDirRaw, readJsonFile, writeModelDir } from "../src/model/model-dir.js";
+import { GGUF_ALIGNMENT, ggufTensorName, ggufTokenizer, writeGguf } from "../src/model/gguf.js";
+import { toFloat32 } from "../src/model/safetensors.js";
+import { tempDir } from "./helpers.js";
+
+let root: string, dir: string;
+
+before(async () => {
+  root = tempDir("agent-r1-gguf-");
+  const f32 = join(root, "f32");
+  await initModel({ preset: "tiny", out: f32, seed: 2 });
+  const m = loadModelDir(f32);
+  dir = join(root, "bf16");
+  writeModelDir(dir, { config: m.config.raw, weights: m.weights, tokenizerFrom: f32, dtype: "BF16" });
+});
+
+after(() => rmSync(root, { recursive: true, force: true }));
+
+type Value = number | bigint | boolean | string | Value[];
+
+/** GGUF v3 as the format describes it (little-endian; strings and counts u64). */
+function readGguf(buf: Buffer) {
+  let at = 0;
+  const u32 = () => ((at += 4), buf.readUInt32LE(at - 4));
+  const u64 = () => ((at += 8), Number(buf.readBigUInt64LE(at - 8)));
+  const str = () => {
+    const n = u64();
+    at += n;
+    return buf.toString("utf8", at - n, at);
+  };
+  const value = (type: number): Value => {
+    switch (type) {
+      case 4:
+        return u32();
+      case 5:
+        return ((at += 4), buf.readInt32LE(at - 4));
+      case 6:
+        return ((at += 4), buf.readFloatLE(at - 4));
+      case 7:
+        return ((at += 1), buf[at - 1] === 1);
+      case 8:
+        return str();
+      case 9: {
+        const t = u32(),
+          n = u64();
+        return Array.from({ length: n }, () => value(t));
+      }
+      default:
+        throw new Error(`value type ${type}`);
+    }
+  };
+  assert.equal(buf.toString("latin1", 0, 4), "GGUF");
+  at = 4;
+  const version = u32(),
+    nTensors = u64(),
+    nKv = u64();
+  const meta = new Map<string, Value>();
+  for (let i = 0; i < nKv; i++) {
+    const key = str();
+    meta.set(key, value(u32()));
+  }
+  const tensors = Array.from({ length: nTensors }, () => {
+    const name = str();
+    const dims = Array.from({ length: u32() }, () => u64());
+    return { name, dims, type: u32(), offset: u64() };
+  });
+  const data = at + ((GGUF_ALIGNMENT - (at % GGUF_ALIGNMENT)) % GGUF_ALIGNMENT);
+  return { version, meta, tensors, data };
+}
+
+test("a bf16 Qwen2 model written as GGUF reads back: metadata, llama.cpp's names and dims, aligned data", () => {
+  const raw = openModelDirRaw(dir).load();
+  const c = raw.config;
+  const tok = ggufTokenizer(readJsonFile(join(dir, "tokenizer.json")), c.vocabSize, raw.tokenizer.eosTokenId);
+  const path = join(root, "m.gguf");
+  const names = writeGguf(path, c, raw.weights, tok);
+  const buf = readFileSync(path);
+  const g = readGguf(buf);
+  assert.equal(g.version, 3);
+  assert.equal(g.meta.get("general.architecture"), "qwen2");
+  assert.equal(g.meta.get("qwen2.block_count"), c.numLayers);
+  assert.equal(g.meta.get("qwen2.embedding_length"), c.hiddenSize);
+  assert.equal(g.meta.get("qwen2.attention.head_count_kv"), c.numKvHeads);
+  assert.equal(g.meta.get("qwen2.feed_forward_length"), c.intermediateSize);
+  assert.equal(g.meta.get("tokenizer.ggml.add_bos_token"), false);
+  const tokens = g.meta.get("tokenizer.ggml.tokens") as string[];
+  assert.equal(tokens.length, c.vocabSize, "one token per row of the embedding");
+  assert.equal((g.meta.get("tokenizer.ggml.token_type") as number[]).length, c.vocabSize);
+  assert.ok((g.meta.get("tokenizer.ggml.merges") as string[]).length > 0);
+  assert.equal(g.meta.get("tokenizer.ggml.eos_token_id"), raw.tokenizer.eosTokenId);
+  assert.deepEqual(
+    g.tensors.map((t) => t.name),
+    names,
+  );
+  assert.ok(c.tieWordEmbeddings && !names.includes("output.weight"), "a tied head is the embedding");
+  assert.ok(names.includes("blk.0.attn_q.bias") && names.includes("blk.1.ffn_down.weight"));
+  for (const [hf, t] of raw.weights) {
+    const name = ggufTensorName(hf)!;
+    if (name === "output.weight") continue;
+    const info = g.tensors.find((x) => x.name === name)!;
+    assert.deepEqual(info.dims, [...t.shape].reverse(), `${name}: dims innermost first`);
+    assert.equal(info.offset % GGUF_ALIGNMENT, 0, `${name}: aligned`);
+    const start = g.data + info.offset;
+    if (t.shape.length === 1) {
+      assert.equal(info.type, 0, `${name}: a vector is float32`);
+      const got = new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + start + t.shape[0] * 4));
+      assert.deepEqual(got, toFloat32(t), name);
+    } else {
+      assert.equal(info.type, 30, `${name}: bf16 stays bf16`);
+      const n = t.data.byteLength;
+      assert.ok(
+        buf.subarray(start, start + n).equals(Buffer.from(t.data.buffer, t.data.byteOffset, n)),
+        `${name}: the stored bits`,
+      );
+    }
+  }
+});
+
+test("GGUF: what the writer cannot write is refused, naming the field", () => {
+  const raw = openModelDirRaw(dir).load();
+  const tok = ggufTokenizer(readJsonFile(join(dir, "tokenizer.json")), raw.config.vocabSize);
+  const llama = { ...raw.config, modelType: "llama" as const };
+  assert.throws(() => writeGguf(join(root, "x.gguf"), llama, raw.weights, tok), /model_type.*qwen2 models, not llama/);
+  const odd = new Map(raw.weights);
+  odd.set("model.layers.0.mlp.experts.weight", { dtype: "F32", shape: [2], data: new Float32Array(2) });
+  assert.throws(() => writeGguf(join(root, "x.gguf"), raw.config, odd, tok), /experts.*no GGUF name/);
+  assert.throws(() => ggufTokenizer({ model: { type: "Unigram" } }, 10), /model\.type.*BPE/);
+});
