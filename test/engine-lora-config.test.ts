@@ -29,10 +29,9 @@ test("engine.lora: defaults, Tinker's switches as targets, alpha defaulting to t
 });
 
 test("engine.lora: dropout, nothing to train, unknown keys", () => {
-  assert.throws(
-    () => loadConfig(undefined, ["engine.lora.dropout=0.05"]),
-    /engine\.lora\.dropout.*only 0 is supported/,
-  );
+  const drop = localEngineOptions(loadConfig(undefined, ["engine.lora.dropout=0.05"]).engine);
+  assert.equal(drop.lora?.spec.dropout, 0.05);
+  assert.throws(() => loadConfig(undefined, ["engine.lora.dropout=1"]), /engine\.lora\.dropout.*must be below 1/);
   assert.throws(
     () =>
       localEngineOptions(loadConfig(undefined, ["engine.lora.trainAttn=false", "engine.lora.trainMlp=false"]).engine),

@@ -167,6 +167,22 @@ static void write_cache(const model_t *m, const pass_t *p, int64_t layer, const 
   }
 }
 
+/* The LoRA dropout of linear `index` (layer · LIN_COUNT + its position; the head L · LIN_COUNT) in
+ * pass p, for rows from row0: none outside training or without engine.lora.dropout. Each linear
+ * of each pass draws its own mask (the seed mixes the pass's seed with the index). */
+static lora_drop drop_of(const model_t *m, const pass_t *p, int64_t index, int64_t row0) {
+  lora_drop d = {0.0f, 0, row0};
+  if (p->train && m->lora_dropout > 0.0f) {
+    d.p = m->lora_dropout;
+    d.seed = lora_drop_seed(p->dropout_seed, (uint64_t)index);
+  }
+  return d;
+}
+
+static void layer_drops(const model_t *m, const pass_t *p, int64_t l, lora_drop *d) {
+  for (int i = 0; i < LIN_COUNT; i++) d[i] = drop_of(m, p, l * LIN_COUNT + i, 0);
+}
+
 int decoder_forward(const model_t *m, pass_t *p) {
   const int64_t N = p->N, H = m->H, F = m->F;
   embed_forward(m, p->tokens, N, p->acts[0].x);
@@ -174,26 +190,28 @@ int decoder_forward(const model_t *m, pass_t *p) {
     const layer_t *ly = &m->layers[l];
     layer_acts *a = &p->acts[p->train ? l : 0];
     const linear_t *lin = ly->lin;
+    lora_drop d[LIN_COUNT];
+    layer_drops(m, p, l, d);
     float *h = a->h1; /* (N, H) scratch: RMSNorm output, then each block's output */
     /* attention block: x2 = x + o(attention(rope(q(h1)), rope(k(h1)), v(h1))) */
     rmsnorm_forward(a->x, ly->ln1, h, a->rstd1, N, H, m->eps);
-    if (!linear_forward(&lin[LIN_Q], h, N, a->q, a->xa[LIN_Q]) ||
-        !linear_forward(&lin[LIN_K], h, N, a->k, a->xa[LIN_K]) ||
-        !linear_forward(&lin[LIN_V], h, N, a->v, a->xa[LIN_V]))
+    if (!linear_forward(&lin[LIN_Q], h, N, a->q, a->xa[LIN_Q], &d[LIN_Q]) ||
+        !linear_forward(&lin[LIN_K], h, N, a->k, a->xa[LIN_K], &d[LIN_K]) ||
+        !linear_forward(&lin[LIN_V], h, N, a->v, a->xa[LIN_V], &d[LIN_V]))
       return 0;
     rope_apply(a->q, p->cos, p->sin, N, m->nh, m->hd, 0);
     rope_apply(a->k, p->cos, p->sin, N, m->kv, m->hd, 0);
     if (!p->train && p->seqs[0].kv) write_cache(m, p, l, a->k, a->v);
     if (!attention_forward(m, p, l, a->q, a->k, a->v, a->ctx, a->lse)) return 0;
-    if (!linear_forward(&lin[LIN_O], a->ctx, N, h, a->xa[LIN_O])) return 0;
+    if (!linear_forward(&lin[LIN_O], a->ctx, N, h, a->xa[LIN_O], &d[LIN_O])) return 0;
     residual_add(a->x, h, a->x2, N * H);
     /* MLP block: out = x2 + down(silu(gate(h2)) · up(h2)) */
     rmsnorm_forward(a->x2, ly->ln2, h, a->rstd2, N, H, m->eps);
-    if (!linear_forward(&lin[LIN_GATE], h, N, a->gate, a->xa[LIN_GATE]) ||
-        !linear_forward(&lin[LIN_UP], h, N, a->up, a->xa[LIN_UP]))
+    if (!linear_forward(&lin[LIN_GATE], h, N, a->gate, a->xa[LIN_GATE], &d[LIN_GATE]) ||
+        !linear_forward(&lin[LIN_UP], h, N, a->up, a->xa[LIN_UP], &d[LIN_UP]))
       return 0;
     swiglu_forward(a->gate, a->up, a->act, N * F);
-    if (!linear_forward(&lin[LIN_DOWN], a->act, N, h, a->xa[LIN_DOWN])) return 0;
+    if (!linear_forward(&lin[LIN_DOWN], a->act, N, h, a->xa[LIN_DOWN], &d[LIN_DOWN])) return 0;
     float *out = l + 1 < m->L ? p->acts[p->train ? l + 1 : 0].x : p->xf; /* (N, H) */
     residual_add(a->x2, h, out, N * H);
   }
@@ -212,7 +230,7 @@ int head_logits(const model_t *m, const pass_t *p, const int64_t *rows, int64_t 
   int ok = x && (!m->head.la || xa);
   if (ok) {
     for (int64_t i = 0; i < nrows; i++) memcpy(x + i * H, p->hf + rows[i] * H, (size_t)H * sizeof(float));
-    ok = linear_forward(&m->head, x, nrows, out, xa);
+    ok = linear_forward(&m->head, x, nrows, out, xa, NULL); /* sampling: no dropout */
   }
   free(x);
   free(xa);
@@ -238,7 +256,8 @@ int head_logprobs(const model_t *m, const pass_t *p, const int32_t *target, floa
   int ok = 1;
   for (int64_t r0 = 0; r0 < N && ok; r0 += R) {
     const int64_t rows = N - r0 < R ? N - r0 : R;
-    ok = linear_forward(&m->head, p->hf + r0 * H, rows, logits, xa);
+    const lora_drop d = drop_of(m, p, m->L * LIN_COUNT, r0);
+    ok = linear_forward(&m->head, p->hf + r0 * H, rows, logits, xa, &d);
     logprob_ctx c = {logits, target + r0, logp + r0, entropy + r0, stats + 2 * r0, NULL, NULL, NULL, V, temperature};
     parallel_for(rows, GRAIN_FLOATS / V + 1, logprob_fwd_rows, &c);
   }
@@ -295,25 +314,27 @@ static int layers_backward(const model_t *m, const pass_t *p, grads_t *g) {
     const layer_t *ly = &m->layers[l];
     const layer_acts *a = &p->acts[l];
     const linear_t *lin = ly->lin;
+    lora_drop d[LIN_COUNT];
+    layer_drops(m, p, l, d);
     float *h = a->h1; /* (N, H) scratch: recomputed RMSNorm outputs */
     /* MLP block; g->dx is d out = d x2 (residual) + d mlp */
     rmsnorm_forward(a->x2, ly->ln2, h, a->rstd2, N, H, m->eps);
     swiglu_forward(a->gate, a->up, a->act, N * F);
-    if (!linear_backward(&lin[LIN_DOWN], a->act, a->xa[LIN_DOWN], g->dx, N, g->dup, 0)) return 0; /* d act */
+    if (!linear_backward(&lin[LIN_DOWN], a->act, a->xa[LIN_DOWN], g->dx, N, g->dup, 0, &d[LIN_DOWN])) return 0; /* d act */
     swiglu_backward(a->gate, a->up, g->dup, g->dgate, g->dup, N * F); /* dup read as d act, then written */
-    if (!linear_backward(&lin[LIN_GATE], h, a->xa[LIN_GATE], g->dgate, N, g->dh, 0) ||
-        !linear_backward(&lin[LIN_UP], h, a->xa[LIN_UP], g->dup, N, g->dh, 1))
+    if (!linear_backward(&lin[LIN_GATE], h, a->xa[LIN_GATE], g->dgate, N, g->dh, 0, &d[LIN_GATE]) ||
+        !linear_backward(&lin[LIN_UP], h, a->xa[LIN_UP], g->dup, N, g->dh, 1, &d[LIN_UP]))
       return 0;
     if (!rmsnorm_backward(a->x2, ly->ln2, a->rstd2, g->dh, g->dx, ly->dln2, N, H)) return 0; /* dx = d x2 */
     /* attention block */
-    if (!linear_backward(&lin[LIN_O], a->ctx, a->xa[LIN_O], g->dx, N, g->dctx, 0)) return 0;
+    if (!linear_backward(&lin[LIN_O], a->ctx, a->xa[LIN_O], g->dx, N, g->dctx, 0, &d[LIN_O])) return 0;
     if (!attention_backward(m, p, a->q, a->k, a->v, a->ctx, a->lse, g->dctx, g->dq, g->dk, g->dv)) return 0;
     rope_apply(g->dq, p->cos, p->sin, N, m->nh, m->hd, 1);
     rope_apply(g->dk, p->cos, p->sin, N, m->kv, m->hd, 1);
     rmsnorm_forward(a->x, ly->ln1, h, a->rstd1, N, H, m->eps);
-    if (!linear_backward(&lin[LIN_Q], h, a->xa[LIN_Q], g->dq, N, g->dh, 0) ||
-        !linear_backward(&lin[LIN_K], h, a->xa[LIN_K], g->dk, N, g->dh, 1) ||
-        !linear_backward(&lin[LIN_V], h, a->xa[LIN_V], g->dv, N, g->dh, 1))
+    if (!linear_backward(&lin[LIN_Q], h, a->xa[LIN_Q], g->dq, N, g->dh, 0, &d[LIN_Q]) ||
+        !linear_backward(&lin[LIN_K], h, a->xa[LIN_K], g->dk, N, g->dh, 1, &d[LIN_K]) ||
+        !linear_backward(&lin[LIN_V], h, a->xa[LIN_V], g->dv, N, g->dh, 1, &d[LIN_V]))
       return 0;
     if (!rmsnorm_backward(a->x, ly->ln1, a->rstd1, g->dh, g->dx, ly->dln1, N, H)) return 0; /* dx = d x */
   }
@@ -332,11 +353,12 @@ int decoder_backward_logprobs(const model_t *m, const pass_t *p, const int32_t *
   int ok = logits && ent && (!m->head.la || xa);
   for (int64_t r0 = 0; r0 < N && ok; r0 += R) {
     const int64_t rows = N - r0 < R ? N - r0 : R;
-    ok = linear_forward(&m->head, p->hf + r0 * H, rows, logits, xa);
+    const lora_drop d = drop_of(m, p, m->L * LIN_COUNT, r0);
+    ok = linear_forward(&m->head, p->hf + r0 * H, rows, logits, xa, &d);
     /* in place: each row reads its logits and writes their gradient */
     logprob_ctx c = {logits, target + r0, NULL, ent, (float *)stats + 2 * r0, dlogp + r0, NULL, logits, V, temperature};
     parallel_for(rows, GRAIN_FLOATS / V + 1, logprob_bwd_rows, &c);
-    ok = ok && linear_backward(&m->head, p->hf + r0 * H, xa, logits, rows, g.dh + r0 * H, 0);
+    ok = ok && linear_backward(&m->head, p->hf + r0 * H, xa, logits, rows, g.dh + r0 * H, 0, &d);
   }
   scratch_put(logits);
   free(xa);

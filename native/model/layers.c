@@ -178,9 +178,51 @@ static void bias_rows(void *p, int64_t lo, int64_t hi, int chunk) {
   }
 }
 
-/* y (N, out) = x (N, in) @ w [+ bias] [+ scale · xa @ lb], with xa (N, r) = x @ la written to `xa`.
- * Returns 0 when out of memory. */
-int linear_forward(const linear_t *lin, const float *x, int64_t N, float *y, float *xa) {
+/* splitmix64's finalizer: a well-mixed 64-bit hash of x. */
+static inline uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t lora_drop_seed(uint64_t pass_seed, uint64_t index) { return mix64(mix64(pass_seed) ^ mix64(~index)); }
+
+typedef struct {
+  const lora_drop *d;
+  const float *src; /* (N, in) */
+  float *dst;       /* (N, in): src ⊙ keep / (1 - p), or, with add, dst += that */
+  int64_t in;
+  int add;
+} drop_ctx;
+
+static void drop_rows(void *p, int64_t lo, int64_t hi, int chunk) {
+  (void)chunk;
+  const drop_ctx *c = (const drop_ctx *)p;
+  const uint64_t cut = (uint64_t)((double)c->d->p * 4294967296.0); /* drop when the hash's top 32 bits are below */
+  const float inv = 1.0f / (1.0f - c->d->p);
+  for (int64_t i = lo; i < hi; i++) {
+    const uint64_t row = mix64(c->d->seed ^ (uint64_t)(c->d->row0 + i));
+    const float *s = c->src + i * c->in;
+    float *o = c->dst + i * c->in;
+    for (int64_t j = 0; j < c->in; j++) {
+      const float v = (mix64(row + (uint64_t)j) >> 32) < cut ? 0.0f : s[j] * inv;
+      o[j] = c->add ? o[j] + v : v;
+    }
+  }
+}
+
+/* dst (N, in) = src ⊙ keep / (1 - p), or dst += that (add). */
+static void apply_drop(const lora_drop *d, const float *src, float *dst, int64_t N, int64_t in, int add) {
+  drop_ctx c = {d, src, dst, in, add};
+  parallel_for(N, GRAIN_FLOATS / in + 1, drop_rows, &c);
+}
+
+static int dropping(const linear_t *lin, const lora_drop *d) { return lin->la && d && d->p > 0.0f; }
+
+/* y (N, out) = x (N, in) @ w [+ bias] [+ scale · xa @ lb], with xa (N, r) = drop(x) @ la written to
+ * `xa`. Returns 0 when out of memory. */
+int linear_forward(const linear_t *lin, const float *x, int64_t N, float *y, float *xa, const lora_drop *drop) {
   const int64_t in = lin->w.rows, out = lin->w.cols;
   blas_gemm(0, 0, N, out, in, x, in, lin->w.data, lin->w.dtype, out, y, out, 0);
   if (lin->bias) {
@@ -189,7 +231,14 @@ int linear_forward(const linear_t *lin, const float *x, int64_t N, float *y, flo
   }
   if (lin->la) {
     const int64_t r = lin->rank;
-    blas_gemm(0, 0, N, r, in, x, in, lin->la, DT_F32, r, xa, r, 0); /* xa (N, r) */
+    float *xd = NULL; /* (N, in) the adapter's dropped input */
+    if (dropping(lin, drop)) {
+      xd = (float *)malloc((size_t)(N * in) * sizeof(float));
+      if (!xd) return 0;
+      apply_drop(drop, x, xd, N, in, 0);
+    }
+    blas_gemm(0, 0, N, r, in, xd ? xd : x, in, lin->la, DT_F32, r, xa, r, 0); /* xa (N, r) */
+    free(xd);
     float *xs = (float *)malloc((size_t)(N * r) * sizeof(float));  /* (N, r) scale · xa */
     if (!xs) return 0;
     for (int64_t i = 0; i < N * r; i++) xs[i] = xa[i] * lin->scale;
@@ -232,13 +281,13 @@ static int add_column_sums(const float *dy, int64_t N, int64_t out, float *dst) 
 }
 
 /*
- * Given dy (N, out) and the forward's x (N, in) and xa (N, r):
- *   dx (N, in) = dy @ wᵀ [+ (scale · dy @ lbᵀ) @ laᵀ]   (written, or added when accumulate_dx)
- *   dw += xᵀ @ dy, dbias += Σ_rows dy, dlb += scale · xaᵀ @ dy, dla += xᵀ @ (scale · dy @ lbᵀ)
+ * Given dy (N, out) and the forward's x (N, in) and xa (N, r), with xd = drop(x) (x without dropout):
+ *   dx (N, in) = dy @ wᵀ [+ drop((scale · dy @ lbᵀ) @ laᵀ)]   (written, or added when accumulate_dx)
+ *   dw += xᵀ @ dy, dbias += Σ_rows dy, dlb += scale · xaᵀ @ dy, dla += xdᵀ @ (scale · dy @ lbᵀ)
  * (each only where its accumulator exists; dx only when dx is not NULL).
  */
 int linear_backward(const linear_t *lin, const float *x, const float *xa, const float *dy, int64_t N, float *dx,
-                    int accumulate_dx) {
+                    int accumulate_dx, const lora_drop *drop) {
   const int64_t in = lin->w.rows, out = lin->w.cols;
   if (dx) blas_gemm(0, 1, N, in, out, dy, out, lin->w.data, lin->w.dtype, out, dx, in, accumulate_dx);
   if (lin->dw) blas_gemm(1, 0, in, out, N, x, in, dy, DT_F32, out, lin->dw, out, 1);
@@ -258,6 +307,22 @@ int linear_backward(const linear_t *lin, const float *x, const float *xa, const 
       for (int64_t i = 0; i < N * r; i++) xs[i] = xa[i] * lin->scale;
       blas_gemm(1, 0, r, out, N, xs, r, dy, DT_F32, out, lin->dlb, out, 1);
       free(xs);
+    }
+    if (dropping(lin, drop)) {
+      float *t = (float *)malloc((size_t)(N * in) * sizeof(float)); /* (N, in): xd, then dxa @ laᵀ */
+      if (!t) {
+        free(dxa);
+        return 0;
+      }
+      apply_drop(drop, x, t, N, in, 0);
+      if (lin->dla) blas_gemm(1, 0, in, r, N, t, in, dxa, DT_F32, r, lin->dla, r, 1); /* dla += xdᵀ @ dxa */
+      if (dx) {
+        blas_gemm(0, 1, N, in, r, dxa, r, lin->la, DT_F32, r, t, in, 0);
+        apply_drop(drop, t, dx, N, in, 1); /* dx += drop(dxa @ laᵀ) */
+      }
+      free(t);
+      free(dxa);
+      return 1;
     }
     if (lin->dla) blas_gemm(1, 0, in, r, N, x, in, dxa, DT_F32, r, lin->dla, r, 1); /* dla (in, r) += xᵀ @ dxa */
     if (dx) blas_gemm(0, 1, N, in, r, dxa, r, lin->la, DT_F32, r, dx, in, 1);        /* dx += dxa @ laᵀ */

@@ -62,6 +62,7 @@ typedef struct {
   float eps;
   int tied;          /* the head is the embedding (transposed) */
   int value_head;    /* the output is a scalar per token (score), not logits */
+  float lora_dropout; /* LoRA dropout p of training passes (layers.h lora_drop); 0: none */
   double *inv_freq;  /* (hd / 2) rotary frequencies, owned */
   mat_t embed;       /* (V, H) when not tied */
   float *dembed;     /* (V, H) or NULL */
@@ -111,6 +112,7 @@ typedef struct {
   int32_t *pos;           /* (N) positions */
   float *cos, *sin;       /* (N, hd/2) rotary tables for the positions */
   int train;              /* keeps every layer's activations */
+  uint64_t dropout_seed;  /* a training pass's LoRA dropout masks derive from it */
   layer_acts *acts;       /* (L) training; (1) shared by all layers otherwise */
   float *xf;              /* (N, H) the last layer's output */
   float *rstdf;           /* (N) */

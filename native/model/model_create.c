@@ -193,9 +193,10 @@ napi_value model_create(napi_env env, napi_callback_info info) {
   napi_typedarray_type t;
   void *d;
   int64_t len;
-  if (!typed(env, argv[0], &t, &d, &len) || t != napi_float64_array || len != 10)
-    return fail_type(env, "modelCreate: dims must be a Float64Array of 10 numbers");
+  if (!typed(env, argv[0], &t, &d, &len) || t != napi_float64_array || len != 11)
+    return fail_type(env, "modelCreate: dims must be a Float64Array of 11 numbers");
   const double *dims = (const double *)d;
+  if (!(dims[10] >= 0 && dims[10] < 1)) return fail_range(env, "modelCreate: dims[10] (LoRA dropout) must be in [0, 1)");
   for (int i = 0; i < 10; i++)
     if (!(dims[i] >= 0 && dims[i] <= 1e9)) return fail_range(env, "modelCreate: dims holds a negative or huge value");
   const int64_t H = (int64_t)dims[0], L = (int64_t)dims[1], nh = (int64_t)dims[2], kvh = (int64_t)dims[3],
@@ -226,6 +227,7 @@ napi_value model_create(napi_env env, napi_callback_info info) {
   m->eps = (float)dims[7];
   m->tied = dims[8] != 0;
   m->value_head = dims[9] != 0;
+  m->lora_dropout = (float)dims[10];
   m->inv_freq = (double *)malloc((size_t)(hd / 2) * sizeof(double));
   m->layers = (layer_t *)calloc((size_t)L, sizeof(layer_t));
   builder b = {env, box, 0, ""};

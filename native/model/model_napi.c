@@ -17,7 +17,8 @@
  *     Every length is checked against the dims; the model keeps references to the arrays (their
  *     contents may change in place, as the optimizer does; their identity may not).
  *   modelPassBytes(model, tokens, sequences, train) -> bytes a pass would allocate
- *   modelPass(model, tokens, lens, train, past?, kv?, caps?) -> pass (its forward done)
+ *   modelPass(model, tokens, lens, train, past?, kv?, caps?, seed?) -> pass (its forward done;
+ *     seed: a training pass's LoRA dropout masks)
  *     tokens: Int32Array (N); lens: Int32Array (sequences), Σ lens = N. For sampling, past
  *     (Int32Array) gives each sequence's cached length, kv an Array of Float32Array caches
  *     (L, 2, cap, kv·hd) and caps (Int32Array) their rows; new keys and values are written there.
@@ -189,10 +190,14 @@ static float **read_caches(napi_env env, const model_t *m, napi_value pastv, nap
 
 static napi_value model_pass(napi_env env, napi_callback_info info) {
   static const char *fn = "modelPass";
-  size_t argc = 7;
-  napi_value argv[7];
+  size_t argc = 8;
+  napi_value argv[8];
   CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 4) return fail_type(env, "modelPass(model, tokens, lens, train, past?, kv?, caps?) needs at least 4 arguments");
+  if (argc < 4)
+    return fail_type(env, "modelPass(model, tokens, lens, train, past?, kv?, caps?, seed?) needs at least 4 arguments");
+  double seed = 0;
+  if (argc >= 8 && !is_null(env, argv[7]) && !arg_number(env, argv[7], fn, "seed", &seed)) return NULL;
+  if (!(seed >= 0 && seed <= 9007199254740991.0)) return fail_range(env, "modelPass: seed must be in [0, 2^53)");
   model_box *mb = get_model(env, argv[0], fn);
   if (!mb) return NULL;
   const model_t *m = &mb->m;
@@ -231,6 +236,7 @@ static napi_value model_pass(napi_env env, napi_callback_info info) {
   }
   box->p = p;
   box->box = mb;
+  p->dropout_seed = (uint64_t)seed;
   if (!decoder_forward(m, p)) {
     pass_free(p);
     free(box);

@@ -70,9 +70,11 @@ export const configSchema = z.strictObject({
           dropout: z
             .number()
             .min(0)
-            .max(0, "only 0 is supported: the native engine has no LoRA dropout")
+            .lt(1, "must be below 1")
             .default(0)
-            .describe("Dropout on the adapters' input; only 0 is supported."),
+            .describe(
+              "Dropout on the adapters' input in training passes (PEFT's lora_dropout); sampling and scoring never drop.",
+            ),
           trainAttn: z
             .boolean()
             .default(true)

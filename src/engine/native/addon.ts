@@ -31,6 +31,8 @@ export interface ModelAddon {
     past?: Int32Array | null,
     kv?: Float32Array[] | null,
     caps?: Int32Array | null,
+    /** A training pass's LoRA dropout masks derive from it (an integer below 2^53). */
+    seed?: number | null,
   ): NativeHandle;
   passLogprobs(
     pass: NativeHandle,

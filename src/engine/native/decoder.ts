@@ -304,6 +304,7 @@ export class NativeDecoder {
       c.rmsNormEps,
       c.tieWordEmbeddings ? 1 : 0,
       this.head === "value" ? 1 : 0,
+      this.lora?.spec.dropout ?? 0,
     ]);
     const lora: Parameters<ModelAddon["modelCreate"]>[5] = new Array(nlin).fill(null);
     const ranks = new Int32Array(nlin),
@@ -351,8 +352,11 @@ export class NativeDecoder {
     return this.addon.modelPassBytes(this.handle, tokens, sequences, train);
   }
 
-  /** Runs the forward over whole sequences (no cache). `train` keeps what the backward needs. */
-  forward(sequences: ArrayLike<number>[], train: boolean): NativePass {
+  /**
+   * Runs the forward over whole sequences (no cache). `train` keeps what the backward needs; a
+   * training pass draws its LoRA dropout masks (engine.lora.dropout) from `seed`.
+   */
+  forward(sequences: ArrayLike<number>[], train: boolean, seed = 0): NativePass {
     const lens = Int32Array.from(sequences, (s) => s.length);
     const tokens = new Int32Array(lens.reduce((a, b) => a + b, 0));
     let o = 0;
@@ -361,7 +365,11 @@ export class NativeDecoder {
       o += s.length;
     }
     if (train) this.prepareTraining();
-    return new NativePass(this.addon, this.addon.modelPass(this.handle, tokens, lens, train), lens);
+    return new NativePass(
+      this.addon,
+      this.addon.modelPass(this.handle, tokens, lens, train, null, null, null, seed),
+      lens,
+    );
   }
 
   /**

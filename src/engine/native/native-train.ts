@@ -59,6 +59,7 @@ export function nativePolicyPass(
     const pass = tr.model.forward(
       group.map((d) => d.tokens),
       true,
+      tr.nextPassSeed(),
     );
     try {
       const { logp, entropy } = pass.logprobs(targets, loss.temperature);
@@ -157,6 +158,7 @@ export function nativeCriticPass(
     const pass = tr.model.forward(
       group.map((d) => d.tokens),
       true,
+      tr.nextPassSeed(),
     );
     try {
       const v = pass.values();

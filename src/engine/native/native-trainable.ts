@@ -19,6 +19,8 @@ export class NativeTrainable {
   /** Set by passes that added gradients; cleared by a step or zeroGrad. */
   accumulated = false;
   step = 0;
+  /** Training passes since the last optimizer step (their LoRA dropout seeds). */
+  private passes = 0;
   private readonly addon: NativeAddon;
 
   constructor(readonly model: NativeDecoder) {
@@ -33,6 +35,14 @@ export class NativeTrainable {
 
   hasGradients(): boolean {
     return this.accumulated;
+  }
+
+  /**
+   * The seed of the next training pass's LoRA dropout masks: the optimizer step and the pass's
+   * index since it, so a resumed run (its step restored) draws the masks the uninterrupted run would.
+   */
+  nextPassSeed(): number {
+    return this.step * 65536 + (this.passes++ % 65536);
   }
 
   zeroGrad(): void {
@@ -56,6 +66,7 @@ export class NativeTrainable {
       return { gradNorm, skipped: true, step: this.step };
     }
     this.step += 1;
+    this.passes = 0;
     const scale = clip > 0 && gradNorm > clip ? clip / gradNorm : 1;
     const bc1 = 1 - Math.pow(beta1, this.step),
       bc2 = 1 - Math.pow(beta2, this.step);
