@@ -177,33 +177,23 @@ static const kernel_info PORTABLE = {"portable",
                                      NULL,
                                      0};
 #if defined(__x86_64__) || defined(_M_X64)
-static const kernel_info AVX512 = {"avx512",
-                                   {gemm_ukernel_avx512, gemm_ukernel_avx512_bf16, gemm_ukernel_avx512_f16},
-                                   12,
-                                   32,
-                                   384,
-                                   144,
-                                   4096,
-                                   {gemm_gemv_avx512, gemm_gemv_avx512_bf16, gemm_gemv_avx512_f16},
-                                   {gemm_gemvt_avx512, gemm_gemvt_avx512_bf16, gemm_gemvt_avx512_f16},
-                                   gemm_pack_bn_avx512,
-                                   gemm_pack_bt_avx512,
-                                   gemm_pack_an_avx512,
-                                   0};
-/* AVX-512, with bf16 B on the AMX tile units */
-static const kernel_info AMX = {"amx",
-                                {gemm_ukernel_avx512, gemm_ukernel_avx512_bf16, gemm_ukernel_avx512_f16},
-                                12,
-                                32,
-                                384,
-                                144,
-                                4096,
-                                {gemm_gemv_avx512, gemm_gemv_avx512_bf16, gemm_gemv_avx512_f16},
-                                {gemm_gemvt_avx512, gemm_gemvt_avx512_bf16, gemm_gemvt_avx512_f16},
-                                gemm_pack_bn_avx512,
-                                gemm_pack_bt_avx512,
-                                gemm_pack_an_avx512,
-                                1};
+/* The AVX-512 kernels; with tiles, a bf16 B goes to the AMX tile units instead. */
+#define AVX512_INFO(NAME, TILES)                                                                    \
+  {NAME,                                                                                            \
+   {gemm_ukernel_avx512, gemm_ukernel_avx512_bf16, gemm_ukernel_avx512_f16},                        \
+   12,                                                                                              \
+   32,                                                                                              \
+   384,                                                                                             \
+   144,                                                                                             \
+   4096,                                                                                            \
+   {gemm_gemv_avx512, gemm_gemv_avx512_bf16, gemm_gemv_avx512_f16},                                 \
+   {gemm_gemvt_avx512, gemm_gemvt_avx512_bf16, gemm_gemvt_avx512_f16},                              \
+   gemm_pack_bn_avx512,                                                                             \
+   gemm_pack_bt_avx512,                                                                             \
+   gemm_pack_an_avx512,                                                                             \
+   TILES}
+static const kernel_info AVX512 = AVX512_INFO("avx512", 0);
+static const kernel_info AMX = AVX512_INFO("amx", 1);
 static const kernel_info AVX2 = {"avx2",
                                  {gemm_ukernel_avx2, gemm_ukernel_avx2_bf16, gemm_ukernel_avx2_f16},
                                  6,

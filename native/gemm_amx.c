@@ -4,17 +4,18 @@
  * sums float32 (TDPBF16PS: each step adds the two products of a k pair to the float32 sum).
  *
  * A tile holds 16 rows of 64 bytes. TDPBF16PS multiplies a (16, 32) bf16 tile by a (32, 16) one
- * given as 16 rows of 16 k pairs ("VNNI" order) into a (16, 16) float32 tile. Each call here keeps
- * four sums (a 32 x 32 block) in tiles 4..7 for the whole of k, fed by tiles 0, 1 (left operand)
- * and 2, 3 (right operand), 32 k steps at a time:
+ * given as 16 rows of 16 k pairs ("VNNI" order) into a (16, 16) float32 tile. A block of C keeps
+ * four sums (32 x 32) in tiles 4..7, fed by tiles 0, 1 (left operand) and 2, 3 (right operand),
+ * 32 k steps at a time:
  *
  *   B not transposed (a weight held (in, out)):  C block = A rows (left) . B panel (right)
- *     A is rounded into a16 (rows padded to 32, k to 32, zeros), read by tile loads; each 32-column
- *     panel of B is reordered into k pairs (pack_panel) once, then used by every block of rows.
+ *     A is rounded into a16 (rows padded to 16 or 32, k to 32, zeros), read by tile loads; B is
+ *     reordered into k pairs (pack_panel) a (PANEL_K, PANEL_COLS) panel at a time, used by every
+ *     block of rows, the sums kept in cbuf between panels (a last block of 16 rows takes half).
  *   B transposed (held (n, k), as the backward's dx = dy . wᵀ reads a weight):
  *                                                Cᵀ block = B rows (left) . A pairs (right)
  *     the rows of B are read by tile loads in place (no packing), A is rounded and reordered into
- *     k pairs once (a_pairs), and each block of Cᵀ is transposed on its way out.
+ *     k pairs once (pair_rows), and each block of Cᵀ is transposed on its way out.
  *
  * Every element of C is the same sequence of steps over k whatever else is in its block, and
  * padding adds exact zeros: a row of A gets the same bits alone as in a batch.
@@ -203,18 +204,17 @@ typedef struct {
   size_t task_bytes;
 } amx_job;
 
-/* Block (i0, j0) of C, (32, 32) floats in t (rows 128 bytes apart), read from C (accumulate) or to
- * C; transposed: t holds the block of Cᵀ. Only the part inside C is touched. */
-static void block_io(const amx_job *j, int64_t i0, int64_t j0, float *t, int to_c, int transposed) {
+/* Block (i0, j0) of C <-> t, the (32, 32) block of Cᵀ (rows 128 bytes apart): to_c 0 reads C into
+ * t (accumulate), 1 writes t out. Only the part inside C is touched. */
+static void block_io_t(const amx_job *j, int64_t i0, int64_t j0, float *t, int to_c) {
   const int64_t ri = j->m - i0 < ROWS ? j->m - i0 : ROWS, cj = j->n - j0 < COLS ? j->n - j0 : COLS;
   for (int64_t i = 0; i < ri; i++) {
     float *cr = j->c + (i0 + i) * j->ldc + j0;
     for (int64_t jj = 0; jj < cj; jj++) {
-      float *tv = transposed ? &t[jj * 32 + i] : &t[i * 32 + jj];
       if (to_c)
-        cr[jj] = *tv;
+        cr[jj] = t[jj * 32 + i];
       else
-        *tv = cr[jj];
+        t[jj * 32 + i] = cr[jj];
     }
   }
 }
@@ -300,7 +300,7 @@ TAMX static void part_t(const amx_job *j, int64_t lo, int64_t hi, void *work) {
     for (int64_t i0 = 0; i0 < j->rows; i0 += ROWS) {
       if (j->accumulate) {
         memset(t, 0, sizeof t);
-        block_io(j, i0, j0, t, 0, 1);
+        block_io_t(j, i0, j0, t, 0);
         sums_load(t, 128);
       } else {
         sums_load(NULL, 128);
@@ -309,7 +309,7 @@ TAMX static void part_t(const amx_job *j, int64_t lo, int64_t hi, void *work) {
       const char *r0 = (const char *)((const uint32_t *)j->a + (i0 / 16) * k2 * 16);
       block_sums(j->k32 / KSTEP, (const char *)br, (const char *)br + 16 * bstride, bstride, r0, r0 + k2 * 64);
       sums_store(t, 128);
-      block_io(j, i0, j0, t, 1, 1);
+      block_io_t(j, i0, j0, t, 1);
     }
   }
 }

@@ -1,7 +1,8 @@
 /*
- * x86-64 micro-kernels of own_sgemm (gemm.c). Each is compiled for its instruction set with a
- * target attribute, so one binary runs on every x86-64 CPU: gemm.c calls a kernel only after
- * checking, at run time, that the CPU and the OS support it.
+ * x86-64 micro-kernels of own_sgemm (gemm.c): AVX-512 here, AVX2 in gemm_avx2.c, what both use in
+ * gemm_x86.h. Each is compiled for its instruction set with a target attribute, so one binary runs
+ * on every x86-64 CPU: gemm.c calls a kernel only after checking, at run time, that the CPU and
+ * the OS support it.
  *
  * A call computes one tile of C of rows <= MR and cols <= NR over kc steps of k:
  *   ap: A, element (i, p) at ap[i * arow + p * astride]: packed (arow 1, astride MR), or read in
@@ -21,33 +22,18 @@
  * masked 32-bit load (AVX2's vpmaskmovd; 16-bit masked loads would need AVX-512 BW) plus the odd
  * last half on its own, so no byte past the cols elements is read.
  */
-#include "gemm.h"
+#include "gemm_x86.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
-#include <immintrin.h>
 
 int gemm_cpu_has_avx512(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
 }
 
-int gemm_cpu_has_avx2(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-}
-
-#define INLINE static inline __attribute__((always_inline))
-
-/* Bytes per element of B. */
-#define ESZ(BT) ((BT) == DT_F32 ? 4 : 2)
-
 /* ---- AVX-512: MR = 12 rows x NR = 32 columns (two 16-float vectors): up to 24 accumulators. ---- */
 
 #define T512 __attribute__((target("avx512f,fma")))
-
-/* A's element (i, p - p0) of the current step: ap[i] when packed (arow 1), else row i's pointer. */
-#define A_AT(i) \
-  (rows_a ? ((i) < 3 ? a0 : (i) < 6 ? a3 : (i) < 9 ? a6 : a9)[((i) % 3) * arow] : ap[i])
 
 /* The first n (0..16) of 16 halfs, as a partial load: n / 2 whole pairs, then the odd last half. */
 typedef struct {
@@ -159,9 +145,6 @@ T512 INLINE void body512(const int BT, const int R, const int full, const int ro
 #define K512(R) K512_T(R, DT_F32, f32) K512_T(R, DT_BF16, bf16) K512_T(R, DT_F16, f16)
 K512(1) K512(2) K512(3) K512(4) K512(5) K512(6) K512(7) K512(8) K512(9) K512(10) K512(11) K512(12)
 
-typedef void (*rows_kernel)(int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride, const void *bp,
-                            int64_t bstride, float *c, int64_t ldc, int accumulate);
-
 #define ROWS12(SUF)                                                                                                 \
   {                                                                                                                 \
     NULL, k512_##SUF##_1, k512_##SUF##_2, k512_##SUF##_3, k512_##SUF##_4, k512_##SUF##_5, k512_##SUF##_6,          \
@@ -181,182 +164,6 @@ void gemm_ukernel_avx512_f16(int rows, int cols, int64_t kc, const float *ap, in
                              const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
   K512_BY_ROWS[DT_F16][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
 }
-
-/* ---- AVX2 + FMA: MR = 6 rows x NR = 16 columns (two 8-float vectors): up to 12 accumulators. ---- */
-
-#define T256 __attribute__((target("avx2,fma,f16c")))
-
-/* Lane masks of _mm256_maskload_ps for the first n (0..8) columns. */
-T256 INLINE __m256i mask256(int n) {
-  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
-}
-
-/* The first n (0..8) of 8 halfs, as a partial load: n / 2 whole pairs, then the odd last half. */
-typedef struct {
-  __m128i pairs; /* (4) dword lanes loaded */
-  __m128i last;  /* (8) the lane of half n - 1 */
-  int odd, n;
-} part8;
-
-T256 INLINE part8 part8_make(int n) {
-  part8 h;
-  h.pairs = _mm_cmpgt_epi32(_mm_set1_epi32(n >> 1), _mm_setr_epi32(0, 1, 2, 3));
-  h.last = _mm_cmpeq_epi16(_mm_set1_epi16((short)(n - 1)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
-  h.odd = n & 1;
-  h.n = n;
-  return h;
-}
-
-/* 8 floats of B at p (a byte address): floats loaded, bf16 / f16 widened; with full = 0 only the
- * lanes of mask m (floats) or of h (halfs) are read, the others are zero. */
-T256 INLINE __m256 load_b8(const int BT, const int full, const char *p, __m256i m, const part8 *h) {
-  if (BT == DT_F32) return full ? _mm256_loadu_ps((const float *)p) : _mm256_maskload_ps((const float *)p, m);
-  __m128i x; /* (8) halfs */
-  if (full) {
-    x = _mm_loadu_si128((const __m128i *)p);
-  } else {
-    x = _mm_maskload_epi32((const int *)p, h->pairs);
-    if (h->odd) x = _mm_or_si128(x, _mm_and_si128(h->last, _mm_set1_epi16(((const short *)p)[h->n - 1])));
-  }
-  if (BT == DT_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16));
-  return _mm256_cvtph_ps(x);
-}
-
-T256 INLINE void body256(const int BT, const int R, const int full, const int rows_a, int cols, int64_t kc,
-                         const float *ap, int64_t arow, int64_t astride, const void *bp, int64_t bstride, float *c,
-                         int64_t ldc, int accumulate) {
-  const float *a0 = ap, *a3 = R > 3 ? ap + 3 * arow : ap, *a6 = ap, *a9 = ap; /* row pointers when rows_a */
-  const char *bb = (const char *)bp; /* (1, cols) step p of B, bsb bytes apart */
-  const int64_t bsb = bstride * ESZ(BT);
-  const __m256i m0 = mask256(cols >= 8 ? 8 : cols), m1 = mask256(cols >= 16 ? 8 : cols <= 8 ? 0 : cols - 8);
-  const part8 h0 = part8_make(cols >= 8 ? 8 : cols), h1 = part8_make(cols >= 16 ? 8 : cols <= 8 ? 0 : cols - 8);
-  __m256 lo[6], hi[6]; /* (R, 16) tile */
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; i++)
-    if (i < R) lo[i] = hi[i] = _mm256_setzero_ps();
-  for (int64_t p = 0; p < kc; p++) {
-    /* (1, 16) row p of B */
-    const __m256 b0 = load_b8(BT, full, bb, m0, &h0);
-    const __m256 b1 = load_b8(BT, full, bb + 8 * ESZ(BT), m1, &h1);
-#pragma GCC unroll 6
-    for (int i = 0; i < 6; i++) {
-      if (i < R) {
-        const __m256 a = _mm256_set1_ps(A_AT(i));
-        lo[i] = _mm256_fmadd_ps(a, b0, lo[i]);
-        hi[i] = _mm256_fmadd_ps(a, b1, hi[i]);
-      }
-    }
-    ap += astride;
-    a0 += astride;
-    a3 += astride;
-    bb += bsb;
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < 6; i++) {
-    if (i < R) {
-      float *r = c + i * ldc; /* (cols) row i of the tile */
-      if (full) {
-        if (accumulate) {
-          lo[i] = _mm256_add_ps(lo[i], _mm256_loadu_ps(r));
-          hi[i] = _mm256_add_ps(hi[i], _mm256_loadu_ps(r + 8));
-        }
-        _mm256_storeu_ps(r, lo[i]);
-        _mm256_storeu_ps(r + 8, hi[i]);
-      } else {
-        if (accumulate) {
-          lo[i] = _mm256_add_ps(lo[i], _mm256_maskload_ps(r, m0));
-          hi[i] = _mm256_add_ps(hi[i], _mm256_maskload_ps(r + 8, m1));
-        }
-        _mm256_maskstore_ps(r, m0, lo[i]);
-        _mm256_maskstore_ps(r + 8, m1, hi[i]);
-      }
-    }
-  }
-}
-
-/* k256_<dtype>_<R>: R rows, B in dtype BT; the four bodies by full width and A in place or packed. */
-#define K256_T(R, BT, SUF)                                                                                         \
-  T256 static void k256_##SUF##_##R(int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,           \
-                                    const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {       \
-    if (arow == 1) {                                                                                                \
-      if (cols == 16)                                                                                               \
-        body256(BT, R, 1, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                         \
-      else                                                                                                          \
-        body256(BT, R, 0, 0, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                         \
-    } else if (cols == 16) {                                                                                        \
-      body256(BT, R, 1, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                           \
-    } else {                                                                                                        \
-      body256(BT, R, 0, 1, cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);                           \
-    }                                                                                                               \
-  }
-#define K256(R) K256_T(R, DT_F32, f32) K256_T(R, DT_BF16, bf16) K256_T(R, DT_F16, f16)
-K256(1) K256(2) K256(3) K256(4) K256(5) K256(6)
-
-#define ROWS6(SUF) \
-  { NULL, k256_##SUF##_1, k256_##SUF##_2, k256_##SUF##_3, k256_##SUF##_4, k256_##SUF##_5, k256_##SUF##_6 }
-static const rows_kernel K256_BY_ROWS[3][7] = {ROWS6(f32), ROWS6(bf16), ROWS6(f16)}; /* [DT_*][rows] */
-
-void gemm_ukernel_avx2(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
-                       const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
-  K256_BY_ROWS[DT_F32][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
-}
-void gemm_ukernel_avx2_bf16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
-                            const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
-  K256_BY_ROWS[DT_BF16][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
-}
-void gemm_ukernel_avx2_f16(int rows, int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride,
-                           const void *bp, int64_t bstride, float *c, int64_t ldc, int accumulate) {
-  K256_BY_ROWS[DT_F16][rows](cols, kc, ap, arow, astride, bp, bstride, c, ldc, accumulate);
-}
-
-/* ---- One row of A (a decode step of batch 1): c (n) = sum over p of a[p * astride] * B[p, :]. ----
- * B's rows are read whole and in order, four at a time (four streams the prefetcher follows), into
- * a chunk of c that stays in L1; the packed path would read B in column panels, a row or more
- * apart, which is slow when B comes from memory, as it does once per token. The sums are formed
- * exactly as the micro-kernel forms them (fused multiply-adds in order of p from zero within each
- * block of kc steps, each block's sum then added to c), so a row gets the same bits alone as in a
- * batch: sampling does not depend on which sequences share a decode step. A bf16 / f16 B is
- * widened as it is loaded (exactly), so the same holds for it, and half the bytes are read. */
-#define GEMV_CHUNK 2048 /* floats of c per pass over B's rows */
-
-/* The skeleton, for both instruction sets: SUF names the helpers gemv_fma<SUF> (t (W) += rows of B
- * times av, in order) and gemv_out<SUF> (c (W) = t, or t + c), W floats per vector. Whole vectors
- * run with full = 1; the last, partial one (cols % W columns: mask m, halfs h) with full = 0. */
-#define GEMV_BODY(SUF, BT, VEC, W, ZERO, STORE, SET1, MASK_T, MASK_MAKE, PART_T, PART_MAKE)                         \
-  const int64_t esz = ESZ(BT), ldbb = ldb * esz; /* bytes per element of B, between rows of B */                  \
-  float t[GEMV_CHUNK] __attribute__((aligned(64))); /* (cols) one block's sums */                                  \
-  for (int64_t j0 = 0; j0 < n; j0 += GEMV_CHUNK) {                                                                  \
-    const int64_t cols = n - j0 < GEMV_CHUNK ? n - j0 : GEMV_CHUNK, whole = cols - cols % W;                        \
-    const MASK_T m = MASK_MAKE((int)(cols - whole));                                                                \
-    const PART_T h = PART_MAKE((int)(cols - whole));                                                                \
-    float *cc = c + j0;                          /* (cols) */                                                       \
-    const char *bc = (const char *)b + j0 * esz; /* (k, cols) B's columns j0.., rows ldbb bytes apart */            \
-    for (int64_t pc = 0; pc < k; pc += kc) {                                                                        \
-      const int64_t pend = k - pc < kc ? k : pc + kc;                                                               \
-      for (int64_t j = 0; j < cols; j += W) STORE(t + j, ZERO);                                                     \
-      int64_t p = pc;                                                                                               \
-      for (; p + 4 <= pend; p += 4) {                                                                               \
-        const VEC av[4] = {SET1(a[p * astride]), SET1(a[(p + 1) * astride]), SET1(a[(p + 2) * astride]),            \
-                           SET1(a[(p + 3) * astride])};                                                             \
-        const char *br = bc + p * ldbb; /* rows p..p+3 */                                                           \
-        int64_t j = 0;                                                                                              \
-        for (; j < whole; j += W) gemv_fma##SUF(BT, 1, 4, av, br + j * esz, ldbb, t + j, m, &h);                    \
-        if (j < cols) gemv_fma##SUF(BT, 0, 4, av, br + j * esz, ldbb, t + j, m, &h);                                \
-      }                                                                                                             \
-      for (; p < pend; p++) {                                                                                       \
-        const VEC av[1] = {SET1(a[p * astride])};                                                                   \
-        const char *br = bc + p * ldbb; /* row p */                                                                 \
-        int64_t j = 0;                                                                                              \
-        for (; j < whole; j += W) gemv_fma##SUF(BT, 1, 1, av, br + j * esz, ldbb, t + j, m, &h);                    \
-        if (j < cols) gemv_fma##SUF(BT, 0, 1, av, br + j * esz, ldbb, t + j, m, &h);                                \
-      }                                                                                                             \
-      const int add = pc > 0 || accumulate;                                                                         \
-      int64_t j = 0;                                                                                                \
-      for (; j < whole; j += W) gemv_out##SUF(1, add, t + j, cc + j, m);                                            \
-      if (j < cols) gemv_out##SUF(0, add, t + j, cc + j, m);                                                        \
-    }                                                                                                               \
-  }
 
 /* t (16) += av[0] * B row 0 + ... + av[rows - 1] * B row rows - 1, in that order; B's rows at br,
  * ldbb bytes apart. t is aligned and whole (its lanes past the columns hold zeros, B's are not read). */
@@ -400,44 +207,6 @@ T512 void gemm_gemv_avx512_f16(int64_t k, int64_t n, const float *a, int64_t ast
   gemv512(DT_F16, k, n, a, astride, b, ldb, c, kc, accumulate);
 }
 
-/* As gemv_fma512 and gemv_out512, 8 floats wide. */
-T256 INLINE void gemv_fma256(const int BT, const int full, const int rows, const __m256 *av, const char *br,
-                             int64_t ldbb, float *t, __m256i m, const part8 *h) {
-  __m256 s = _mm256_load_ps(t);
-  if (rows == 4) /* as in gemv_fma512 */
-    for (int r = 4; r < 8; r++) _mm_prefetch(br + r * ldbb, _MM_HINT_T0);
-  for (int r = 0; r < rows; r++) s = _mm256_fmadd_ps(av[r], load_b8(BT, full, br + r * ldbb, m, h), s);
-  _mm256_store_ps(t, s);
-}
-
-T256 INLINE void gemv_out256(const int full, int add, const float *t, float *cc, __m256i m) {
-  __m256 s = _mm256_load_ps(t);
-  if (add) s = _mm256_add_ps(s, full ? _mm256_loadu_ps(cc) : _mm256_maskload_ps(cc, m));
-  if (full)
-    _mm256_storeu_ps(cc, s);
-  else
-    _mm256_maskstore_ps(cc, m, s);
-}
-
-T256 INLINE void gemv256(const int BT, int64_t k, int64_t n, const float *a, int64_t astride, const void *b,
-                         int64_t ldb, float *c, int64_t kc, int accumulate) {
-  GEMV_BODY(256, BT, __m256, 8, _mm256_setzero_ps(), _mm256_store_ps, _mm256_set1_ps, __m256i, mask256, part8,
-            part8_make)
-}
-
-T256 void gemm_gemv_avx2(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb, float *c,
-                         int64_t kc, int accumulate) {
-  gemv256(DT_F32, k, n, a, astride, b, ldb, c, kc, accumulate);
-}
-T256 void gemm_gemv_avx2_bf16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
-                              float *c, int64_t kc, int accumulate) {
-  gemv256(DT_BF16, k, n, a, astride, b, ldb, c, kc, accumulate);
-}
-T256 void gemm_gemv_avx2_f16(int64_t k, int64_t n, const float *a, int64_t astride, const void *b, int64_t ldb,
-                             float *c, int64_t kc, int accumulate) {
-  gemv256(DT_F16, k, n, a, astride, b, ldb, c, kc, accumulate);
-}
-
 /* ---- Packing a half-precision B not transposed: d (kc, NR) = the (kc, cols) panel at src, rows
  * ldb halfs apart, widened; columns past cols zero (the partial loads give zero lanes). ---- */
 T512 INLINE void pack_bn512(const int BT, const int full, const uint16_t *src, int64_t ldb, int64_t kc, int cols,
@@ -461,30 +230,6 @@ T512 void gemm_pack_bn_avx512(const uint16_t *src, int b_dtype, int64_t ldb, int
     pack_bn512(DT_F16, 1, src, ldb, kc, cols, d);
   } else {
     pack_bn512(DT_F16, 0, src, ldb, kc, cols, d);
-  }
-}
-
-T256 INLINE void pack_bn256(const int BT, const int full, const uint16_t *src, int64_t ldb, int64_t kc, int cols,
-                            float *d) {
-  const __m256i m0 = mask256(cols >= 8 ? 8 : cols), m1 = mask256(cols >= 16 ? 8 : cols <= 8 ? 0 : cols - 8);
-  const part8 h0 = part8_make(cols >= 8 ? 8 : cols), h1 = part8_make(cols >= 16 ? 8 : cols <= 8 ? 0 : cols - 8);
-  for (int64_t p = 0; p < kc; p++) {
-    const char *r = (const char *)(src + p * ldb); /* (cols) halfs of step p */
-    _mm256_storeu_ps(d + p * 16, load_b8(BT, full, r, m0, &h0));
-    _mm256_storeu_ps(d + p * 16 + 8, load_b8(BT, full, r + 16, m1, &h1));
-  }
-}
-
-T256 void gemm_pack_bn_avx2(const uint16_t *src, int b_dtype, int64_t ldb, int64_t kc, int cols, float *d) {
-  if (b_dtype == DT_BF16) {
-    if (cols == 16)
-      pack_bn256(DT_BF16, 1, src, ldb, kc, cols, d);
-    else
-      pack_bn256(DT_BF16, 0, src, ldb, kc, cols, d);
-  } else if (cols == 16) {
-    pack_bn256(DT_F16, 1, src, ldb, kc, cols, d);
-  } else {
-    pack_bn256(DT_F16, 0, src, ldb, kc, cols, d);
   }
 }
 

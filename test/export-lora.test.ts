@@ -8,8 +8,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { initModel } from "../src/model/init-model.js";
-import { loadModelDir, readModelConfig, TOKENIZER_FILES, writeModelDir } from "../src/model/model-dir.js";
+import { readModelConfig, TOKENIZER_FILES } from "../src/model/model-dir.js";
 import type { ModelConfig } from "../src/model/config.js";
 import {
   ADAPTER_CONFIG_FILE,
@@ -26,6 +25,7 @@ import { runCli } from "../src/cli/main.js";
 import { Rng } from "../src/util/rng.js";
 import { captureIO, tempDir } from "./helpers.js";
 import { ENGINES } from "./engine-internals.js";
+import { randomAdapters, tinyBf16Model } from "./model-fixtures.js";
 
 const skip = !ENGINES.includes("native") && "the native addon is not built";
 const spec: LoraSpec = {
@@ -37,41 +37,14 @@ const spec: LoraSpec = {
 };
 let root: string, base: string, config: ModelConfig, adapters: LoraAdapters, adapterDir: string;
 
-/** Random non-zero A (r, in) and B (out, r) for every targeted module of `c`, as PEFT stores them. */
-function randomAdapters(c: ModelConfig, seed: number): LoraAdapters {
-  const rng = new Rng(seed);
-  const h = c.hiddenSize,
-    q = c.numHeads * c.headDim,
-    kv = c.numKvHeads * c.headDim,
-    f = c.intermediateSize;
-  const shapes: Record<string, [number, number]> = {
-    "self_attn.q_proj": [q, h],
-    "self_attn.k_proj": [kv, h],
-    "self_attn.v_proj": [kv, h],
-    "self_attn.o_proj": [h, q],
-    "mlp.gate_proj": [f, h],
-    "mlp.up_proj": [f, h],
-    "mlp.down_proj": [h, f],
-  };
-  const out: LoraAdapters = new Map();
-  for (let l = 0; l < c.numLayers; l++)
-    for (const [mod, [rows, cols]] of Object.entries(shapes))
-      out.set(`model.layers.${l}.${mod}`, {
-        a: Float32Array.from({ length: spec.rank * cols }, () => 0.3 * rng.normal()),
-        b: Float32Array.from({ length: rows * spec.rank }, () => 0.3 * rng.normal()),
-      });
-  return out;
-}
+/** Random non-zero adapters for every module the spec targets in a model shaped like `c`. */
+const randomAdaptersFor = (c: ModelConfig, seed: number) => randomAdapters(c, spec, seed, 0.3);
 
 before(async () => {
   root = tempDir("agent-r1-export-lora-");
-  const f32 = join(root, "f32");
-  await initModel({ preset: "tiny", out: f32, seed: 3 });
-  const m = loadModelDir(f32);
-  base = join(root, "base");
-  writeModelDir(base, { config: m.config.raw, weights: m.weights, tokenizerFrom: f32, dtype: "BF16" });
+  base = await tinyBf16Model(root, "base", 3);
   config = readModelConfig(base);
-  adapters = randomAdapters(config, 11);
+  adapters = randomAdaptersFor(config, 11);
   adapterDir = join(root, "adapter");
   writePeftAdapter(adapterDir, spec, adapters, { baseModel: base, config });
 });
@@ -306,7 +279,7 @@ test("bad input: one line naming the file or field, exit 1, nothing written", as
   // adapters for a wider model than the base
   const wide = join(root, "adapter-wide");
   const wideConfig = { ...config, hiddenSize: 2 * config.hiddenSize };
-  writePeftAdapter(wide, spec, randomAdapters(wideConfig, 1), { baseModel: base });
+  writePeftAdapter(wide, spec, randomAdaptersFor(wideConfig, 1), { baseModel: base });
   line = await exportFails(join(root, "bad-3"), "--checkpoint", wide, "--merge");
   assert.ok(line.startsWith(`error: ${join(wide, ADAPTER_WEIGHTS_FILE)} (base_model.model.model.layers.0.`), line);
   assert.match(line, /disagrees with the base model/);

@@ -8,21 +8,17 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { initModel } from "../src/model/init-model.js";
-import { loadModelDir, openModelDirRaw, readJsonFile, writeModelDir } from "../src/model/model-dir.js";
+import { openModelDirRaw, readJsonFile } from "../src/model/model-dir.js";
 import { GGUF_ALIGNMENT, ggufTensorName, ggufTokenizer, writeGguf } from "../src/model/gguf.js";
 import { toFloat32 } from "../src/model/safetensors.js";
 import { tempDir } from "./helpers.js";
+import { tinyBf16Model } from "./model-fixtures.js";
 
 let root: string, dir: string;
 
 before(async () => {
   root = tempDir("agent-r1-gguf-");
-  const f32 = join(root, "f32");
-  await initModel({ preset: "tiny", out: f32, seed: 2 });
-  const m = loadModelDir(f32);
-  dir = join(root, "bf16");
-  writeModelDir(dir, { config: m.config.raw, weights: m.weights, tokenizerFrom: f32, dtype: "BF16" });
+  dir = await tinyBf16Model(root, "bf16", 2);
 });
 
 after(() => rmSync(root, { recursive: true, force: true }));

@@ -8,14 +8,13 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
-import { initModel } from "../src/model/init-model.js";
-import { loadModelDir, writeModelDir } from "../src/model/model-dir.js";
+import { readModelConfig } from "../src/model/model-dir.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { applyBf16Products, loadNative } from "../src/engine/local/native.js";
 import type { Bf16Products } from "../src/engine/local/native.js";
 import { Rng } from "../src/util/rng.js";
 import { tempDir } from "./helpers.js";
+import { tinyBf16Model } from "./model-fixtures.js";
 import { ENGINES } from "./engine-internals.js";
 
 const skip = !ENGINES.includes("native") && "the native addon is not built";
@@ -23,12 +22,8 @@ let root: string, base: string, vocab: number;
 
 before(async () => {
   root = tempDir("agent-r1-native-bf16-");
-  const f32 = join(root, "f32");
-  await initModel({ preset: "tiny", out: f32, seed: 4 });
-  const m = loadModelDir(f32);
-  vocab = m.config.vocabSize;
-  base = join(root, "base");
-  writeModelDir(base, { config: m.config.raw, weights: m.weights, tokenizerFrom: f32, dtype: "BF16" });
+  base = await tinyBf16Model(root, "base", 4);
+  vocab = readModelConfig(base).vocabSize;
 });
 
 after(() => {

@@ -9,10 +9,11 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { parseModelConfig, presetConfigJson, type ModelConfig } from "../src/model/config.js";
 import { randomHostWeights } from "../src/model/transformer.js";
-import type { LoraAdapters, LoraSpec } from "../src/model/peft.js";
+import type { LoraSpec } from "../src/model/peft.js";
 import { NativeDecoder } from "../src/engine/native/decoder.js";
 import { Rng } from "../src/util/rng.js";
 import { ENGINES } from "./engine-internals.js";
+import { randomAdapters } from "./model-fixtures.js";
 
 const skip = !ENGINES.includes("native") && "the native addon is not built";
 const SEQS = [
@@ -30,24 +31,7 @@ function setup(dropout: number) {
     targets: ["q_proj", "v_proj", "gate_proj", "down_proj"],
     rslora: false,
   };
-  const rng = new Rng(5);
-  const h = c.hiddenSize,
-    q = c.numHeads * c.headDim,
-    kv = c.numKvHeads * c.headDim,
-    f = c.intermediateSize;
-  const shapes: Record<string, [number, number]> = {
-    "self_attn.q_proj": [q, h],
-    "self_attn.v_proj": [kv, h],
-    "mlp.gate_proj": [f, h],
-    "mlp.down_proj": [h, f],
-  };
-  const adapters: LoraAdapters = new Map();
-  for (let l = 0; l < c.numLayers; l++)
-    for (const [mod, [out, inn]] of Object.entries(shapes))
-      adapters.set(`model.layers.${l}.${mod}`, {
-        a: Float32Array.from({ length: spec.rank * inn }, () => 0.5 * rng.normal()),
-        b: Float32Array.from({ length: out * spec.rank }, () => 0.5 * rng.normal()),
-      });
+  const adapters = randomAdapters(c, spec, 5, 0.5);
   return NativeDecoder.fromWeights(c, randomHostWeights(c, 9, "lm"), "(test)", { lora: { spec, adapters } });
 }
 

@@ -17,7 +17,6 @@ import {
   mergeAdapters,
   readPeftAdapter,
   writePeftAdapter,
-  type LoraAdapters,
   type LoraSpec,
 } from "../src/model/peft.js";
 import { readSafetensorsFile } from "../src/model/safetensors.js";
@@ -25,6 +24,7 @@ import type { Datum } from "../src/engine/types.js";
 import { InputError } from "../src/util/errors.js";
 import { Rng } from "../src/util/rng.js";
 import { ENGINES, weights } from "./engine-internals.js";
+import { randomAdapters } from "./model-fixtures.js";
 
 const skip = !ENGINES.includes("native") && "the native addon is not built";
 let root: string, base: string, adapterDir: string, mergedDir: string;
@@ -41,28 +41,8 @@ before(async () => {
   base = path.join(root, "base");
   await initModel({ preset: "tiny", out: base, seed: 4 });
   const m = loadModelDir(base);
-  // Adapters as PEFT writes them, A (r, in) and B (out, r), both non-zero so they change the model.
-  const rng = new Rng(17);
-  const adapters: LoraAdapters = new Map();
-  const h = m.config.hiddenSize,
-    q = m.config.numHeads * m.config.headDim,
-    kv = m.config.numKvHeads * m.config.headDim,
-    f = m.config.intermediateSize;
-  const shapes: Record<string, [number, number]> = {
-    "self_attn.q_proj": [q, h],
-    "self_attn.k_proj": [kv, h],
-    "self_attn.v_proj": [kv, h],
-    "self_attn.o_proj": [h, q],
-    "mlp.gate_proj": [f, h],
-    "mlp.up_proj": [f, h],
-    "mlp.down_proj": [h, f],
-  };
-  for (let l = 0; l < m.config.numLayers; l++)
-    for (const [mod, [out, inn]] of Object.entries(shapes))
-      adapters.set(`model.layers.${l}.${mod}`, {
-        a: Float32Array.from({ length: spec.rank * inn }, () => 0.3 * rng.normal()),
-        b: Float32Array.from({ length: out * spec.rank }, () => 0.3 * rng.normal()),
-      });
+  // Adapters as PEFT writes them, both non-zero so they change the model.
+  const adapters = randomAdapters(m.config, spec, 17, 0.3);
   adapterDir = path.join(root, "adapter");
   writePeftAdapter(adapterDir, spec, adapters, { baseModel: base });
   mergedDir = path.join(root, "merged");

@@ -6,10 +6,11 @@
  * random values). Exits 1 on the first wrong entry.
  *
  *   gcc -O1 -g -fsanitize=address -fno-omit-frame-pointer -std=c99 -pthread -Inative \
- *     dev/experiments/gemm-check.c native/gemm.c native/gemm_x86.c native/parallel.c -lm -o /tmp/gemm-asan
+ *     dev/experiments/gemm-check.c native/gemm.c native/gemm_x86.c native/gemm_avx2.c native/gemm_amx.c \
+ *     native/parallel.c -lm -o /tmp/gemm-asan
  *   /tmp/gemm-asan
  *   gcc -O2 -g -std=c99 -pthread -Inative dev/experiments/gemm-check.c native/gemm.c native/gemm_x86.c \
- *     native/parallel.c -lm -o /tmp/gemm-check && valgrind --error-exitcode=1 /tmp/gemm-check
+ *     native/gemm_avx2.c native/gemm_amx.c native/parallel.c -lm -o /tmp/gemm-check && valgrind --error-exitcode=1 /tmp/gemm-check
  *
  * (valgrind's CPU has no AVX-512, so under it the AVX2 and portable kernels run.)
  */

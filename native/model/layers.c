@@ -178,46 +178,6 @@ static void bias_rows(void *p, int64_t lo, int64_t hi, int chunk) {
   }
 }
 
-/* splitmix64's finalizer: a well-mixed 64-bit hash of x. */
-static inline uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t lora_drop_seed(uint64_t pass_seed, uint64_t index) { return mix64(mix64(pass_seed) ^ mix64(~index)); }
-
-typedef struct {
-  const lora_drop *d;
-  const float *src; /* (N, in) */
-  float *dst;       /* (N, in): src ⊙ keep / (1 - p), or, with add, dst += that */
-  int64_t in;
-  int add;
-} drop_ctx;
-
-static void drop_rows(void *p, int64_t lo, int64_t hi, int chunk) {
-  (void)chunk;
-  const drop_ctx *c = (const drop_ctx *)p;
-  const uint64_t cut = (uint64_t)((double)c->d->p * 4294967296.0); /* drop when the hash's top 32 bits are below */
-  const float inv = 1.0f / (1.0f - c->d->p);
-  for (int64_t i = lo; i < hi; i++) {
-    const uint64_t row = mix64(c->d->seed ^ (uint64_t)(c->d->row0 + i));
-    const float *s = c->src + i * c->in;
-    float *o = c->dst + i * c->in;
-    for (int64_t j = 0; j < c->in; j++) {
-      const float v = (mix64(row + (uint64_t)j) >> 32) < cut ? 0.0f : s[j] * inv;
-      o[j] = c->add ? o[j] + v : v;
-    }
-  }
-}
-
-/* dst (N, in) = src ⊙ keep / (1 - p), or dst += that (add). */
-static void apply_drop(const lora_drop *d, const float *src, float *dst, int64_t N, int64_t in, int add) {
-  drop_ctx c = {d, src, dst, in, add};
-  parallel_for(N, GRAIN_FLOATS / in + 1, drop_rows, &c);
-}
-
 static int dropping(const linear_t *lin, const lora_drop *d) { return lin->la && d && d->p > 0.0f; }
 
 /* y (N, out) = x (N, in) @ w [+ bias] [+ scale · xa @ lb], with xa (N, r) = drop(x) @ la written to
@@ -235,7 +195,7 @@ int linear_forward(const linear_t *lin, const float *x, int64_t N, float *y, flo
     if (dropping(lin, drop)) {
       xd = (float *)malloc((size_t)(N * in) * sizeof(float));
       if (!xd) return 0;
-      apply_drop(drop, x, xd, N, in, 0);
+      lora_drop_apply(drop, x, xd, N, in, 0);
     }
     blas_gemm(0, 0, N, r, in, xd ? xd : x, in, lin->la, DT_F32, r, xa, r, 0); /* xa (N, r) */
     free(xd);
@@ -314,11 +274,11 @@ int linear_backward(const linear_t *lin, const float *x, const float *xa, const 
         free(dxa);
         return 0;
       }
-      apply_drop(drop, x, t, N, in, 0);
+      lora_drop_apply(drop, x, t, N, in, 0);
       if (lin->dla) blas_gemm(1, 0, in, r, N, t, in, dxa, DT_F32, r, lin->dla, r, 1); /* dla += xdᵀ @ dxa */
       if (dx) {
         blas_gemm(0, 1, N, in, r, dxa, r, lin->la, DT_F32, r, t, in, 0);
-        apply_drop(drop, t, dx, N, in, 1); /* dx += drop(dxa @ laᵀ) */
+        lora_drop_apply(drop, t, dx, N, in, 1); /* dx += drop(dxa @ laᵀ) */
       }
       free(t);
       free(dxa);

@@ -5,6 +5,7 @@
 #ifndef AGENT_R1_LAYERS_H
 #define AGENT_R1_LAYERS_H
 
+#include "lora_drop.h"
 #include "model.h"
 
 /* x (N, H) = the embeddings of tokens (N). */
@@ -17,18 +18,6 @@ void rmsnorm_forward(const float *x, const float *w, float *y, float *rstd, int6
 /* dx (N, H) += the input gradient for dy (N, H); dw (H) += the weight's (when not NULL). */
 int rmsnorm_backward(const float *x, const float *w, const float *rstd, const float *dy, float *dx, float *dw,
                      int64_t N, int64_t H);
-
-/* LoRA dropout on one linear of a training pass: the adapter reads x ⊙ keep / (1 - p) instead of x,
- * keep(i, j) = 1 unless a hash of (seed, row0 + i, j) falls below p, so the backward draws the same
- * mask without storing it. NULL, or p = 0: no dropout. */
-typedef struct {
-  float p;
-  uint64_t seed;
-  int64_t row0; /* the pass row of x's first row (the head runs in chunks of rows) */
-} lora_drop;
-
-/* The seed of one linear's mask from a pass's seed and the linear's index. */
-uint64_t lora_drop_seed(uint64_t pass_seed, uint64_t index);
 
 /* y (N, out) = x (N, in) @ w [+ bias] [+ scale · (drop(x) @ la) @ lb]; xa (N, r) receives drop(x) @ la. */
 int linear_forward(const linear_t *lin, const float *x, int64_t N, float *y, float *xa, const lora_drop *drop);

@@ -252,6 +252,13 @@ function packageRoot(): string | undefined {
   return undefined;
 }
 
+/** The addon, where the native engine already runs (so its absence is a bug, not an input error). */
+export function requireNative(): NativeAddon {
+  const st = loadNative();
+  if (!st.ok) throw new Error(`internal: the native addon is unavailable: ${st.reason}`);
+  return st.addon;
+}
+
 /** Loads the addon once per thread; never throws. */
 export function loadNative(): NativeStatus {
   if (settings().nativeDisabled) {

@@ -7,7 +7,7 @@
  */
 import type { DecodeBatch, DecodeCompute } from "../local/decode-compute.js";
 import type { NativeDecoder } from "./decoder.js";
-import { loadNative, type NativeAddon } from "../local/native.js";
+import { requireNative } from "../local/native.js";
 import type { TokenDraw } from "../sampling.js";
 
 /** One context's keys and values. */
@@ -93,15 +93,9 @@ export class NativeDecodeCompute implements DecodeCompute<NativeKv> {
   drawUntruncated(logits: Float32Array[], t: number[], u: number[]): TokenDraw[] {
     const tokens = new Int32Array(logits.length),
       logprobs = new Float64Array(logits.length);
-    addon().drawTokens(logits, Float64Array.from(t), Float64Array.from(u), tokens, logprobs);
+    requireNative().drawTokens(logits, Float64Array.from(t), Float64Array.from(u), tokens, logprobs);
     return Array.from(tokens, (token, i) => ({ token, logprob: logprobs[i] }));
   }
-}
-
-function addon(): NativeAddon {
-  const st = loadNative();
-  if (!st.ok) throw new Error(`internal: the native addon is unavailable: ${st.reason}`);
-  return st.addon;
 }
 
 class NativeDecodeBatch implements DecodeBatch<NativeKv> {

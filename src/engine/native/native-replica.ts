@@ -23,7 +23,7 @@ import {
   type LoraSpec,
 } from "../../model/peft.js";
 import { InputError } from "../../util/errors.js";
-import { applyBf16Products, loadNative, resolveBlas } from "../local/native.js";
+import { applyBf16Products, requireNative, resolveBlas } from "../local/native.js";
 import { settings } from "../../util/settings.js";
 import type { ResolvedLoss } from "../../rl/policy-loss.js";
 import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../types.js";
@@ -163,13 +163,12 @@ export class NativeReplica implements ReplicaApi {
   ) {}
 
   static async load(dir: string, opts: ReplicaOptions = {}): Promise<NativeReplica> {
-    const st = loadNative();
-    if (!st.ok) throw new Error(`internal: the native addon is unavailable: ${st.reason}`);
+    const addon = requireNative();
     const threads = Math.max(1, Math.min(64, engineThreads(opts)));
-    st.addon.setBlas(resolveBlas(st.addon, opts.blas));
-    applyBf16Products(st.addon, opts.bf16Products);
-    st.addon.setThreads(threads);
-    st.addon.setFusedThreads(Math.min(16, threads));
+    addon.setBlas(resolveBlas(addon, opts.blas));
+    applyBf16Products(addon, opts.bf16Products);
+    addon.setThreads(threads);
+    addon.setFusedThreads(Math.min(16, threads));
     const { model, baseDir, tokenizer } = openModel(dir, "lm", opts);
     const policy = new NativeTrainable(model);
     const budget = opts.microBatchBytes ?? DEFAULT_NATIVE_ACTIVATION_BUDGET;

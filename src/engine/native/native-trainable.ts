@@ -8,7 +8,7 @@
  * Optimizer moments are saved in the TF.js engine's in-memory layout (matrices (in, out), the
  * embedding (V, H)), so either engine resumes the other's checkpoints.
  */
-import { loadNative, type NativeAddon } from "../local/native.js";
+import { requireNative, type NativeAddon } from "../local/native.js";
 import type { HostTensor } from "../../model/safetensors.js";
 import type { AdamParams, OptimStepResult } from "../types.js";
 import { transpose, type NativeDecoder, type TrainedTensor } from "./decoder.js";
@@ -24,9 +24,7 @@ export class NativeTrainable {
   private readonly addon: NativeAddon;
 
   constructor(readonly model: NativeDecoder) {
-    const st = loadNative();
-    if (!st.ok) throw new Error(`internal: the native addon is unavailable: ${st.reason}`);
-    this.addon = st.addon;
+    this.addon = requireNative();
   }
 
   get size(): number {
