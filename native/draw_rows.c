@@ -6,8 +6,9 @@
  *           that block term by term; the token is the first j whose running sum passes u·S.
  * log p(j) = z_j - log S in float64. Both passes compute the same terms with the same exp, so
  * the walk ends inside the row; a rounding gap at the very end falls back to the last token
- * with mass. A row whose logits have no finite maximum draws its first maximum (log p 0); a
- * temperature below TINY_T draws uniformly among the tokens at the maximum.
+ * with mass. A temperature below TINY_T draws uniformly among the tokens at the maximum.
+ * A row that holds NaN or +Infinity, or no finite logit at all, draws nothing: its token is a
+ * DRAW_* code and its logprob the column at fault (draw_rows.h).
  */
 #include "draw_rows.h"
 
@@ -26,9 +27,16 @@ ROW_LOOP static float block_terms(const float *x, int64_t n, float max, float t,
   return sum8(e, n);
 }
 
-ROW_LOOP static float row_max(const float *x, int64_t n, int64_t *first) {
+/* The row's maximum and its first column; *nan is set when the row holds a NaN (which the
+ * maximum skips). */
+ROW_LOOP static float row_max(const float *x, int64_t n, int64_t *first, int *nan) {
   float m = -INFINITY;
-  for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+  int bad = 0;
+  for (int64_t j = 0; j < n; j++) {
+    m = x[j] > m ? x[j] : m;
+    bad |= x[j] != x[j];
+  }
+  *nan = bad;
   *first = 0;
   for (int64_t j = 0; j < n; j++)
     if (x[j] == m) {
@@ -41,10 +49,15 @@ ROW_LOOP static float row_max(const float *x, int64_t n, int64_t *first) {
 static void draw_one(const float *x, int64_t n, double temperature, double u, int32_t *token, double *logprob) {
   float e[BLOCK];
   int64_t first = 0;
-  const float max = row_max(x, n, &first), t = (float)temperature;
-  if (!isfinite(max)) {
-    *token = (int32_t)first;
-    *logprob = 0.0;
+  int nan = 0;
+  const float max = row_max(x, n, &first, &nan), t = (float)temperature;
+  if (nan || !isfinite(max)) { /* nothing to draw from: say why, and where */
+    int64_t at = first;
+    if (nan)
+      for (at = 0; at < n && x[at] == x[at]; at++) {
+      }
+    *token = nan ? DRAW_NAN : max > 0 ? DRAW_INF : DRAW_NO_FINITE;
+    *logprob = (double)at;
     return;
   }
   if (temperature < TINY_T) { /* every token below the maximum has probability 0: uniform over the ties */

@@ -127,3 +127,63 @@ int expect_len(napi_env env, const char *fn, const char *name, int64_t len, int6
   napi_throw_range_error(env, NULL, msg);
   return 0;
 }
+
+/* One tag per handle kind (random 128-bit values, fixed for the addon's lifetime). */
+static const napi_type_tag HANDLE_TAGS[HANDLE_KINDS] = {
+    {0x6d3f2a9c81e04b57ULL, 0xa1c4e07d93b26f18ULL}, /* model */
+    {0x2b7e95d04f1c8a63ULL, 0xd85a1f3c6e09b742ULL}, /* pass */
+};
+static const char *HANDLE_NAMES[HANDLE_KINDS] = {"a model handle", "a pass handle"};
+
+int tag_handle(napi_env env, napi_value v, const char *fn, handle_kind kind) {
+  if (napi_type_tag_object(env, v, &HANDLE_TAGS[kind]) == napi_ok) return 1;
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s: could not mark the new handle (napi_type_tag_object failed)", fn);
+  napi_throw_error(env, NULL, msg);
+  return 0;
+}
+
+/* The kind of handle v is, or -1 when it is no handle of this addon. */
+static int handle_kind_of(napi_env env, napi_value v) {
+  for (int k = 0; k < HANDLE_KINDS; k++) {
+    bool is = false;
+    if (napi_check_object_type_tag(env, v, &HANDLE_TAGS[k], &is) == napi_ok && is) return k;
+  }
+  return -1;
+}
+
+/* What v is, in a few words, for an error message. */
+static const char *value_words(napi_env env, napi_value v) {
+  napi_valuetype t;
+  if (napi_typeof(env, v, &t) != napi_ok) return "a value of unknown type";
+  switch (t) {
+  case napi_undefined: return "undefined";
+  case napi_null: return "null";
+  case napi_boolean: return "a boolean";
+  case napi_number: return "a number";
+  case napi_string: return "a string";
+  case napi_symbol: return "a symbol";
+  case napi_function: return "a function";
+  case napi_bigint: return "a bigint";
+  case napi_object: return "an object";
+  case napi_external: {
+    const int k = handle_kind_of(env, v);
+    return k >= 0 ? HANDLE_NAMES[k] : "an external that is not a handle of this addon";
+  }
+  }
+  return "a value of unknown type";
+}
+
+void *arg_handle(napi_env env, napi_value v, const char *fn, int index, handle_kind kind) {
+  napi_valuetype t;
+  void *data = NULL;
+  bool is = false;
+  if (napi_typeof(env, v, &t) == napi_ok && t == napi_external &&
+      napi_check_object_type_tag(env, v, &HANDLE_TAGS[kind], &is) == napi_ok && is &&
+      napi_get_value_external(env, v, &data) == napi_ok && data)
+    return data;
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s: argument %d must be %s, got %s", fn, index, HANDLE_NAMES[kind], value_words(env, v));
+  napi_throw_type_error(env, NULL, msg);
+  return NULL;
+}

@@ -44,4 +44,16 @@ int arg_flag(napi_env env, napi_value v, const char *fn, const char *name, int *
 /* Checks that array `name` holds exactly `want` floats; `what` describes want ("rows*cols = 4*8"). */
 int expect_len(napi_env env, const char *fn, const char *name, int64_t len, int64_t want, const char *what);
 
+/*
+ * The handles the addon gives JavaScript: N-API externals, each type-tagged with its kind when it
+ * is made (napi_type_tag_object), so a handle of another kind, another addon's external or any
+ * other value is refused before its pointer is read.
+ */
+typedef enum { HANDLE_MODEL, HANDLE_PASS, HANDLE_KINDS } handle_kind;
+/* Marks a new external as a handle of `kind`; 0 (an Error thrown) when N-API refuses. */
+int tag_handle(napi_env env, napi_value v, const char *fn, handle_kind kind);
+/* The data of handle v, argument `index` (from 1) of fn; else NULL after a TypeError such as
+ * "passFree: argument 1 must be a pass handle, got a model handle". */
+void *arg_handle(napi_env env, napi_value v, const char *fn, int index, handle_kind kind);
+
 #endif

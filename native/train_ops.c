@@ -7,7 +7,8 @@
  *   sumSquares(x) -> Σ x² (accumulated in double)
  *   addInto(out, src, srcOffset): out[i] += src[srcOffset + i] (the replicas' gradient sum)
  *   drawTokens(logits[], temperatures, uniforms, tokens, logprobs): the native sampler's
- *     untruncated draws, one token per row (draw_rows.h)
+ *     untruncated draws, one token per row (draw_rows.h); a row holding NaN or +Infinity, or
+ *     no finite logit, is an Error naming it (fail_draw)
  *
  * tokenLogprobs replaces the policy loss's log-softmax over the vocabulary, the pick of the
  * target's entry and the entropy: one pass over the (rows, vocab) logits instead of a
@@ -212,6 +213,33 @@ static napi_value add_into_js(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/*
+ * Throws the Error of a row with nothing to draw from (draw_rows.h's codes):
+ * "drawTokens: logits[3]: NaN at token 17; no token can be drawn from logits that are not finite",
+ * with the row (row) and the words after "logits[3]: " (reason) as properties, so a caller can
+ * name the sequence the row belongs to.
+ */
+static napi_value fail_draw(napi_env env, uint32_t row, int32_t code, int64_t col) {
+  char reason[120], msg[240];
+  if (code == DRAW_NAN)
+    snprintf(reason, sizeof reason, "NaN at token %lld", (long long)col);
+  else if (code == DRAW_INF)
+    snprintf(reason, sizeof reason, "+Infinity at token %lld", (long long)col);
+  else
+    snprintf(reason, sizeof reason, "no finite value (every one is -Infinity)");
+  snprintf(msg, sizeof msg, "drawTokens: logits[%u]: %s; no token can be drawn from logits that are not finite", row,
+           reason);
+  napi_value m, err, v;
+  if (napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &m) != napi_ok || napi_create_error(env, NULL, m, &err) != napi_ok) {
+    napi_throw_error(env, NULL, msg);
+    return NULL;
+  }
+  if (napi_create_uint32(env, row, &v) == napi_ok) napi_set_named_property(env, err, "row", v);
+  if (napi_create_string_utf8(env, reason, NAPI_AUTO_LENGTH, &v) == napi_ok) napi_set_named_property(env, err, "reason", v);
+  napi_throw(env, err);
+  return NULL;
+}
+
 /* drawTokens(logits[], temperatures, uniforms, tokens, logprobs): row i draws from softmax(logits[i]
  * / temperatures[i]) with uniforms[i] (draw_rows.h); every logits[i] has the same length. */
 static napi_value draw_tokens(napi_env env, napi_callback_info info) {
@@ -247,9 +275,13 @@ static napi_value draw_tokens(napi_env env, napi_callback_info info) {
       free(x);
       return NULL;
     }
-    if (!(temp[r] > 0.0) || !(u[r] >= 0.0 && u[r] < 1.0)) {
+    if (!(temp[r] > 0.0 && isfinite(temp[r])) || !(u[r] >= 0.0 && u[r] < 1.0)) {
+      char msg[200];
+      snprintf(msg, sizeof msg,
+               "drawTokens: temperatures must be > 0 and finite, and uniforms in [0, 1) (row %u: temperature %g, uniform %g)",
+               r, temp[r], u[r]);
       free(x);
-      return fail_range(env, "drawTokens: temperatures must be > 0 and uniforms in [0, 1)");
+      return fail_range(env, msg);
     }
     cols = len;
     x[r] = d;
@@ -261,6 +293,8 @@ static napi_value draw_tokens(napi_env env, napi_callback_info info) {
   draw_ctx c = {x, temp, u, tok, lp, cols};
   parallel_for(rows, GRAIN_FLOATS / cols + 1, draw_rows, &c);
   free(x);
+  for (uint32_t r = 0; r < rows; r++)
+    if (tok[r] < 0) return fail_draw(env, r, tok[r], (int64_t)lp[r]);
   return NULL;
 }
 

@@ -70,8 +70,9 @@ function binFails(args: string[]): string {
   const res = spawnSync(process.execPath, [...process.execArgv, cliEntry(), ...args], {
     encoding: "utf8",
     env: { ...process.env, AGENT_R1_DEBUG: "" },
+    timeout: 120_000, // a command that spins instead of failing is killed, and fails the test here
   });
-  assert.equal(res.status, 1, res.stderr);
+  assert.equal(res.status, 1, `${args.join(" ")}: ${res.error ?? ""} ${res.stderr}`);
   const lines = res.stderr.trim().split("\n");
   assert.equal(lines.length, 1, res.stderr);
   assert.doesNotMatch(res.stderr, /^\s+at /m);
@@ -366,4 +367,18 @@ test("a directory where a file belongs (or a file where a directory belongs): on
     await fails(["init-model", "--out", join(recipe, "sub")]),
     /init-model: --out .*recipe\.yaml\/sub: .*recipe\.yaml is a file, not a directory$/,
   );
+});
+
+test("an --out or --state-dir under /proc: one line naming the path, never a spinning mkdir", () => {
+  const at = "/proc/agent-r1-probe/sub";
+  const checkpoint = join(run, "checkpoints", "step-1");
+  for (const args of [
+    ["init-model", "--preset", "tiny", "--out", at],
+    ["train", "--config", recipe, "--out", at],
+    ["export", "--checkpoint", checkpoint, "--out", at],
+    ["serve", "--tinker", "--model", model, "--port", "0", "--state-dir", at],
+  ]) {
+    const line = binFails(args);
+    assert.match(line, /^error: .*\/proc\/agent-r1-probe/, `${args[0]}: ${line}`);
+  }
 });

@@ -2,7 +2,7 @@
  * The native sampler's untruncated draws (native/draw_rows.c, drawTokens) against sampling.ts's
  * drawToken given the same uniform: the same token wherever the uniform is not within float32
  * rounding of a boundary of the CDF, the same logprob within float32 rounding; the edges (one
- * token with all the mass, a uniform near 1, a row with no finite logit); bad arguments.
+ * token with all the mass, a uniform near 1; a row with no finite logit is an error); bad arguments.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -83,9 +83,13 @@ test("drawTokens: one token with all the mass, uniforms at the ends, a row with 
   const dead = new Float32Array(10).fill(-Infinity);
   const a = drawC(addon, [onlyFive, onlyFive], [1, 1], [0, 0.9999999]);
   const b = drawC(addon, [lastHeavy, lastHeavy], [1, 1], [0.5, 0.9999999]);
-  const c = drawC(addon, [dead], [1], [0.5]);
-  assert.deepEqual([...a.tokens, ...b.tokens, ...c.tokens], [5, 5, 1999, 1999, 0]);
-  assert.deepEqual([...a.logprobs, c.logprobs[0]], [0, 0, 0]);
+  assert.deepEqual([...a.tokens, ...b.tokens], [5, 5, 1999, 1999]);
+  assert.deepEqual([...a.logprobs], [0, 0]);
+  // no finite logit: nothing to draw (it used to be token 0 with logprob 0), an error naming the row
+  assert.throws(() => drawC(addon, [onlyFive.subarray(0, 10), dead], [1, 1], [0.5, 0.5]), {
+    message: /^drawTokens: logits\[1\]: no finite value/,
+    row: 1,
+  });
   // a small uniform lands on the first token of the tiny ones before the heavy one
   const first = drawC(addon, [lastHeavy], [1], [1e-30]);
   assert.equal(first.tokens[0], 0);

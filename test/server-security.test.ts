@@ -466,6 +466,35 @@ test("serve command: the API key comes from AGENT_R1_API_KEY", async () => {
 
 // 3. Symlinks out of the run directory.
 
+test("dashboard key: every route needs it (header, or ?key= once, then its cookie); wrong or empty keys are refused", async () => {
+  await assert.rejects(
+    startDashboard({ runDir: run, port: 0, apiKey: " " }),
+    /dashboard: the API key must be non-empty and without spaces/,
+  );
+  const d = await startDashboard({ runDir: run, port: 0, apiKey: "s3cret" });
+  try {
+    for (const path of ["/", "/app.js", "/api/info", "/api/metrics", "/api/samples", "/api/samples/1"]) {
+      const r = await send(d.url, path);
+      assert.equal(r.status, 401, `${path} without the key`);
+      assert.ok(!r.text.includes("iterations: 2") && !r.text.includes("r0-s0"), `${path} leaked data`);
+      assert.equal((await send(d.url, path, { headers: { Authorization: "Bearer wrong" } })).status, 401);
+      assert.equal((await send(d.url, path, { headers: { Cookie: "agent_r1_dashboard_key=" } })).status, 401);
+      assert.equal((await send(d.url, path, { headers: { Authorization: "Bearer s3cret" } })).status, 200, path);
+    }
+    assert.equal((await send(d.url, "/?key=wrong")).status, 401);
+    const first = await send(d.url, "/?key=s3cret");
+    assert.equal(first.status, 303);
+    assert.equal(first.headers.location, "/");
+    const cookie = String(first.headers["set-cookie"]).split(";")[0];
+    assert.match(String(first.headers["set-cookie"]), /HttpOnly; SameSite=Strict/);
+    const info = await send(d.url, "/api/info", { headers: { Cookie: `theme=dark; ${cookie}` } });
+    assert.equal(info.status, 200);
+    assert.match(info.body.config, /iterations: 2/);
+  } finally {
+    await d.close();
+  }
+});
+
 test("symlinked samples file outside the run → not served (not listed, 404); links inside the run still are", async () => {
   const list = await send(dash.url, "/api/samples");
   assert.deepEqual(list.body.iterations, [3, 1]);

@@ -2,6 +2,7 @@
  * modelCreate (model_napi.c lists its arguments): a model_t over the arrays JavaScript holds, every
  * length checked against the dims, with a reference kept to each array it points into.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,12 @@ static int lora_slot(builder *b, napi_value lora, const int32_t *ranks, const fl
     fail_range(b->env, msg);
     return 0;
   }
+  if (!(fabsf(scales[li]) <= 1e4f)) { /* NaN fails too; peft-config.ts refuses such adapters by name */
+    char msg[120];
+    snprintf(msg, sizeof msg, "modelCreate: loraScale[%u] = %g must be finite, at most 1e4 in size", li, (double)scales[li]);
+    fail_range(b->env, msg);
+    return 0;
+  }
   lin->rank = r;
   lin->scale = scales[li];
   const float *a, *bb, *da, *db;
@@ -218,7 +225,6 @@ napi_value model_create(napi_env env, napi_callback_info info) {
     return fail_type(env, "modelCreate: loraRank must be an Int32Array of L*7 + 1 entries");
   if (!typed(env, argv[7], &t, &sc, &nsc) || t != napi_float32_array || nsc != nlin)
     return fail_type(env, "modelCreate: loraScale must be a Float32Array of L*7 + 1 entries");
-  (void)fn;
 
   model_box *box = (model_box *)calloc(1, sizeof(model_box));
   if (!box) return fail_range(env, "modelCreate: out of memory");
@@ -257,6 +263,8 @@ napi_value model_create(napi_env env, napi_callback_info info) {
     if (!pending) napi_throw_error(env, NULL, "modelCreate: could not build the model");
     return NULL;
   }
+  /* from here the finalizer owns the box */
+  if (!tag_handle(env, out, fn, HANDLE_MODEL)) return NULL;
   return out;
 }
 

@@ -28,8 +28,10 @@
  *   passBackward(pass, dlogp): gradients of Σ dlogp·logp added into the model's accumulators
  *     (after passLogprobs on a training pass)
  *   passBackwardValues(pass, dvalue): the same for Σ dvalue·value
- *   passFree(pass): frees its buffers now (else when collected)
- * Out of memory in any of them throws an Error saying how many bytes were asked for.
+ *   passFree(pass): frees its buffers now (else when collected); freeing again does nothing
+ * Out of memory in any of them throws an Error saying how many bytes were asked for. Models and
+ * passes are externals tagged with their kind (napi_args.h): a handle of the wrong kind, or any
+ * other value, is a TypeError naming the argument; a freed pass is an Error.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,29 +68,19 @@ static void pass_finalize(napi_env env, void *data, void *hint) {
   free(data);
 }
 
+/* Argument 1 of fn as a model (a handle from modelCreate), or NULL after a TypeError. */
 static model_box *get_model(napi_env env, napi_value v, const char *fn) {
-  void *d = NULL;
-  if (napi_get_value_external(env, v, &d) != napi_ok || !d) {
-    char msg[120];
-    snprintf(msg, sizeof msg, "%s: the first argument must be a model from modelCreate", fn);
-    fail_type(env, msg);
-    return NULL;
-  }
-  return (model_box *)d;
+  return (model_box *)arg_handle(env, v, fn, 1, HANDLE_MODEL);
 }
 
+/* Argument 1 of fn as a live pass: a TypeError for anything but a pass handle, an Error for a freed pass. */
 static pass_box *get_pass(napi_env env, napi_value v, const char *fn) {
-  void *d = NULL;
-  char msg[120];
-  if (napi_get_value_external(env, v, &d) != napi_ok || !d) {
-    snprintf(msg, sizeof msg, "%s: the first argument must be a pass from modelPass", fn);
-    fail_type(env, msg);
-    return NULL;
-  }
-  pass_box *b = (pass_box *)d;
+  pass_box *b = (pass_box *)arg_handle(env, v, fn, 1, HANDLE_PASS);
+  if (!b) return NULL;
   if (!b->p) {
-    snprintf(msg, sizeof msg, "%s: the pass was freed", fn);
-    fail_type(env, msg);
+    char msg[120];
+    snprintf(msg, sizeof msg, "%s: the pass was already freed (passFree)", fn);
+    napi_throw_error(env, NULL, msg);
     return NULL;
   }
   return b;
@@ -250,6 +242,8 @@ static napi_value model_pass(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "modelPass: N-API call failed");
     return NULL;
   }
+  /* from here the finalizer owns the box */
+  if (!tag_handle(env, out, fn, HANDLE_PASS)) return NULL;
   return out;
 }
 
@@ -375,10 +369,9 @@ static napi_value pass_free_js(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
   CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  void *d = NULL;
-  if (argc < 1 || napi_get_value_external(env, argv[0], &d) != napi_ok || !d)
-    return fail_type(env, "passFree: the argument must be a pass from modelPass");
-  pass_release(env, (pass_box *)d);
+  if (argc < 1) return fail_type(env, "passFree(pass) needs 1 argument");
+  pass_box *b = (pass_box *)arg_handle(env, argv[0], "passFree", 1, HANDLE_PASS);
+  if (b) pass_release(env, b); /* a second free finds nothing left to release */
   return NULL;
 }
 

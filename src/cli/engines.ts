@@ -1,6 +1,5 @@
 /** The engine factory a recipe's `engine` section names; the one place the CLI picks an engine kind. */
-import { existsSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { rolloutSampler } from "../engine/remote/sampler-client.js";
 import { SplitEngine } from "../engine/remote/split-engine.js";
@@ -11,6 +10,7 @@ import { localEngineOptions, localEngines } from "../engine/local/factory.js";
 import { tinkerEngines } from "../engine/remote/factory.js";
 import type { TrainConfig } from "../train/config.js";
 import { settings } from "../util/settings.js";
+import { makeTempDir } from "../util/temp-dirs.js";
 
 type Section = TrainConfig["engine"];
 
@@ -51,9 +51,11 @@ export function enginesFor(section: Section, log?: (line: string) => void): Engi
   return {
     ...factory,
     async policy(dir) {
-      const learner = await factory.policy(dir);
       const sampler = rolloutSampler({ kind: s.kind, url: s.url, model: s.model, apiKey: settings().samplerApiKey });
-      return new SplitEngine(learner, sampler, s.weightsDir ?? mkdtempSync(join(tmpdir(), "agent-r1-sampler-")));
+      const learner = await factory.policy(dir);
+      // Without a weightsDir, a temporary one: removed by the engine's dispose, or at exit, or on SIGINT/SIGTERM.
+      if (s.weightsDir) return new SplitEngine(learner, sampler, s.weightsDir);
+      return new SplitEngine(learner, sampler, makeTempDir("agent-r1-sampler-"), true);
     },
   };
 }

@@ -16,6 +16,11 @@
  * It reads only regular files inside the run directory (run-files.ts), answers only Host
  * names and Origins it knows (util/host-guard.ts: 403 otherwise, so a DNS-rebinding page
  * cannot read the config or the samples), and a malformed request target gets a 400.
+ *
+ * With a key (`apiKey`), every route but /favicon.ico needs it, as `Authorization: Bearer KEY`,
+ * or as the page's `?key=KEY` once: that answer sets an HttpOnly, SameSite=Strict cookie holding
+ * the key and redirects to the same path without it, so the page's own requests carry the cookie
+ * and the key leaves the address bar. Without the key: 401.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { existsSync, readFileSync, statSync } from "node:fs";
@@ -23,6 +28,7 @@ import { createRequire } from "node:module";
 import { basename, dirname, join, resolve } from "node:path";
 import { InputError } from "../util/errors.js";
 import { HostGuard } from "../util/host-guard.js";
+import { bearerKey, secretMatcher } from "../util/secret.js";
 import { parseRequestTarget } from "../util/request-target.js";
 import { JsonlTail } from "./jsonl-tail.js";
 import { readSamples, sampleIterations } from "./samples.js";
@@ -40,6 +46,27 @@ export interface DashboardOptions {
   allowHosts?: string[];
   /** Origins whose pages may read the API (CORS); "*" accepts any. The dashboard's own page always may. */
   allowOrigins?: string[];
+  /** When set, every request needs it (header, cookie, or `?key=` once); an empty key is refused. */
+  apiKey?: string;
+}
+
+const COOKIE = "agent_r1_dashboard_key";
+
+/** The key a request carries: Bearer header, then the dashboard's cookie. */
+function keyOf(req: IncomingMessage): string | undefined {
+  const bearer = bearerKey(req.headers.authorization);
+  if (bearer !== undefined) return bearer;
+  for (const part of (req.headers.cookie ?? "").split(";")) {
+    const eq = part.indexOf("=");
+    if (eq > 0 && part.slice(0, eq).trim() === COOKIE) {
+      try {
+        return decodeURIComponent(part.slice(eq + 1).trim());
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return undefined;
 }
 
 export interface Dashboard {
@@ -92,6 +119,10 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new InputError(`dashboard: port must be an integer from 0 to 65535, got ${port}`);
   const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
+  const keyMatches =
+    opts.apiKey !== undefined
+      ? secretMatcher(opts.apiKey, "dashboard", "--api-key (or AGENT_R1_DASHBOARD_KEY)")
+      : undefined;
   const chartJs = readFileSync(chartJsPath());
   const tail = new JsonlTail(join(runDir, "metrics.jsonl"), { within: runDir });
   const absolute = resolve(runDir);
@@ -135,6 +166,21 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
       const verdict = guard.check(req.headers);
       if (!verdict.ok) return json(res, 403, { error: verdict.message });
       for (const [k, v] of Object.entries(verdict.headers)) res.setHeader(k, v);
+      if (keyMatches && url.pathname !== "/favicon.ico" && !keyMatches(keyOf(req))) {
+        const given = url.searchParams.get("key");
+        if (given !== null && keyMatches(given)) {
+          url.searchParams.delete("key");
+          res.writeHead(303, {
+            "Set-Cookie": `${COOKIE}=${encodeURIComponent(given)}; HttpOnly; SameSite=Strict; Path=/`,
+            Location: url.pathname + url.search,
+          });
+          return res.end();
+        }
+        res.setHeader("WWW-Authenticate", "Bearer");
+        return json(res, 401, {
+          error: "this dashboard requires its key: open the address with ?key=KEY, or send 'Authorization: Bearer KEY'",
+        });
+      }
       if (req.method !== "GET" && req.method !== "HEAD") {
         res.setHeader("Allow", "GET, HEAD");
         return json(res, 405, { error: "method not allowed" });

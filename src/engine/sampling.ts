@@ -2,7 +2,8 @@
  * Drawing one token from a row of logits: temperature, then top-k, then top-p
  * (on the top-k-renormalized distribution), then an inverse-CDF draw. The
  * reported logprob is that of the token under the distribution it was drawn
- * from; greedy (temperature 0) reports the untempered logprob.
+ * from; greedy (temperature 0) reports the untempered logprob. A row holding
+ * NaN or +Infinity, or no finite logit, is a NonFiniteLogitsError: no token.
  */
 import type { Rng } from "../util/rng.js";
 
@@ -50,7 +51,42 @@ export function untruncated(p: DrawParams, vocab: number): boolean {
   return p.temperature > 0 && !((p.topK > 0 && p.topK < vocab) || p.topP < 1);
 }
 
-export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng): TokenDraw {
+/**
+ * Logits no token can be drawn from: `what` names them (a sequence, a row), `reason` says what is
+ * wrong ("NaN at token 17", "+Infinity at token 3", "no finite value (every one is -Infinity)").
+ * The addon's drawTokens throws an Error with the same `reason` and the row's index as `row`.
+ * The model is at fault, not the request: a plain Error (a server answers 500), not an AgentR1Error.
+ */
+export class NonFiniteLogitsError extends Error {
+  constructor(
+    readonly what: string,
+    readonly reason: string,
+  ) {
+    super(`${what}: ${reason}; no token can be drawn from logits that are not finite`);
+    this.name = "NonFiniteLogitsError";
+  }
+}
+
+/** Why no token can be drawn from `logits` (see NonFiniteLogitsError), or undefined when one can. */
+export function nonFiniteReason(logits: ArrayLike<number>): string | undefined {
+  let finite = false;
+  for (let i = 0; i < logits.length; i++) {
+    const x = logits[i];
+    if (x - x === 0) finite = true;
+    else if (x !== -Infinity) return `${Number.isNaN(x) ? "NaN" : "+Infinity"} at token ${i}`;
+  }
+  return finite ? undefined : "no finite value (every one is -Infinity)";
+}
+
+/** Throws a NonFiniteLogitsError naming `what` when no token can be drawn from `logits`. */
+export function checkLogits(logits: ArrayLike<number>, what = "logits"): void {
+  const reason = nonFiniteReason(logits);
+  if (reason !== undefined) throw new NonFiniteLogitsError(what, reason);
+}
+
+/** `what` names the row in the error when its logits are not finite (default "logits"). */
+export function drawToken(logits: ArrayLike<number>, p: DrawParams, rng: Rng, what?: string): TokenDraw {
+  checkLogits(logits, what);
   if (p.temperature <= 0) {
     let best = 0;
     for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;

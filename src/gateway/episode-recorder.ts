@@ -11,6 +11,27 @@
  *    reason is recorded.
  * When the agent returns, `finish` gives the step-level Trajectory (the reward on its last step),
  * with the drift check of the final segment.
+ *
+ * Tool results. A client runs its tools itself and sends their results back as `role: "tool"`
+ * messages in its next request; they are kept on the calls of the step that made them (matched by
+ * tool_call_id, else in order among the new messages), as `text`. A result counts as a tool error
+ * (`ok: false`, kind tool_error) when its content begins with "Error:" (any case; what ToolEnv writes
+ * for a failed call, and what LangChain and most hand-written loops write) or with the OpenAI Agents
+ * SDK's "An error occurred while running the tool"; any other result is ok (there is no error flag on
+ * a tool message in the chat-completions API, so the text is all there is to go by). A call no result
+ * ever came back for (the agent returned, or rewrote the history without it) is a tool error, "no tool
+ * result came back".
+ *
+ * Limits, as the built-in rollout holds them, each answered so that clients do not retry it:
+ *  - `maxTurns` completions per episode: the next request is refused (400, code max_turns_reached)
+ *    and the episode ends truncated, endReason max_turns;
+ *  - `maxTotalTokens`: a request whose conversation is at or over it is refused (400,
+ *    context_length_exceeded, as OpenAI answers) and the episode ends truncated, max_total_tokens
+ *    (a first request over it leaves no step: the episode has nothing to keep);
+ *  - once truncated, every later request gets the same refusal; the episode is kept with the reward
+ *    the agent returns (0 when it throws).
+ * A second request while one runs is a 409 (a retry once the first is answered can succeed); a request
+ * after the episode ended is a 410.
  */
 import type { Engine, StopReason } from "../engine/types.js";
 import type { ToolSchema } from "../model/chat-template.js";
@@ -20,6 +41,7 @@ import { ChatTemplateError } from "../agent/errors.js";
 import { observationDeltaTokens } from "../agent/observation-delta.js";
 import { TrajectoryBuilder, type Trajectory } from "../agent/trajectory.js";
 import type { ToolCallRecord } from "../agent/tool-runner.js";
+import { wellFormed } from "../agent/tool.js";
 import { Rng } from "../util/rng.js";
 import { extractToolCalls, type OpenAiToolCall } from "../serve/tool-calls.js";
 
@@ -32,6 +54,8 @@ export interface RecorderOptions {
   maxTotalTokens: number;
   /** Sampling temperature when the request sets none. */
   temperature: number;
+  /** Completions per episode at most; the next request ends the episode as truncated. Default: no limit. */
+  maxTurns?: number;
   /** Fixes the draws: completion k samples with a seed derived from (seed, k). */
   seed?: number;
 }
@@ -55,8 +79,22 @@ export interface Completion {
   promptTokens: number;
 }
 
-/** Why a request could not continue the episode: it starts a new segment. */
-export class RecorderError extends Error {}
+/** A request the episode refuses, with the HTTP status and OpenAI error code the gateway answers it with. */
+export class RecorderError extends Error {
+  constructor(
+    message: string,
+    readonly status: 400 | 409 | 410 = 400,
+    readonly code: string = "episode_conflict",
+  ) {
+    super(message);
+    this.name = "RecorderError";
+  }
+}
+
+/** Does a tool message's content report a failure? (The rule in the header.) */
+export function isToolErrorText(content: string): boolean {
+  return /^\s*error\s*:/i.test(content) || /^\s*An error occurred while running the tool/.test(content);
+}
 
 interface Pending {
   turn: number;
@@ -66,8 +104,16 @@ interface Pending {
   stopReason: StopReason;
   /** The assistant message the client must send back (in template form). */
   assistant: AgentMessage;
+  /** The ids the client got for the answer's tool calls (its tool results name them). */
+  callIds: string[];
   sampleMs: number;
 }
+
+/** How a request relates to the episode so far. */
+type Next =
+  | { kind: "first" }
+  | { kind: "extends"; expected: AgentMessage[]; fresh: AgentMessage[]; observation: number[] }
+  | { kind: "rewrite"; reason: string };
 
 /** A message compared as the template sees it: role, content, tool calls by name and parsed arguments. */
 function sameMessage(a: AgentMessage, b: AgentMessage): boolean {
@@ -104,6 +150,17 @@ export class EpisodeRecorder {
   private callCount = 0;
   private busy = false;
   private ended = false;
+  /** Set when a limit ended the episode: the reason, the refusal, and the tool results the refused request carried. */
+  private truncation?: {
+    endReason: "max_turns" | "max_total_tokens";
+    error: RecorderError;
+    results: AgentMessage[];
+    inOrder: boolean;
+  };
+  /** A first request over the token budget: why the episode has no step. */
+  private firstRefusal?: string;
+  /** Aborts a completion still sampling when the episode is closed. */
+  private readonly closing = new AbortController();
   /** Why requests started new segments. */
   readonly segmentReasons: string[] = [];
 
@@ -120,37 +177,74 @@ export class EpisodeRecorder {
     return this.completions;
   }
 
-  /** The context this request samples from: the episode extended by the new messages, or a new segment. */
-  private contextFor(req: CompletionRequest): number[] {
-    const chat = this.o.chat;
-    const render = () =>
-      chat.tokenizer.encode(renderMessages(chat, req.messages, { tools: req.tools, addGenerationPrompt: true }));
+  /** Why the episode recorded nothing although the agent asked (its first request was over the budget). */
+  get refusal(): string | undefined {
+    return this.completions === 0 ? this.firstRefusal : undefined;
+  }
+
+  /** Whether a limit ended the episode (it is kept whatever the agent does next). */
+  get truncated(): boolean {
+    return this.truncation !== undefined;
+  }
+
+  /** Stops a completion still sampling: the episode is over (the gateway forgets it). */
+  close(): void {
+    this.ended = true;
+    this.closing.abort(new Error(`episode ${this.id} was closed`));
+  }
+
+  /** How `req` relates to the episode: its first request, an extension (with the observation delta), or a rewrite. */
+  private classify(req: CompletionRequest): Next {
     const p = this.pending;
-    if (!p) {
-      this.history = req.messages.slice();
-      this.tools = req.tools;
-      return render();
-    }
+    if (!p) return { kind: "first" };
     const expected = [...this.history, p.assistant];
     const reason = this.divergence(req, expected);
-    const closed = p.action[p.action.length - 1] === chat.endOfTurnId;
-    if (reason === undefined) {
-      const fresh = req.messages.slice(expected.length);
-      const observation = observationDeltaTokens(chat, {
-        history: this.history,
-        messages: fresh,
-        tools: this.tools,
-        actionClosed: closed,
-      });
-      this.record(p, observation, 0, false);
-      this.history = [...expected, ...fresh];
-      return [...p.context, ...p.action, ...observation];
+    if (reason !== undefined) return { kind: "rewrite", reason };
+    const fresh = req.messages.slice(expected.length);
+    const observation = observationDeltaTokens(this.o.chat, {
+      history: this.history,
+      messages: fresh,
+      tools: this.tools,
+      actionClosed: p.action[p.action.length - 1] === this.o.chat.endOfTurnId,
+    });
+    return { kind: "extends", expected, fresh, observation };
+  }
+
+  /** The context `req` samples from, given how it relates to the episode. */
+  private contextOf(req: CompletionRequest, next: Next): number[] {
+    if (next.kind === "extends") return [...this.pending!.context, ...this.pending!.action, ...next.observation];
+    const chat = this.o.chat;
+    return chat.tokenizer.encode(renderMessages(chat, req.messages, { tools: req.tools, addGenerationPrompt: true }));
+  }
+
+  /** Records the pending action (if any) and makes `req` the episode so far. */
+  private commit(req: CompletionRequest, next: Next): void {
+    const p = this.pending;
+    if (next.kind === "extends") {
+      this.record(p!, next.observation, 0, false, next.fresh, true);
+      this.history = [...next.expected, ...next.fresh];
+      return;
     }
-    this.record(p, [], 0, false);
-    this.segmentReasons.push(reason);
+    if (p) {
+      this.record(p, [], 0, false, req.messages, false);
+      if (next.kind === "rewrite") this.segmentReasons.push(next.reason);
+    }
     this.history = req.messages.slice();
     this.tools = req.tools;
-    return render();
+  }
+
+  /** Ends the episode at a limit: the pending action will be its last step, with the refused request's tool results. */
+  private truncate(
+    endReason: "max_turns" | "max_total_tokens",
+    error: RecorderError,
+    req: CompletionRequest,
+    next: Next,
+  ): RecorderError {
+    this.truncation =
+      next.kind === "extends"
+        ? { endReason, error, results: next.fresh, inOrder: true }
+        : { endReason, error, results: req.messages, inOrder: false };
+    return error;
   }
 
   /** Why `req` does not extend the episode, or undefined when it does. */
@@ -167,20 +261,43 @@ export class EpisodeRecorder {
     return undefined;
   }
 
-  /** The pending action as a step; `results` are the tool messages that answered its calls (the client ran them). */
-  private record(p: Pending, observation: number[], reward: number, done: boolean, results: AgentMessage[] = []): void {
-    const toolCalls: ToolCallRecord[] = (p.assistant.tool_calls ?? []).map((c, i) => ({
-      index: this.callCount++,
-      turn: p.turn,
-      name: c.function.name,
-      arguments: c.function.arguments as Record<string, unknown>,
-      raw: "",
-      ok: i < results.length,
-      text: results[i]?.content ?? "",
-      ...(i < results.length ? {} : { error: { kind: "tool_error" as const, message: "no tool result came back" } }),
-      startedAt: 0,
-      durationMs: 0,
-    }));
+  /**
+   * The pending action as a step. `messages` are where its tool results may be (the request after it):
+   * matched by tool_call_id, and, when `inOrder` (the messages are new ones after the action), the
+   * rest taken in order from the tool messages there.
+   */
+  private record(
+    p: Pending,
+    observation: number[],
+    reward: number,
+    done: boolean,
+    messages: AgentMessage[] = [],
+    inOrder = false,
+  ): void {
+    const results = toolResults(p, messages, inOrder);
+    const toolCalls: ToolCallRecord[] = (p.assistant.tool_calls ?? []).map((c, i) => {
+      const content = results[i];
+      const base = {
+        index: this.callCount++,
+        turn: p.turn,
+        name: c.function.name,
+        arguments: c.function.arguments as Record<string, unknown>,
+        raw: "",
+        startedAt: 0,
+        durationMs: 0,
+      };
+      if (content === undefined)
+        return {
+          ...base,
+          ok: false,
+          text: "",
+          error: { kind: "tool_error" as const, message: "no tool result came back" },
+        };
+      const text = wellFormed(content);
+      return isToolErrorText(text)
+        ? { ...base, ok: false, text, error: { kind: "tool_error" as const, message: text } }
+        : { ...base, ok: true, text };
+    });
     this.rec.add(p.context, {
       action: p.action,
       logprobs: p.logprobs,
@@ -195,32 +312,71 @@ export class EpisodeRecorder {
     this.pending = undefined;
   }
 
+  private endedError(): RecorderError {
+    return new RecorderError(`episode ${this.id} has ended: its agent already returned`, 410, "episode_ended");
+  }
+
   /** One chat completion of the episode. */
   async complete(req: CompletionRequest): Promise<Completion> {
-    if (this.ended) throw new RecorderError(`episode ${this.id} has ended: its agent already returned`);
+    if (this.ended) throw this.endedError();
+    if (this.truncation) throw this.truncation.error;
     if (this.busy)
       throw new RecorderError(
         `episode ${this.id} has a completion running: an episode is one conversation, so its requests go one at a time`,
+        409,
+        "episode_busy",
       );
     this.busy = true;
     try {
       const chat = this.o.chat;
-      const context = this.contextFor(req);
-      const room = this.o.maxTotalTokens - context.length;
-      if (room < 1)
-        throw new RecorderError(
-          `episode ${this.id}: the conversation is ${context.length} tokens, at or over the episode's budget of ${this.o.maxTotalTokens}`,
+      const next = this.classify(req);
+      const max = this.o.maxTurns;
+      if (max !== undefined && this.completions >= max && this.pending)
+        throw this.truncate(
+          "max_turns",
+          new RecorderError(
+            `episode ${this.id}: the episode has had its ${max} turns (maxTurns ${max}); it has ended as truncated`,
+            400,
+            "max_turns_reached",
+          ),
+          req,
+          next,
         );
+      const context = this.contextOf(req, next);
+      const room = this.o.maxTotalTokens - context.length;
+      if (room < 1) {
+        const error = new RecorderError(
+          `episode ${this.id}: the conversation is ${context.length} tokens, at or over the episode's budget of ${this.o.maxTotalTokens} (maxTotalTokens)${this.pending ? "; it has ended as truncated" : ""}`,
+          400,
+          "context_length_exceeded",
+        );
+        if (!this.pending) {
+          this.firstRefusal = `the first request is ${context.length} tokens, at or over maxTotalTokens ${this.o.maxTotalTokens}`;
+          throw error;
+        }
+        throw this.truncate("max_total_tokens", error, req, next);
+      }
+      const signal = req.signal ? AbortSignal.any([req.signal, this.closing.signal]) : this.closing.signal;
       const t0 = performance.now();
-      const res = await this.o.engine.sample(context, {
-        n: 1,
-        maxTokens: Math.min(req.maxTokens ?? this.o.maxTokensPerTurn, room),
-        temperature: req.temperature ?? this.o.temperature,
-        topP: req.topP ?? 1,
-        stop: [chat.endOfTurnId],
-        ...(this.o.seed !== undefined ? { seed: new Rng(this.o.seed, this.completions).int(0x7fffffff) } : {}),
-        ...(req.signal ? { signal: req.signal } : {}),
-      });
+      let res: Awaited<ReturnType<Engine["sample"]>>;
+      try {
+        res = await this.o.engine.sample(context, {
+          n: 1,
+          maxTokens: Math.min(req.maxTokens ?? this.o.maxTokensPerTurn, room),
+          temperature: req.temperature ?? this.o.temperature,
+          topP: req.topP ?? 1,
+          stop: [chat.endOfTurnId],
+          ...(this.o.seed !== undefined ? { seed: new Rng(this.o.seed, this.completions).int(0x7fffffff) } : {}),
+          signal,
+        });
+      } catch (e) {
+        if (this.ended) throw this.endedError();
+        if (signal.aborted) throw new RecorderError("the client closed the request", 400, "request_cancelled");
+        throw e;
+      }
+      if (this.ended) throw this.endedError();
+      // Only a completion that was sampled changes the episode: a failed one can be asked again.
+      this.commit(req, next);
       const seq = res.sequences[0];
       const closed = seq.tokens[seq.tokens.length - 1] === chat.endOfTurnId;
       const text = chat.tokenizer.decode(closed ? seq.tokens.slice(0, -1) : seq.tokens);
@@ -245,6 +401,7 @@ export class EpisodeRecorder {
         logprobs: seq.logprobs,
         stopReason: seq.stopReason,
         assistant,
+        callIds: calls ? calls.toolCalls.map((c) => c.id) : [],
         sampleMs: performance.now() - t0,
       };
       this.completions++;
@@ -267,11 +424,13 @@ export class EpisodeRecorder {
     const p = this.pending;
     if (!p) return undefined;
     const messages = [...this.history, p.assistant];
-    this.record(p, [], reward, true);
+    const cut = this.truncation;
+    this.record(p, [], reward, !cut, cut?.results, cut?.inOrder);
+    const end = cut?.endReason ?? "done";
     const last = this.rec; // the drift check of the final segment
-    const tokens = finalSegment(last.finish("done"));
+    const tokens = finalSegment(last.finish(end));
     try {
-      return last.finish("done", {
+      return last.finish(end, {
         drift: checkDrift(this.o.chat, {
           messages,
           tools: this.tools,
@@ -281,10 +440,30 @@ export class EpisodeRecorder {
         }),
       });
     } catch (err) {
-      if (err instanceof ChatTemplateError) return last.finish("done", { driftError: err.message });
+      if (err instanceof ChatTemplateError) return last.finish(end, { driftError: err.message });
       throw err;
     }
   }
+}
+
+/**
+ * The content of the tool result answering each of `p`'s calls (undefined where none came back): the
+ * tool message naming the call's id, else (`inOrder`) the next unclaimed tool message.
+ */
+function toolResults(p: Pending, messages: AgentMessage[], inOrder: boolean): (string | undefined)[] {
+  const calls = p.assistant.tool_calls ?? [];
+  if (calls.length === 0) return [];
+  const tools = messages.filter((m) => m.role === "tool");
+  const claimed = new Set<AgentMessage>();
+  const out: (string | undefined)[] = calls.map((_, i) => {
+    const m = tools.find((t) => t.tool_call_id !== undefined && t.tool_call_id === p.callIds[i]);
+    if (m) claimed.add(m);
+    return m?.content ?? undefined;
+  });
+  if (!inOrder) return out;
+  // Tool messages without a matching id answer the remaining calls in order.
+  const rest = tools.filter((t) => !claimed.has(t) && !p.callIds.includes(t.tool_call_id ?? ""));
+  return out.map((c) => c ?? rest.shift()?.content ?? undefined);
 }
 
 /** The tokens of a trajectory's last segment: its stored context and every action and observation after it. */

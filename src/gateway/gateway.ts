@@ -6,10 +6,19 @@
  * Routes, under each episode's base URL: POST /chat/completions (tools, streaming or not,
  * logprobs), GET /models. The request body is checked as `agent-r1 serve` checks it
  * (src/serve/schemas.ts); errors are OpenAI error objects. Bound to loopback by default.
+ *
+ * Each episode has a key of its own (`EpisodeHandle.apiKey`, compared in constant time): a request to
+ * an episode's URL with another episode's key is a 401, so an agent reaches only its own episode even
+ * when it learns another's URL. Every refusal that a retry cannot change is a status the OpenAI
+ * clients do not retry (400, 401, 404, 410, 413, 415); only a second request while one runs is a 409,
+ * which can succeed once the first is answered. Limits end the episode as the built-in rollout ends it
+ * (episode-recorder.ts): past maxTurns a 400 `max_turns_reached`, past maxTotalTokens a 400
+ * `context_length_exceeded`.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
+import { bearerKey, secretMatcher } from "../util/secret.js";
 import type { Engine } from "../engine/types.js";
 import type { ChatSetup } from "../agent/chat-setup.js";
 import { ApiError, badRequest, toApiError } from "../serve/errors.js";
@@ -33,15 +42,16 @@ export interface EpisodeHandle {
   id: string;
   /** The base URL an agent's client takes (`.../episodes/{id}/v1`). */
   baseURL: string;
+  /** The key its requests must send (`Authorization: Bearer KEY`): this episode's, no other's. */
+  apiKey: string;
   recorder: EpisodeRecorder;
 }
 
 export class Gateway {
-  private readonly episodes = new Map<string, EpisodeRecorder>();
+  /** Live episodes, each with the check of its own key. */
+  private readonly episodes = new Map<string, { recorder: EpisodeRecorder; keyMatches: (given?: string) => boolean }>();
   private server?: Server;
   private base = "";
-  /** A random key the gateway's clients send: an agent that only knows its own URL reaches only its episode. */
-  readonly apiKey = `agent-r1-${randomBytes(12).toString("hex")}`;
   readonly model: string;
 
   constructor(private readonly o: GatewayOptions) {
@@ -57,8 +67,7 @@ export class Gateway {
     const host = this.o.host ?? "127.0.0.1";
     const server = createServer((req, res) => {
       this.handle(req, res).catch((e: unknown) => {
-        const err =
-          e instanceof RecorderError ? new ApiError(409, e.message, { code: "episode_conflict" }) : toApiError(e);
+        const err = e instanceof RecorderError ? new ApiError(e.status, e.message, { code: e.code }) : toApiError(e);
         if (err.status >= 500)
           (this.o.log ?? ((l) => process.stderr.write(l + "\n")))(`gateway: ${req.url}: ${(e as Error).stack ?? e}`);
         if (!res.headersSent) sendJson(res, err.status, err.body());
@@ -74,17 +83,19 @@ export class Gateway {
     return this;
   }
 
-  /** A new episode and its base URL. */
+  /** A new episode: its base URL and its own key. */
   open(meta: { rowIndex: number; sampleIndex: number; seed?: number }): EpisodeHandle {
     const id = `e${meta.rowIndex}-${meta.sampleIndex}-${randomBytes(4).toString("hex")}`;
     const { model: _m, host: _h, port: _p, log: _l, ...rec } = this.o;
     const recorder = new EpisodeRecorder(id, meta.rowIndex, meta.sampleIndex, { ...rec, seed: meta.seed });
-    this.episodes.set(id, recorder);
-    return { id, baseURL: `${this.url}/episodes/${id}/v1`, recorder };
+    const apiKey = `agent-r1-${randomBytes(16).toString("hex")}`;
+    this.episodes.set(id, { recorder, keyMatches: secretMatcher(apiKey, "gateway") });
+    return { id, baseURL: `${this.url}/episodes/${id}/v1`, apiKey, recorder };
   }
 
-  /** Forgets an episode: later requests to its URL are 404s. */
+  /** Forgets an episode: a completion still sampling for it stops, and later requests to its URL are 404s. */
   close(id: string): void {
+    this.episodes.get(id)?.recorder.close();
     this.episodes.delete(id);
   }
 
@@ -104,18 +115,16 @@ export class Gateway {
       throw new ApiError(404, `Unknown route: ${req.method} ${req.url}; episodes live under /episodes/{id}/v1`, {
         code: "unknown_url",
       });
-    const auth = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? "");
-    if (!auth || auth[1].trim() !== this.apiKey)
+    const entry = this.episodes.get(m[1]);
+    if (!entry)
+      throw new ApiError(404, `no episode ${m[1]} (it has ended, or never began)`, { code: "episode_not_found" });
+    if (!entry.keyMatches(bearerKey(req.headers.authorization)))
       throw new ApiError(
         401,
-        "the gateway's API key is missing or wrong (pass the apiKey the rollout gave the agent)",
-        {
-          code: "invalid_api_key",
-        },
+        `the API key is missing or is not episode ${m[1]}'s (each episode has its own: pass the apiKey the rollout gave this episode's agent)`,
+        { code: "invalid_api_key" },
       );
-    const episode = this.episodes.get(m[1]);
-    if (!episode)
-      throw new ApiError(404, `no episode ${m[1]} (it has ended, or never began)`, { code: "episode_not_found" });
+    const episode = entry.recorder;
     const route = `${req.method} ${m[2]}`;
     if (route === "GET /models")
       return sendJson(res, 200, { object: "list", data: [{ id: this.model, object: "model", owned_by: "agent-r1" }] });

@@ -9,8 +9,10 @@ import { join } from "node:path";
 import { parseModelConfig, type ModelConfig } from "./config.js";
 import { checkModelFits, checkWeightFiles } from "./model-limits.js";
 import {
+  checkFiniteTensors,
   loadModelWeights,
   loadModelWeightsRaw,
+  weightsFile,
   saveModelWeights,
   type DType,
   type HostTensor,
@@ -71,6 +73,7 @@ export function loadModelDir(dir: string): LoadedModelDir {
   checkModelFits(config, join(dir, "config.json"));
   const tokenizer = checkModelFiles(dir, config);
   const weights = loadModelWeights(dir);
+  checkFiniteTensors(weightsFile(dir), weights);
   const first = weights.values().next().value;
   return { dir, config, tokenizer, weights, dtype: first?.dtype ?? "F32" };
 }

@@ -14,6 +14,7 @@ import {
   TIED_HEAD,
   canonical,
   isTarget,
+  loraScale,
   modulePath,
   type LoraSpec,
   type LoraTarget,
@@ -127,6 +128,26 @@ const REFUSED: [keyof PeftConfigJson, string][] = [
   ["velora_config", "VeLoRA is not supported; only plain LoRA (velora_config: null)"],
   ["monteclora_config", "MonteCLoRA is not supported; only plain LoRA (monteclora_config: null)"],
 ];
+
+/**
+ * The largest scale an adapter may have (lora_alpha / r, or lora_alpha / sqrt(r) with rsLoRA).
+ * Released adapters use 0.5 to 4 or so; a scale past this multiplies B·A into weights far
+ * outside any trained model's (and at 1e38, float32's range).
+ */
+export const MAX_LORA_SCALE = 1e4;
+
+/** The adapter scale of `spec`, checked to be finite and at most MAX_LORA_SCALE; else a ModelFormatError naming lora_alpha. */
+export function checkLoraScale(spec: Pick<LoraSpec, "rank" | "alpha" | "rslora">, file: string): number {
+  const scale = loraScale(spec);
+  if (Number.isFinite(scale) && Math.abs(scale) <= MAX_LORA_SCALE) return scale;
+  const how = spec.rslora ? `lora_alpha / sqrt(r) with r = ${spec.rank}` : `lora_alpha / r with r = ${spec.rank}`;
+  throw new ModelFormatError(
+    file,
+    "lora_alpha",
+    `${show(spec.alpha)} gives an adapter scale (${how}) of ${scale}, outside [-${MAX_LORA_SCALE}, ${MAX_LORA_SCALE}]`,
+    "released adapters scale by 0.5 to 4 or so: lora_alpha is usually r or 2·r",
+  );
+}
 
 /** A config value for an error message, at most 80 characters. */
 export const show = (v: unknown) => {
@@ -261,6 +282,7 @@ export function parsePeftConfig(dir: string, config: ModelConfig): { spec: LoraS
   }
   const targets = resolveTargets(c, config, file);
   const spec: LoraSpec = { rank: c.r, alpha: c.lora_alpha, dropout: c.lora_dropout, targets, rslora: c.use_rslora };
+  checkLoraScale(spec, file);
   const base = c.base_model_name_or_path;
   return base ? { spec, baseModel: base } : { spec };
 }

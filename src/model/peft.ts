@@ -18,11 +18,19 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ModelConfig } from "./config.js";
-import { readSafetensorsFile, writeSafetensorsFile, type DType, type HostTensor } from "./safetensors.js";
+import {
+  checkFiniteTensor,
+  describeNonFinite,
+  firstNonFinite,
+  readSafetensorsFile,
+  writeSafetensorsFile,
+  type DType,
+  type HostTensor,
+} from "./safetensors.js";
 import { writeDirectory } from "../util/atomic-write.js";
 import { InputError, ModelFormatError } from "../util/errors.js";
 import { Rng } from "../util/rng.js";
-import { parsePeftConfig, show } from "./peft-config.js";
+import { checkLoraScale, parsePeftConfig, show } from "./peft-config.js";
 import {
   ADAPTER_CONFIG_FILE,
   ADAPTER_WEIGHTS_FILE,
@@ -31,7 +39,6 @@ import {
   canonical,
   isTarget,
   loraModules,
-  loraScale,
   type LoraAdapters,
   type LoraSpec,
   type LoraTarget,
@@ -106,6 +113,7 @@ export function readPeftAdapter(
         `shape ${fmtShape(t.shape)} disagrees with the base model: r = ${r} and config.json imply ${fmtShape(want)} (${which})`,
       );
     }
+    checkFiniteTensor(file, name, t);
   }
   const adapters: LoraAdapters = new Map();
   for (const m of modules) {
@@ -130,6 +138,7 @@ function checkSpec(spec: LoraSpec, file: string): void {
   if (!Number.isInteger(spec.rank) || spec.rank <= 0) fail("r", `${show(spec.rank)} must be a positive integer`);
   if (!Number.isFinite(spec.alpha) || spec.alpha <= 0)
     fail("lora_alpha", `${show(spec.alpha)} must be a positive number`);
+  checkLoraScale(spec, file);
   if (!(spec.dropout >= 0 && spec.dropout < 1)) fail("lora_dropout", `${show(spec.dropout)} must be in [0, 1)`);
   if (spec.targets.length === 0) fail("target_modules", `is empty; list modules among ${SUPPORTED}`);
   const bad = spec.targets.find((t) => !isTarget(t));
@@ -216,14 +225,15 @@ export function writePeftAdapter(
 /**
  * The base weights with every adapter merged: W + scale · B @ A for each adapted module (sums in
  * float64, stored float32). Returns a new map; the input map and its tensors are not modified
- * (tensors without an adapter are shared).
+ * (tensors without an adapter are shared). A scale out of range, or a merged weight that is not
+ * a finite float32, is an InputError naming the module: nothing broken comes out.
  */
 export function mergeAdapters(
   weights: Map<string, HostTensor>,
   spec: LoraSpec,
   adapters: LoraAdapters,
 ): Map<string, HostTensor> {
-  const scale = loraScale(spec),
+  const scale = checkLoraScale(spec, "LoRA merge"),
     r = spec.rank;
   const out = new Map(weights);
   for (const [path, { a, b }] of adapters) {
@@ -252,6 +262,12 @@ export function mergeAdapters(
       }
       for (let i = 0; i < cols; i++) data[base + i] = acc[i];
     }
+    const bad = firstNonFinite({ shape: w.shape, data });
+    if (bad >= 0)
+      throw new InputError(
+        `LoRA merge: ${name} would hold ${describeNonFinite({ shape: w.shape, data }, bad)} once ${path}'s adapter is merged`,
+        "the base weights or the adapters are not finite, or their product overflows float32",
+      );
     out.set(name, { ...w, shape: [...w.shape], data });
   }
   return out;

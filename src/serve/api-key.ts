@@ -2,32 +2,27 @@
  * The optional API key of the serve endpoints, checked the way OpenAI-compatible servers do:
  * `Authorization: Bearer KEY` on every /v1 route, 401 with the OpenAI error object otherwise.
  */
-import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
+import { bearerKey, secretMatcher } from "../util/secret.js";
 import { ApiError } from "./errors.js";
 
 export class ApiKey {
-  private readonly digest: Buffer;
+  private readonly matches: (given: string | undefined) => boolean;
 
-  constructor(key: string) {
-    this.digest = sha256(key);
+  /** Refuses an empty key or one with spaces (an InputError naming `server`). */
+  constructor(key: string, server = "serve") {
+    this.matches = secretMatcher(key, server);
   }
 
   /** Throws a 401 unless the request carries the key. */
   check(headers: IncomingHttpHeaders): void {
-    const m = /^Bearer\s+(.+)$/i.exec(headers.authorization ?? "");
-    if (!m)
+    const given = bearerKey(headers.authorization);
+    if (given === undefined)
       throw unauthorized(
         "this server requires an API key: send it as 'Authorization: Bearer KEY' (the openai client's apiKey)",
       );
-    // Hashing first makes both sides the same length, so the comparison time says nothing about the key.
-    if (!timingSafeEqual(sha256(m[1].trim()), this.digest))
-      throw unauthorized("the API key is not the one this server was started with");
+    if (!this.matches(given)) throw unauthorized("the API key is not the one this server was started with");
   }
-}
-
-function sha256(text: string): Buffer {
-  return createHash("sha256").update(text, "utf8").digest();
 }
 
 function unauthorized(message: string): ApiError {

@@ -90,14 +90,9 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const port = opts.port ?? 8000;
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new InputError(`serve: the port must be an integer in [0, 65535], got ${port}`);
-  if (opts.apiKey !== undefined && !/^\S+$/.test(opts.apiKey))
-    throw new InputError(
-      "serve: the API key must be non-empty and without spaces",
-      "check --api-key (or AGENT_R1_API_KEY), or give none to serve without one",
-    );
   const limits = requestLimits(opts);
   const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
-  const apiKey = opts.apiKey !== undefined ? new ApiKey(opts.apiKey) : undefined;
+  const apiKey = opts.apiKey !== undefined ? new ApiKey(opts.apiKey, "serve") : undefined;
   const loaded = opts.engine ? undefined : await loadLocalEngine(opts.model!, opts.engineOptions);
   const engine: ServedEngine = opts.engine ?? loaded!;
   const dir = opts.model ?? sourceDirectoryOf(engine);

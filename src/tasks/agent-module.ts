@@ -5,7 +5,11 @@
  * and its rows, as one of
  *   rows: Row[] | { train: Row[]; val?: Row[]; test?: Row[] }
  *   data: "rows.jsonl" | { train, val?, test? }   (Agent-R1 rows in JSONL or parquet, relative to the module)
- * Episodes are played through the recording gateway (src/gateway/agent-rollout.ts); an agent's
+ * Each episode gets its own baseURL and apiKey (a key opens only its episode). A relative
+ * `task.module` in a recipe is resolved against the recipe's directory when it is loaded
+ * (src/train/load-config.ts); here, against the current directory (`eval --task`).
+ * Episodes are played through the recording gateway (src/gateway/agent-rollout.ts) under the recipe's
+ * rollout limits (maxTurns, maxTokensPerTurn, maxTotalTokens); an agent's
  * `metrics.em` and `metrics.f1`, when it returns them, are logged as exact match and F1. A `.ts`
  * module is loaded with tsx when it is installed (`npm i -D tsx`); `.js` and `.mjs` load as they are.
  */
@@ -103,6 +107,7 @@ export async function loadAgentTask(modulePath: string, options: Record<string, 
         n: o.n,
         seed: o.seed,
         temperature: o.temperature,
+        maxTurns: o.maxTurns,
         maxTokensPerTurn: o.maxTokensPerTurn,
         maxTotalTokens: o.maxTotalTokens,
         ...(timeoutMs !== undefined ? { timeoutMs } : {}),

@@ -10,9 +10,17 @@
  *    one over stdio or streamable HTTP (`@modelcontextprotocol/sdk`, an optional dependency loaded
  *    only here).
  * None of these packages is imported by the adapters themselves: the objects are read by shape.
+ *
+ * An MCP server is a stranger. Its tools' schemas are checked with linear-time patterns
+ * (../agent/tool-schema.ts), and so are its output schemas in a client connectMcp made
+ * (`linearJsonSchemaValidator`; give it to a Client of your own too). Its tool listing stops at
+ * MAX_MCP_TOOL_PAGES pages or MAX_MCP_TOOLS tools, or when a cursor comes back. connectMcp's
+ * transports (./mcp-transports.ts) fail only the call whose answer is over `maxMessageBytes`.
  */
 import { defineTool, type AnyTool } from "../agent/tool.js";
+import { compileJsonSchema } from "../agent/tool-schema.js";
 import { InputError } from "../util/errors.js";
+import type { StdioTransport } from "./mcp-transports.js";
 
 export interface AdapterOptions {
   /** Per call; default the tool's own, else ours (30 s). */
@@ -156,12 +164,18 @@ interface McpContent {
   resource?: { uri?: string; text?: string };
 }
 
+/** A tool as an MCP server lists it. */
+export interface McpToolInfo {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+}
+
 /** What an MCP client needs to offer (the SDK's Client does). */
 export interface McpClientLike {
-  listTools(params?: { cursor?: string }): Promise<{
-    tools: { name: string; title?: string; description?: string; inputSchema: Record<string, unknown> }[];
-    nextCursor?: string;
-  }>;
+  listTools(params?: { cursor?: string }): Promise<{ tools: McpToolInfo[]; nextCursor?: string }>;
   callTool(
     params: { name: string; arguments?: Record<string, unknown> },
     resultSchema?: unknown,
@@ -183,15 +197,51 @@ function mcpText(content: McpContent[] | undefined): string {
     .join("\n");
 }
 
+/** At most this many pages of tools/list are read, and this many tools kept, from one server. */
+export const MAX_MCP_TOOL_PAGES = 100;
+export const MAX_MCP_TOOLS = 10_000;
+
+/** "MCP server 'name'" from what the server said of itself at initialization (the SDK's Client keeps it). */
+function serverLabel(client: McpClientLike): string | undefined {
+  try {
+    const info = (client as { getServerVersion?: () => { name?: unknown } | undefined }).getServerVersion?.();
+    if (typeof info?.name === "string" && info.name) return `MCP server '${info.name.slice(0, 100)}'`;
+  } catch {
+    // a client that cannot say
+  }
+  return undefined;
+}
+
+/** Every page of tools/list, within the page and tool limits and without a cursor seen before. */
+async function listAllTools(client: McpClientLike, where: string): Promise<McpToolInfo[]> {
+  const listed: McpToolInfo[] = [];
+  const cursors = new Set<string>();
+  let cursor: string | undefined;
+  for (let page = 1; ; page++) {
+    const r = await client.listTools(cursor ? { cursor } : undefined);
+    if (!Array.isArray(r?.tools)) throw new InputError(`${where}: page ${page} of tools/list has no tools array`);
+    if (listed.length + r.tools.length > MAX_MCP_TOOLS)
+      throw new InputError(`${where}: lists more than ${MAX_MCP_TOOLS} tools (by page ${page} of tools/list)`);
+    for (const t of r.tools) listed.push(t);
+    cursor = r.nextCursor;
+    if (!cursor) return listed;
+    if (cursors.has(cursor))
+      throw new InputError(
+        `${where}: page ${page} of tools/list gives a cursor it gave before (${JSON.stringify(cursor.slice(0, 80))}); the listing would never end`,
+      );
+    if (page >= MAX_MCP_TOOL_PAGES)
+      throw new InputError(`${where}: tools/list goes on past ${MAX_MCP_TOOL_PAGES} pages (MAX_MCP_TOOL_PAGES)`);
+    cursors.add(cursor);
+  }
+}
+
 /** The tools a connected MCP client lists (every page), as ours. */
 export async function mcpTools(client: McpClientLike, o: AdapterOptions = {}): Promise<AnyTool[]> {
-  const listed: Awaited<ReturnType<McpClientLike["listTools"]>>["tools"] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await client.listTools(cursor ? { cursor } : undefined);
-    listed.push(...page.tools);
-    cursor = page.nextCursor;
-  } while (cursor);
+  const listed = await listAllTools(client, serverLabel(client) ?? "the MCP server");
+  // The SDK's Client checks each answer against the tool's output schema: refused now, not per call.
+  for (const t of listed)
+    if (t.outputSchema && typeof t.outputSchema === "object")
+      compileJsonSchema(t.outputSchema, `tool '${String(t.name)}'`, "the JSON Schema of its output");
   return listed.map((t) =>
     defineTool({
       name: t.name,
@@ -211,9 +261,40 @@ export async function mcpTools(client: McpClientLike, o: AdapterOptions = {}): P
   );
 }
 
+/** How the SDK's Client checks an answer against its tool's output schema: with linear-time patterns. */
+export const linearJsonSchemaValidator = {
+  getValidator(schema: Record<string, unknown>) {
+    let check: (value: unknown) => string | null;
+    try {
+      check = compileJsonSchema(schema, "MCP tool", "the JSON Schema of its output");
+    } catch (err) {
+      const message = (err as Error).message;
+      check = () => message;
+    }
+    return (input: unknown) => {
+      const error = check(input);
+      return error === null
+        ? { valid: true as const, data: input, errorMessage: undefined }
+        : { valid: false as const, data: undefined, errorMessage: error };
+    };
+  },
+};
+
+/** `maxMessageBytes` (default 10 MiB): a larger answer fails its call; the connection stays. */
 export type McpServerSpec =
-  | { command: string; args?: string[]; env?: Record<string, string>; cwd?: string }
-  | { url: string; headers?: Record<string, string> };
+  | { command: string; args?: string[]; env?: Record<string, string>; cwd?: string; maxMessageBytes?: number }
+  | { url: string; headers?: Record<string, string>; maxMessageBytes?: number };
+
+/** A URL as errors show it: without credentials, query or fragment. */
+function urlLabel(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new InputError(`MCP server url: not a valid URL`);
+  }
+  return `${u.origin}${u.pathname}`;
+}
 
 /** A connected MCP client over stdio (a command) or streamable HTTP (a URL); close it with `client.close()`. */
 export async function connectMcp(
@@ -221,10 +302,10 @@ export async function connectMcp(
   name = "agent-r1",
 ): Promise<McpClientLike & { close(): Promise<void> }> {
   type Sdk = {
-    Client: new (info: {
-      name: string;
-      version: string;
-    }) => McpClientLike & { connect(t: unknown): Promise<void>; close(): Promise<void> };
+    Client: new (
+      info: { name: string; version: string },
+      options: { jsonSchemaValidator: typeof linearJsonSchemaValidator },
+    ) => McpClientLike & { connect(t: unknown): Promise<void>; close(): Promise<void> };
   };
   let sdk: Sdk;
   try {
@@ -232,18 +313,27 @@ export async function connectMcp(
   } catch {
     throw new InputError("MCP tools need the MCP SDK", "npm install @modelcontextprotocol/sdk");
   }
-  const client = new sdk.Client({ name, version: "0.1.0" });
+  const where = `MCP server ${"command" in spec ? `${spec.command} ${(spec.args ?? []).join(" ")}`.trim() : urlLabel(spec.url)}`;
+  // A call's error names the server by its own name once it has said it (the model reads that error).
+  let label = where;
+  // Node-only (child processes), so loaded here, as the SDK is.
+  const { cappedFetch, DEFAULT_MAX_MESSAGE_BYTES, StdioTransport } = await import("./mcp-transports.js");
+  const maxMessageBytes = spec.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  if (!(Number.isInteger(maxMessageBytes) && maxMessageBytes > 0))
+    throw new InputError(`${where}: maxMessageBytes must be a positive integer, got ${maxMessageBytes}`);
+  const client = new sdk.Client({ name, version: "0.1.0" }, { jsonSchemaValidator: linearJsonSchemaValidator });
   let transport: unknown;
+  let stdio: StdioTransport | undefined;
   if ("command" in spec) {
-    const { StdioClientTransport } = (await import("@modelcontextprotocol/sdk/client/stdio.js" as string)) as {
-      StdioClientTransport: new (o: object) => unknown;
-    };
-    transport = new StdioClientTransport({
-      command: spec.command,
-      args: spec.args ?? [],
-      env: spec.env,
-      cwd: spec.cwd,
-      stderr: "pipe",
+    const [{ getDefaultEnvironment }, { deserializeMessage }] = (await Promise.all([
+      import("@modelcontextprotocol/sdk/client/stdio.js" as string),
+      import("@modelcontextprotocol/sdk/shared/stdio.js" as string),
+    ])) as [{ getDefaultEnvironment(): Record<string, string> }, { deserializeMessage(line: string): unknown }];
+    transport = stdio = new StdioTransport(spec, {
+      label: () => label,
+      maxMessageBytes,
+      parse: deserializeMessage,
+      env: getDefaultEnvironment(),
     });
   } else {
     const { StreamableHTTPClientTransport } = (await import(
@@ -251,16 +341,20 @@ export async function connectMcp(
     )) as {
       StreamableHTTPClientTransport: new (url: URL, o?: object) => unknown;
     };
-    transport = new StreamableHTTPClientTransport(
-      new URL(spec.url),
-      spec.headers ? { requestInit: { headers: spec.headers } } : {},
-    );
+    transport = new StreamableHTTPClientTransport(new URL(spec.url), {
+      fetch: cappedFetch(() => label, maxMessageBytes),
+      ...(spec.headers ? { requestInit: { headers: spec.headers } } : {}),
+    });
   }
   try {
     await client.connect(transport);
   } catch (e) {
-    const where = "command" in spec ? `${spec.command} ${(spec.args ?? []).join(" ")}`.trim() : spec.url;
-    throw new InputError(`MCP server ${where}: ${(e as Error).message.split("\n")[0]}`);
+    await client.close().catch(() => {});
+    const stderr = stdio?.lastStderrLine();
+    let detail = (e as Error).message.split("\n")[0];
+    if ("url" in spec) detail = detail.split(spec.url).join(urlLabel(spec.url)); // no credentials in errors
+    throw new InputError(`${where}: ${detail}${stderr ? `; its stderr says: ${stderr}` : ""}`);
   }
+  label = serverLabel(client) ?? where;
   return client;
 }

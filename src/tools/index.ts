@@ -20,7 +20,11 @@ export {
   fromAgentsSdkTools,
   mcpTools,
   connectMcp,
+  linearJsonSchemaValidator,
+  MAX_MCP_TOOL_PAGES,
+  MAX_MCP_TOOLS,
   type AdapterOptions,
   type McpClientLike,
+  type McpToolInfo,
   type McpServerSpec,
 } from "./ecosystem.js";

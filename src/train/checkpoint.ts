@@ -21,6 +21,7 @@ import {
 import { basename, join } from "node:path";
 import { z } from "zod";
 import { AgentR1Error } from "../util/errors.js";
+import { makeDir } from "../util/make-dir.js";
 
 export const MANIFEST = "manifest.json";
 export const STATE = "state.json";
@@ -106,7 +107,7 @@ export async function writeCheckpoint<S extends object>(
     );
   };
   try {
-    mkdirSync(root, { recursive: true });
+    makeDir(root);
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp);
     await fill(tmp);

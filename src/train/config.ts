@@ -167,7 +167,7 @@ export const configSchema = z.strictObject({
         .string()
         .optional()
         .describe(
-          "Or a module of your own exporting `agent` (row, { baseURL, apiKey, model, signal }) => reward and `rows` or `data`: the agent you already have, trained through the recording gateway.",
+          "Or a module of your own exporting `agent` (row, { baseURL, apiKey, model, signal }) => reward and `rows` or `data`: the agent you already have, trained through the recording gateway. A relative path is taken from the recipe's directory.",
         ),
       options: z
         .record(z.string(), z.unknown())

@@ -1,8 +1,12 @@
 /**
  * Reading a recipe: YAML file, then `key.path=value` overrides, then the
  * schema. Errors name the key and what is allowed, in one line.
+ * A relative `task.module` in the file is resolved against the file's directory (an override's,
+ * against the current one), and kept absolute, so the run's saved config.yaml finds the module
+ * again from any directory (`train --resume`).
  */
 import { existsSync } from "node:fs";
+import { dirname, isAbsolute, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { configSchema, type TrainConfig } from "./config.js";
@@ -129,6 +133,17 @@ export function loadConfig(file: string | undefined, overrides: string[] = []): 
         `${file}: ${bad}: the key '${bad.split(".").pop()}' is not allowed (it would reach the object's prototype)`,
       );
   }
+  if (file) anchorModulePath(raw, dirname(resolve(file)));
   for (const o of overrides) applyOverride(raw, o);
-  return parseConfig(raw, file ?? "config");
+  const cfg = parseConfig(raw, file ?? "config");
+  if (cfg.task.module) cfg.task.module = resolve(cfg.task.module);
+  return cfg;
+}
+
+/** A relative `task.module` in a recipe, made absolute from the recipe's directory (left alone when not a string). */
+function anchorModulePath(raw: Json, dir: string): void {
+  const task = Object.hasOwn(raw, "task") ? raw.task : undefined;
+  if (task === null || typeof task !== "object" || Array.isArray(task)) return;
+  const module = Object.hasOwn(task, "module") ? (task as Json).module : undefined;
+  if (typeof module === "string" && module !== "" && !isAbsolute(module)) (task as Json).module = resolve(dir, module);
 }

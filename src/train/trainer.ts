@@ -10,7 +10,7 @@
  * models) and only then writes to the run directory, so a bad input leaves it
  * as it was. Guarantees and their tests: docs/reliability.md.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { z } from "zod";
@@ -35,6 +35,7 @@ import { describeFailure, playRows, type EpisodeSummary } from "./evaluate.js";
 import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
 import type { Trajectory } from "../agent/trajectory.js";
 import { AgentR1Error, InputError } from "../util/errors.js";
+import { makeDir } from "../util/make-dir.js";
 
 export interface TrainState {
   /** Last completed iteration (0 before the first). */
@@ -154,7 +155,7 @@ export class Trainer {
     t.trainRows = rows.train;
     t.valRows = rows.val;
     // Inputs are good: now the run directory changes.
-    mkdirSync(join(out, "samples"), { recursive: true });
+    makeDir(join(out, "samples"), "--out");
     writeFileSync(join(out, "config.yaml"), toYaml(cfg));
     if (found) {
       t.state = found.state;

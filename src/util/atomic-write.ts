@@ -7,16 +7,17 @@
  * create check the target first (out-path.ts). A failure removes the temporary directory and
  * becomes one line naming DIR.
  */
-import { lstatSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { lstatSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { AgentR1Error } from "./errors.js";
+import { makeDir } from "./make-dir.js";
 
 export function writeDirectory(dir: string, fill: (tmp: string) => void): void {
   const target = resolve(dir);
   const tmp = `${target}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   try {
-    mkdirSync(tmp, { recursive: true });
+    makeDir(tmp, dir);
     fill(tmp);
     place(tmp, target);
   } catch (e) {
@@ -50,7 +51,7 @@ function place(tmp: string, target: string): void {
 export function writeFileAtomic(path: string, data: string | Uint8Array): void {
   const tmp = `${path}.tmp-${process.pid}`;
   try {
-    mkdirSync(dirname(resolve(path)), { recursive: true });
+    makeDir(dirname(resolve(path)), path);
     writeFileSync(tmp, data);
     renameSync(tmp, path);
   } catch (e) {

@@ -158,7 +158,7 @@ function isWildcard(host: string): boolean {
   return host === "" || host === "0.0.0.0" || (isIP(host) === 6 && /^[0:]+$/.test(host));
 }
 
-function isLoopback(host: string): boolean {
+export function isLoopback(host: string): boolean {
   return (
     host === "localhost" ||
     (isIP(host) === 4 && host.startsWith("127.")) ||

@@ -32,6 +32,8 @@ export interface Settings {
   tinkerBaseUrl?: string;
   /** AGENT_R1_SAMPLER_API_KEY: the Bearer key of an engine.sampler server. */
   samplerApiKey?: string;
+  /** AGENT_R1_DASHBOARD_KEY: the key `dashboard` requires when no --api-key is given. */
+  dashboardKey?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -64,6 +66,7 @@ export function settings(env: Env = process.env): Settings {
     tinkerApiKey: env.TINKER_API_KEY || undefined,
     tinkerBaseUrl: env.TINKER_BASE_URL || undefined,
     samplerApiKey: env.AGENT_R1_SAMPLER_API_KEY || undefined,
+    dashboardKey: env.AGENT_R1_DASHBOARD_KEY || undefined,
   };
 }
 
@@ -93,4 +96,5 @@ export const SETTINGS_DOC: [string, string][] = [
   ],
   ["TINKER_BASE_URL", "the Tinker-protocol server when `engine.tinker.url` is unset, as the Tinker SDK reads it"],
   ["AGENT_R1_SAMPLER_API_KEY", "the Bearer key sent to an `engine.sampler` inference server"],
+  ["AGENT_R1_DASHBOARD_KEY", "the key `agent-r1 dashboard` requires when no `--api-key` is given"],
 ];

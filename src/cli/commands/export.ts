@@ -33,10 +33,12 @@ import {
   type LoraSpec,
 } from "../../model/peft.js";
 import {
+  checkFiniteTensors,
   fromFloat32,
   loadModelWeightsRaw,
   readSafetensorsFileRaw,
   toFloat32,
+  weightsFile,
   writeSafetensorsFile,
   type DType,
   type HostTensor,
@@ -98,11 +100,16 @@ export function policyDir(checkpoint: string): string {
   );
 }
 
-/** A model directory's config and weights, each tensor in its stored dtype; the file sizes are checked against config.json first. */
+/**
+ * A model directory's config and weights, each tensor in its stored dtype; the file sizes are
+ * checked against config.json first, and every weight must be finite (nothing broken is exported).
+ */
 function readModelRaw(dir: string): { raw: Record<string, unknown>; weights: Map<string, RawTensor> } {
   const config = readModelConfig(dir);
   checkWeightFiles(dir, config);
-  return { raw: config.raw, weights: loadModelWeightsRaw(dir) };
+  const weights = loadModelWeightsRaw(dir);
+  checkFiniteTensors(weightsFile(dir), weights);
+  return { raw: config.raw, weights };
 }
 
 const label = (dtypes: DType[]) => dtypes.map((d) => FLAG_NAME[d]).join(" + ") || "no tensors";

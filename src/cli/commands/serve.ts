@@ -136,6 +136,9 @@ export const serveCommand: Command = {
         apiKey,
         allowHosts: flags["allow-host"] as string[] | undefined,
         allowOrigins: flags["allow-origin"] as string[] | undefined,
+        // The same per-request bounds as serve: sequences per asample, tokens per request.
+        maxSequences,
+        maxRequestTokens,
         engineOptions,
         log: io.err,
       });

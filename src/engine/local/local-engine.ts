@@ -47,6 +47,7 @@ import { randomSeed } from "../../util/rng.js";
 import { AffinityRouter, splitByCost, splitCount } from "./routing.js";
 import { readTrainerStep } from "./trainable-io.js";
 import { backendLabel, defaultBlasThreads, resolveBackend, type BackendName } from "./native.js";
+import { checkAdamParams } from "../optim-params.js";
 
 export interface LocalEngineOptions extends ReplicaOptions {
   /** Worker threads, one model replica each; 0 runs a single replica in this thread. Default: 2 when the machine has 2+ cores (env AGENT_R1_WORKERS overrides). */
@@ -272,7 +273,7 @@ export class LocalEngine implements Engine {
 
   /** @internal Shared by the policy and the critic. */
   async stepRole(role: Role, params: AdamParams): Promise<OptimStepResult> {
-    if (!(params.lr >= 0)) throw new InputError(`optimStep: lr must be >= 0, got ${params.lr}`);
+    checkAdamParams(params);
     if (this.replicas.length === 1) return this.replicas[0].optimStep(role, params);
     let buffers = this.gradBuffers.get(role);
     if (!buffers) {

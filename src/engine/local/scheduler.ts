@@ -12,7 +12,14 @@
  * the batch (the tests check it).
  */
 import { IncrementalDecoder, type Tokenizer } from "../../model/tokenizer.js";
-import { drawToken, topAlternatives, untruncated, type DrawParams, type TokenDraw } from "../sampling.js";
+import {
+  NonFiniteLogitsError,
+  drawToken,
+  topAlternatives,
+  untruncated,
+  type DrawParams,
+  type TokenDraw,
+} from "../sampling.js";
 import { Rng } from "../../util/rng.js";
 import type { SampledSequence, SampleResult, SamplingParams, TokenEvent } from "../types.js";
 import { PrefixCache } from "./prefix-cache.js";
@@ -244,12 +251,26 @@ export class Scheduler<KV = unknown> {
     }
   }
 
-  /** Draws the next token of every row; rows that stop leave the batch (their context goes to the prefix cache). */
+  /**
+   * Draws the next token of every row; rows that stop leave the batch (their context goes to the
+   * prefix cache). A row whose logits are not finite fails its request (naming the sequence);
+   * the other requests go on.
+   */
   private drawAndRetire(): void {
     const drawn = this.drawInCompute();
     this.rows.forEach((row, r) => {
       if (row.dead) return;
-      const { token, logprob } = drawn.get(row) ?? drawToken(row.logits, row.req.draw, row.rng);
+      let next = drawn.get(row);
+      if (!next) {
+        try {
+          next = drawToken(row.logits, row.req.draw, row.rng, sequenceName(row));
+        } catch (e) {
+          if (!(e instanceof NonFiniteLogitsError)) throw e;
+          this.cancel(row.req, e);
+          return;
+        }
+      }
+      const { token, logprob } = next;
       row.out.tokens.push(token);
       row.out.logprobs.push(logprob);
       if (row.req.topLogprobs > 0)
@@ -273,14 +294,28 @@ export class Scheduler<KV = unknown> {
   private drawInCompute(): Map<Row, TokenDraw> {
     const out = new Map<Row, TokenDraw>();
     if (!this.compute.drawUntruncated) return out;
-    const rows = this.rows.filter((row) => !row.dead && untruncated(row.req.draw, row.logits.length));
-    if (rows.length === 0) return out;
-    const draws = this.compute.drawUntruncated(
-      rows.map((row) => row.logits),
-      rows.map((row) => row.req.draw.temperature),
-      rows.map((row) => row.rng.next()),
-    );
-    rows.forEach((row, i) => out.set(row, draws[i]));
+    let rows = this.rows.filter((row) => !row.dead && untruncated(row.req.draw, row.logits.length));
+    let u = rows.map((row) => row.rng.next());
+    // A row the backend cannot draw from (its error names it by `row`) fails its request; the
+    // others draw again with the uniforms they already took.
+    while (rows.length > 0) {
+      try {
+        const draws = this.compute.drawUntruncated(
+          rows.map((row) => row.logits),
+          rows.map((row) => row.req.draw.temperature),
+          u,
+        );
+        rows.forEach((row, i) => out.set(row, draws[i]));
+        return out;
+      } catch (e) {
+        const { row: i, reason } = e as { row?: unknown; reason?: unknown };
+        if (typeof i !== "number" || !rows[i] || typeof reason !== "string") throw e;
+        this.cancel(rows[i].req, new NonFiniteLogitsError(sequenceName(rows[i]), reason));
+        const keep = rows.map((row) => !row.dead);
+        u = u.filter((_, j) => keep[j]);
+        rows = rows.filter((_, j) => keep[j]);
+      }
+    }
     return out;
   }
 
@@ -345,6 +380,9 @@ export class Scheduler<KV = unknown> {
     return stops.strings.some((x) => tail.includes(x));
   }
 }
+
+/** A row's sequence, for errors: its index among the request's n. */
+const sequenceName = (row: Row) => `sample: sequence ${row.index}`;
 
 function emptySequence(req: Request): SampledSequence {
   const seq: SampledSequence = { tokens: [], logprobs: [], stopReason: "length" };

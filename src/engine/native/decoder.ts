@@ -9,12 +9,13 @@
  * weight is float32 (an Adam update is far below bfloat16's resolution), with a float32 gradient.
  */
 import type { ModelConfig } from "../../model/config.js";
-import { toFloat32, type DType, type HostTensor, type RawTensor } from "../../model/safetensors.js";
+import { checkFiniteTensor, toFloat32, type DType, type HostTensor, type RawTensor } from "../../model/safetensors.js";
 import { parameterShapes } from "../../model/transformer.js";
 import { ropeInverseFrequencies } from "../../model/rope.js";
 import { ModelFormatError } from "../../util/errors.js";
 import { modelAddon, type ModelAddon, type NativeHandle } from "./addon.js";
-import { loraModules, loraScale, type LoraAdapters, type LoraSpec } from "../../model/peft.js";
+import { loraModules, type LoraAdapters, type LoraSpec } from "../../model/peft.js";
+import { checkLoraScale } from "../../model/peft-config.js";
 
 export type WeightData = Float32Array | Uint16Array;
 /** A tensor as loaded: float32, or 16-bit bits with their dtype. */
@@ -156,7 +157,8 @@ export class NativeDecoder {
 
   /**
    * The decoder from weights in Hugging Face names and layout (float32 HostTensors, or 16-bit
-   * bits with their dtype), checking every name and shape.
+   * bits with their dtype), checking every name and shape, and that every weight it keeps, every
+   * adapter and the adapter scale are finite (a ModelFormatError naming `file` and the tensor).
    */
   static fromWeights(
     config: ModelConfig,
@@ -181,6 +183,7 @@ export class NativeDecoder {
       let dtype: DType = w.data instanceof Float32Array ? "F32" : (w.dtype ?? "BF16");
       if (dtype !== "F32" && !(w.data instanceof Uint16Array))
         throw new ModelFormatError(file, name, `${dtype} data must come as 16-bit values`);
+      checkFiniteTensor(file, name, { shape: w.shape, data: w.data, dtype } as RawTensor);
       const { slot, transposed } = placement(config, name);
       // Norms, biases and the value head compute in float32; matrices keep their dtype until
       // they train (prepareTraining).
@@ -208,11 +211,14 @@ export class NativeDecoder {
     let lora: { spec: LoraSpec; scale: number } | undefined;
     if (opts.lora) {
       const { spec } = opts.lora;
+      const scale = checkLoraScale(spec, file);
       const r = spec.rank,
         trainAdapters = mode === "lora";
       for (const m of loraModules(config, spec.targets)) {
         const ad = opts.lora.adapters.get(m.path);
         if (!ad) throw new ModelFormatError(file, m.path, "the LoRA spec targets this module but it has no adapter");
+        checkFiniteTensor(file, `${m.path}.lora_A`, { shape: [r, m.in], data: ad.a });
+        checkFiniteTensor(file, `${m.path}.lora_B`, { shape: [m.out, r], data: ad.b });
         const layer = /^model\.layers\.(\d+)\./.exec(m.path);
         const linear = layer
           ? Number(layer[1]) * LINEARS.length + LINEARS.indexOf(m.target as LinearName)
@@ -228,7 +234,7 @@ export class NativeDecoder {
           db: trainAdapters ? new Float32Array(r * m.out) : null,
         });
       }
-      lora = { spec, scale: loraScale(spec) };
+      lora = { spec, scale };
     }
     return new NativeDecoder(config, params, head, mode, lora, adapters);
   }

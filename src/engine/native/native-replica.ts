@@ -28,6 +28,7 @@ import { settings } from "../../util/settings.js";
 import type { ResolvedLoss } from "../../rl/policy-loss.js";
 import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../types.js";
 import type { MicroBatchPlanner } from "../micro-batches.js";
+import { checkAdamParams } from "../optim-params.js";
 import { NativeDecoder } from "./decoder.js";
 import { NativeTrainable } from "./native-trainable.js";
 import { NativeDecodeCompute, type NativeKv } from "./native-decode.js";
@@ -273,6 +274,7 @@ export class NativeReplica implements ReplicaApi {
   }
 
   async optimStepWithSum(role: Role, sources: Float32Array[], params: AdamParams): Promise<OptimStepResult> {
+    checkAdamParams(params); // before the gradients are overwritten with the sum
     const t = this.role(role);
     let o = 0;
     for (const { grad } of t.model.trainedTensors()) {

@@ -9,8 +9,11 @@
  * embedding (V, H)), so either engine resumes the other's checkpoints.
  */
 import { requireNative, type NativeAddon } from "../local/native.js";
-import type { HostTensor } from "../../model/safetensors.js";
+import { describeNonFinite, firstNonFinite, type HostTensor } from "../../model/safetensors.js";
 import type { AdamParams, OptimStepResult } from "../types.js";
+import { checkAdamParams } from "../optim-params.js";
+import { OPTIMIZER_FILE } from "../local/trainable-io.js";
+import { ModelFormatError } from "../../util/errors.js";
 import { transpose, type NativeDecoder, type TrainedTensor } from "./decoder.js";
 
 export class NativeTrainable {
@@ -49,11 +52,7 @@ export class NativeTrainable {
   }
 
   optimStep(p: AdamParams): OptimStepResult {
-    const beta1 = p.beta1 ?? 0.9,
-      beta2 = p.beta2 ?? 0.999,
-      eps = p.eps ?? 1e-8;
-    const wd = p.weightDecay ?? 0,
-      clip = p.gradClipNorm ?? 0;
+    const { lr, beta1, beta2, eps, weightDecay: wd, gradClipNorm: clip } = checkAdamParams(p);
     if (!this.accumulated) return { gradNorm: 0, skipped: true, step: this.step };
     const params = this.model.trainedTensors();
     let sq = 0;
@@ -75,7 +74,7 @@ export class NativeTrainable {
         v = this.moment(this.v, q.name, n);
       const decay = q.rank >= 2 ? wd : 0;
       // in place: the kernel reads each element's inputs before writing its outputs
-      this.addon.adamwStep(w, q.grad, m, v, w, m, v, n, p.lr, beta1, beta2, eps, decay, bc1, bc2, scale);
+      this.addon.adamwStep(w, q.grad, m, v, w, m, v, n, lr, beta1, beta2, eps, decay, bc1, bc2, scale);
     }
     this.zeroGrad();
     return { gradNorm, skipped: false, step: this.step };
@@ -130,6 +129,13 @@ export class NativeTrainable {
       const l = t && this.savedLayout(t);
       if (!store || !t || host.shape.join() !== l!.shape.join())
         throw new Error(`optimizer state entry ${key} does not match the model`);
+      const bad = firstNonFinite(host);
+      if (bad >= 0 || (store === v && host.data.some((x) => x < 0)))
+        throw new ModelFormatError(
+          OPTIMIZER_FILE,
+          key,
+          `holds ${bad >= 0 ? describeNonFinite(host, bad) : "a negative second moment"}; the optimizer cannot resume from it`,
+        );
       store.set(t.name, l!.flip ? transpose(host.data, host.shape[0], host.shape[1]) : host.data.slice());
     }
     this.m = m;

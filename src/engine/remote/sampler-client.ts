@@ -6,12 +6,22 @@
  *  - SGLang: POST /generate with `input_ids` and `return_logprob`; reads `output_ids` and
  *    `meta_info.output_token_logprobs`. New weights: POST /update_weights_from_disk {model_path}.
  * `agent-r1 serve` speaks both (src/serve/completions.ts, src/serve/sglang.ts), which is how these
- * clients are tested. A reply with fewer tokens or logprobs than it says, or none, is an error
- * naming the server.
+ * clients are tested.
+ *
+ * Nothing a server answers is trusted: an answer is read within `maxResponseBytes` (default 256 MiB,
+ * decompressed) and cut off past it; a redirect is an error naming where it points, never followed
+ * (the API key would go along); and the sequences are checked as tinker-codec.ts says (as many as
+ * asked, at most max_tokens token ids inside the vocabulary, logprobs finite and not above 0, a stop
+ * reason of "stop" or "length"). Each failure is one TinkerError naming the server and the request.
  */
 import type { SampleResult, SamplingParams, SampledSequence } from "../types.js";
 import { InputError } from "../../util/errors.js";
+import { formatBytes, readLimitedText, readPrefix, redirectTarget } from "../../util/read-limited.js";
 import { TinkerError } from "./tinker-error.js";
+import { checkSampledSequences, type SampleBounds } from "./tinker-codec.js";
+
+/** The default limit on an answer's (decoded) size. */
+export const DEFAULT_SAMPLER_RESPONSE_BYTES = 256 * 1024 * 1024;
 
 export type SamplerKind = "vllm" | "sglang";
 
@@ -23,10 +33,13 @@ export interface SamplerOptions {
   /** Sent as `Authorization: Bearer` when set. */
   apiKey?: string;
   timeoutMs?: number;
+  /** The largest answer read, in bytes after decompression. Default 256 MiB. */
+  maxResponseBytes?: number;
 }
 
 export interface RolloutSampler {
-  sample(prompt: number[], params: SamplingParams, defaultStop: number[]): Promise<SampleResult>;
+  /** Samples `prompt`; the token ids that come back must be below `vocabSize` when it is given. */
+  sample(prompt: number[], params: SamplingParams, defaultStop: number[], vocabSize?: number): Promise<SampleResult>;
   /** Points the server at new weights written as a model directory (SGLang) or LoRA adapter (vLLM). */
   reload(dir: string, version: number): Promise<void>;
   describe(): string;
@@ -40,24 +53,38 @@ async function postJson(
   signal?: AbortSignal,
 ): Promise<unknown> {
   const timeout = AbortSignal.timeout(o.timeoutMs ?? 600_000);
+  const lost = (e: unknown): Error => {
+    if (signal?.aborted) return signal.reason as Error;
+    if (e instanceof TinkerError) return e;
+    const cause = timeout.aborted
+      ? `no answer within ${(o.timeoutMs ?? 600_000) / 1000} s`
+      : ((e as { cause?: { message?: string } }).cause?.message ?? (e as Error).message);
+    return new TinkerError(
+      `${o.url}: ${what} failed: ${cause}`,
+      `is the ${o.kind} server running? check engine.sampler.url`,
+    );
+  };
   let res: Response;
   try {
     res = await fetch(url, {
       method: "POST",
       headers: { "Content-Type": "application/json", ...(o.apiKey ? { Authorization: `Bearer ${o.apiKey}` } : {}) },
       body: JSON.stringify(body),
+      redirect: "manual",
       signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
     });
   } catch (e) {
-    if (signal?.aborted) throw signal.reason;
-    const cause = (e as { cause?: { message?: string } }).cause?.message ?? (e as Error).message;
+    throw lost(e);
+  }
+  if (res.status >= 300 && res.status < 400) {
+    await res.body?.cancel().catch(() => undefined);
     throw new TinkerError(
-      `${o.url}: ${what} failed: ${cause}`,
-      `is the ${o.kind} server running? check engine.sampler.url`,
+      `${o.url}: ${what}: the server answered a redirect (HTTP ${res.status}) to ${redirectTarget(res)}; not followed (the API key would go along)`,
+      "point engine.sampler.url at the final address",
     );
   }
-  const text = await res.text();
   if (!res.ok) {
+    const text = new TextDecoder().decode(await readPrefix(res, 64 * 1024).catch((e) => Promise.reject(lost(e))));
     let detail = text.slice(0, 300);
     try {
       const j = JSON.parse(text) as { error?: { message?: string } | string; detail?: string; message?: string };
@@ -65,8 +92,16 @@ async function postJson(
     } catch {
       // not JSON
     }
-    throw new TinkerError(`${o.url}: ${what} failed: HTTP ${res.status}: ${detail}`);
+    throw new TinkerError(`${o.url}: ${what} failed: HTTP ${res.status}: ${String(detail).slice(0, 300)}`);
   }
+  const limit = o.maxResponseBytes ?? DEFAULT_SAMPLER_RESPONSE_BYTES;
+  const text = await readLimitedText(res, limit, (over) => {
+    const limitText = `the ${formatBytes(limit)} limit on answers (maxResponseBytes)`;
+    return new TinkerError(
+      `${o.url}: ${what}: ${over.declared ? `the answer declares ${formatBytes(over.bytes)}, over ${limitText}` : `the answer ran past ${limitText} and was cut off`}`,
+      `an answer holds n × max_tokens token ids and logprobs; is engine.sampler.url a ${o.kind} server?`,
+    );
+  }).catch((e) => Promise.reject(lost(e)));
   try {
     return JSON.parse(text);
   } catch {
@@ -83,28 +118,34 @@ function stops(params: SamplingParams, defaultStop: number[]): number[] {
   return stop as number[];
 }
 
-function checked(url: string, i: number, tokens: unknown, logprobs: unknown, reason: unknown): SampledSequence {
-  if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t)))
-    throw new TinkerError(
-      `${url}: sequence ${i} came back without token ids`,
-      "is the server new enough to return token ids?",
-    );
-  if (!Array.isArray(logprobs) || logprobs.length !== tokens.length || !logprobs.every((x) => typeof x === "number"))
-    throw new TinkerError(
-      `${url}: sequence ${i} came back with ${Array.isArray(logprobs) ? logprobs.length : 0} logprobs for ${tokens.length} tokens`,
-    );
-  return {
-    tokens: tokens as number[],
-    logprobs: logprobs as number[],
-    stopReason: reason === "length" ? "length" : "stop",
-  };
+/** The sequences of an answer, checked (tinker-codec.ts) against what was asked, with their finish reasons. */
+function checked(
+  where: string,
+  raw: { tokens: unknown; logprobs: unknown; reason: unknown }[],
+  bounds: SampleBounds,
+): SampledSequence[] {
+  const seqs = checkSampledSequences(where, raw, bounds);
+  return seqs.map((s, i) => {
+    const reason = raw[i].reason;
+    if (reason !== "stop" && reason !== "length")
+      throw new TinkerError(
+        `${where} returned sequence ${i} with finish reason ${JSON.stringify(reason) ?? "undefined"}, neither "stop" nor "length"`,
+        reason === "abort" ? "the server aborted the request; look at its log" : undefined,
+      );
+    return { ...s, stopReason: reason };
+  });
 }
 
 class VllmSampler implements RolloutSampler {
   private adapter?: string;
   constructor(private readonly o: SamplerOptions) {}
 
-  async sample(prompt: number[], params: SamplingParams, defaultStop: number[]): Promise<SampleResult> {
+  async sample(
+    prompt: number[],
+    params: SamplingParams,
+    defaultStop: number[],
+    vocabSize?: number,
+  ): Promise<SampleResult> {
     const n = params.n ?? 1;
     const body = {
       ...((this.adapter ?? this.o.model) ? { model: this.adapter ?? this.o.model } : {}),
@@ -119,7 +160,7 @@ class VllmSampler implements RolloutSampler {
       logprobs: 0,
       return_token_ids: true,
     };
-    const r = (await postJson(`${this.o.url}/v1/completions`, body, this.o, "completions", params.signal)) as {
+    const r = (await postJson(`${this.o.url}/v1/completions`, body, this.o, "completions", params.signal)) as null | {
       choices?: {
         index?: number;
         token_ids?: unknown;
@@ -127,14 +168,14 @@ class VllmSampler implements RolloutSampler {
         finish_reason?: unknown;
       }[];
     };
-    const choices = [...(r.choices ?? [])].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
-    if (choices.length !== n)
-      throw new TinkerError(`${this.o.url}: completions returned ${choices.length} choices, ${n} were asked for`);
-    return {
-      sequences: choices.map((c, i) =>
-        checked(this.o.url, i, c.token_ids, c.logprobs?.token_logprobs, c.finish_reason),
-      ),
-    };
+    if (!Array.isArray(r?.choices)) throw new TinkerError(`${this.o.url}: completions answered no choices list`);
+    const choices = [...r.choices].sort((a, b) => (a?.index ?? 0) - (b?.index ?? 0));
+    const raw = choices.map((c) => ({
+      tokens: c?.token_ids,
+      logprobs: c?.logprobs?.token_logprobs,
+      reason: c?.finish_reason,
+    }));
+    return { sequences: checked(`${this.o.url}: completions`, raw, { n, maxTokens: body.max_tokens, vocabSize }) };
   }
 
   async reload(dir: string, version: number): Promise<void> {
@@ -156,7 +197,12 @@ class VllmSampler implements RolloutSampler {
 class SglangSampler implements RolloutSampler {
   constructor(private readonly o: SamplerOptions) {}
 
-  async sample(prompt: number[], params: SamplingParams, defaultStop: number[]): Promise<SampleResult> {
+  async sample(
+    prompt: number[],
+    params: SamplingParams,
+    defaultStop: number[],
+    vocabSize?: number,
+  ): Promise<SampleResult> {
     const n = params.n ?? 1;
     const body = {
       input_ids: prompt,
@@ -172,23 +218,20 @@ class SglangSampler implements RolloutSampler {
       return_logprob: true,
     };
     const r = await postJson(`${this.o.url}/generate`, body, this.o, "generate", params.signal);
-    const outs = (Array.isArray(r) ? r : [r]) as {
+    const outs = (Array.isArray(r) ? r : [r]) as ({
       output_ids?: unknown;
-      meta_info?: { finish_reason?: { type?: unknown }; output_token_logprobs?: unknown[][] };
-    }[];
-    if (outs.length !== n)
-      throw new TinkerError(`${this.o.url}: generate returned ${outs.length} outputs, ${n} were asked for`);
-    return {
-      sequences: outs.map((o, i) =>
-        checked(
-          this.o.url,
-          i,
-          o.output_ids,
-          o.meta_info?.output_token_logprobs?.map((e) => (Array.isArray(e) ? e[0] : undefined)),
-          o.meta_info?.finish_reason?.type,
-        ),
-      ),
-    };
+      meta_info?: { finish_reason?: { type?: unknown }; output_token_logprobs?: unknown };
+    } | null)[];
+    const raw = outs.map((o) => {
+      const lps = o?.meta_info?.output_token_logprobs;
+      return {
+        tokens: o?.output_ids,
+        logprobs: Array.isArray(lps) ? lps.map((e: unknown) => (Array.isArray(e) ? e[0] : undefined)) : undefined,
+        reason: o?.meta_info?.finish_reason?.type,
+      };
+    });
+    const bounds = { n, maxTokens: body.sampling_params.max_new_tokens, vocabSize };
+    return { sequences: checked(`${this.o.url}: generate`, raw, bounds) };
   }
 
   async reload(dir: string): Promise<void> {

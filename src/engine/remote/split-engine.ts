@@ -5,6 +5,10 @@
  * them, so every rollout samples the current policy. The two then differ only in numerics (kernels,
  * batching, precision): `loss.tis` corrects for that with the learner's own logprobs (src/rl/tis.ts),
  * which `computeLogprobs` (the learner's) provides.
+ *
+ * The weights directory is the caller's unless it says the engine owns it (a temporary directory
+ * made with src/util/temp-dirs.ts): then `dispose` removes it, and the process does at exit if
+ * nothing did.
  */
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -19,6 +23,7 @@ import type {
   SamplingParams,
 } from "../types.js";
 import { assertTokens } from "../validate.js";
+import { removeTempDir } from "../../util/temp-dirs.js";
 import type { RolloutSampler } from "./sampler-client.js";
 
 export class SplitEngine implements PolicyEngine {
@@ -30,6 +35,8 @@ export class SplitEngine implements PolicyEngine {
     private readonly sampler: RolloutSampler,
     /** Where the sampler reads weights from: one subdirectory per version, the last two kept. */
     private readonly weightsDir: string,
+    /** Whether `weightsDir` is a temporary directory of this engine's, removed by `dispose`. */
+    private readonly ownsWeightsDir = false,
   ) {
     mkdirSync(weightsDir, { recursive: true });
     this.ready = this.push(); // the server may hold other weights: give it the learner's
@@ -58,10 +65,8 @@ export class SplitEngine implements PolicyEngine {
     await this.ready;
     assertTokens(prompt, this.config.vocabSize, "sample: the prompt");
     const eos = this.tokenizer.eosTokenId;
-    const res = await this.sampler.sample(prompt, params, eos !== undefined ? [eos] : []);
-    res.sequences.forEach((s, i) =>
-      assertTokens(s.tokens, this.config.vocabSize, `${this.sampler.describe()}: sequence ${i}`),
-    );
+    // The sampler checks what comes back, token ids against the vocabulary included.
+    const res = await this.sampler.sample(prompt, params, eos !== undefined ? [eos] : [], this.config.vocabSize);
     if (params.onToken)
       res.sequences.forEach((s, index) =>
         s.tokens.forEach((token, t) => params.onToken!({ index, token, logprob: s.logprobs[t] })),
@@ -100,7 +105,13 @@ export class SplitEngine implements PolicyEngine {
     return `${this.learner.describe?.() ?? "learner"}; rollouts sampled on ${this.sampler.describe()}`;
   }
 
-  dispose(): Promise<void> {
-    return this.learner.dispose();
+  /** Disposes of the learner once any weight push is over, then removes the weights directory if it is ours. */
+  async dispose(): Promise<void> {
+    try {
+      await this.ready.catch(() => undefined);
+      await this.learner.dispose();
+    } finally {
+      if (this.ownsWeightsDir) removeTempDir(this.weightsDir);
+    }
   }
 }

@@ -178,11 +178,9 @@ export function sampleResponseFromJson(raw: unknown): SampleResponse {
       throw new TinkerError(
         `sequences[${i}].stop_reason must be "stop" or "length", got ${JSON.stringify(s.stop_reason)}`,
       );
-    return {
-      tokens: s.tokens,
-      logprobs: isNumbers(s.logprobs) ? s.logprobs : null,
-      stopReason: s.stop_reason,
-    } satisfies WireSequence;
+    const lp = s.logprobs ?? null;
+    if (lp !== null && !isNumbers(lp)) throw new TinkerError(`sequences[${i}].logprobs must be a list of numbers`);
+    return { tokens: s.tokens, logprobs: lp, stopReason: s.stop_reason } satisfies WireSequence;
   });
   const pl = r.prompt_logprobs;
   const promptLogprobs =
@@ -342,4 +340,113 @@ export function decodeSampleResponseProto(bytes: Uint8Array): SampleResponse {
   const promptLogprobs =
     pl && pl.byteLength > 0 ? readFloat32(pl, "prompt_logprobs").map((x) => (Number.isNaN(x) ? null : x)) : null;
   return { sequences, promptLogprobs };
+}
+
+// ---- checks of answers ----
+//
+// What a sampling or training server answers is checked before anything uses it (both the Tinker
+// client and the `engine.sampler` clients), each failure one TinkerError naming the server, the
+// request, the sequence and the position:
+//  - sampled sequences: as many as were asked for, each at most max_tokens integer token ids inside
+//    the vocabulary, with one logprob per token that is a finite number not above 0 (a sampled token
+//    had a probability above 0, so -Infinity is refused too);
+//  - scored (prompt) logprobs: one per token, a number not above 0 after the first; -Infinity passes
+//    (a token the model rules out), NaN does not;
+//  - forward_backward logprobs: not above 0; NaN and -Infinity pass, as the training numerics they
+//    are (a NaN step is the trainer's to skip, as with a local engine).
+// "Not above 0" allows LOGPROB_SLACK for float rounding.
+
+/** How far above 0 a logprob may come back: a float32 log-softmax of a near-certain token rounds a hair above 0. */
+export const LOGPROB_SLACK = 1e-4;
+
+/** What a sampling request asked for. */
+export interface SampleBounds {
+  /** Sequences asked for (num_samples, n). */
+  n: number;
+  maxTokens: number;
+  /** Token ids must be below this (when known). */
+  vocabSize?: number;
+}
+
+/** A sequence as a server sent it, before it is trusted. */
+export interface UncheckedSequence {
+  tokens: unknown;
+  logprobs: unknown;
+}
+
+/** A value from a server in a message: short, one line. */
+function shown(x: unknown): string {
+  const s = typeof x === "number" ? String(x) : (JSON.stringify(x) ?? String(x));
+  return s.length > 40 ? `${s.slice(0, 40)}...` : s;
+}
+
+/**
+ * Why `x` cannot be a logprob, or undefined when it can. `-Infinity` passes where `impossibleOk`,
+ * `NaN` where `nanOk`.
+ */
+export function logprobProblem(x: unknown, o: { impossibleOk?: boolean; nanOk?: boolean } = {}): string | undefined {
+  if (typeof x !== "number") return "not a number";
+  if (Number.isNaN(x)) return o.nanOk ? undefined : "not a number";
+  if (x === -Infinity) return o.impossibleOk ? undefined : "a sampled token cannot have probability 0";
+  if (x > LOGPROB_SLACK) return "above 0, a probability over 1";
+  return undefined;
+}
+
+/**
+ * Checks sampled sequences against what was asked. `where` names the server and request
+ * ("http://host: asample"), `suffix` adds to each message (" (request r-1)").
+ */
+export function checkSampledSequences(
+  where: string,
+  sequences: UncheckedSequence[],
+  b: SampleBounds,
+  suffix = "",
+): { tokens: number[]; logprobs: number[] }[] {
+  const fail = (m: string): never => {
+    throw new TinkerError(`${where} ${m}${suffix}`);
+  };
+  if (sequences.length !== b.n) fail(`returned ${sequences.length} sequences, ${b.n} were asked for`);
+  return sequences.map((s, i) => {
+    const seq = `returned sequence ${i}`;
+    if (!Array.isArray(s.tokens)) return fail(`${seq} without token ids`);
+    const tokens = s.tokens as unknown[];
+    if (tokens.length > b.maxTokens) fail(`${seq} with ${tokens.length} tokens, over max_tokens ${b.maxTokens}`);
+    tokens.forEach((t, p) => {
+      if (!Number.isInteger(t)) fail(`${seq} with token id ${shown(t)} at position ${p}, not an integer`);
+      if ((t as number) < 0 || (b.vocabSize !== undefined && (t as number) >= b.vocabSize))
+        fail(
+          `${seq} with token id ${shown(t)} at position ${p}, outside the vocabulary [0, ${b.vocabSize ?? "vocab_size"})`,
+        );
+    });
+    const logprobs = Array.isArray(s.logprobs) ? (s.logprobs as unknown[]) : [];
+    if (logprobs.length !== tokens.length) fail(`${seq} with ${logprobs.length} logprobs for ${tokens.length} tokens`);
+    logprobs.forEach((x, p) => {
+      const problem = logprobProblem(x);
+      if (problem) fail(`${seq} with logprob ${shown(x)} at position ${p}: ${problem}`);
+    });
+    return { tokens: tokens as number[], logprobs: logprobs as number[] };
+  });
+}
+
+/** Checks the logprobs a server scored for a sequence of `length` tokens: one each, the first ignored. */
+export function checkScoredLogprobs(where: string, logprobs: unknown, length: number, suffix = ""): number[] {
+  const lp = Array.isArray(logprobs) ? (logprobs as unknown[]) : [];
+  if (lp.length !== length)
+    throw new TinkerError(`${where} returned ${lp.length} logprobs for a ${length}-token sequence${suffix}`);
+  lp.forEach((x, p) => {
+    const problem = p === 0 ? undefined : logprobProblem(x, { impossibleOk: true });
+    if (problem) throw new TinkerError(`${where} returned logprob ${shown(x)} at position ${p}: ${problem}${suffix}`);
+  });
+  return lp.slice(1) as number[];
+}
+
+/** Checks forward_backward logprobs, datum by datum. */
+export function checkTrainingLogprobs(where: string, logprobs: number[][]): void {
+  logprobs.forEach((row, i) =>
+    row.forEach((x, p) => {
+      const problem = logprobProblem(x, { impossibleOk: true, nanOk: true });
+      if (problem)
+        throw new TinkerError(`${where} returned logprob ${shown(x)} for datum ${i} at position ${p}: ${problem}`);
+    }),
+  );
 }

@@ -35,6 +35,9 @@ import { assertTokens } from "../validate.js";
 import { TinkerError } from "./tinker-error.js";
 import { TinkerHttp, type ProtoResult } from "./tinker-http.js";
 import {
+  checkSampledSequences,
+  checkScoredLogprobs,
+  checkTrainingLogprobs,
   decodeForwardBackwardOutputProto,
   decodeSampleResponseProto,
   encodeForwardBackwardProto,
@@ -74,6 +77,8 @@ export interface TinkerEngineOptions {
   futureTimeoutMs?: number;
   /** Times a failed request (or a lost connection) is retried before the call fails. Default 6. */
   maxRetries?: number;
+  /** The largest answer read, in bytes (decompressed). Default 256 MiB (tinker-http.ts). */
+  maxResponseBytes?: number;
   log?: (line: string) => void;
 }
 
@@ -146,6 +151,7 @@ export class TinkerEngine implements PolicyEngine {
       requestTimeoutMs: o.requestTimeoutMs,
       futureTimeoutMs: o.futureTimeoutMs,
       maxRetries: o.maxRetries,
+      maxResponseBytes: o.maxResponseBytes,
       log: o.log,
     });
     const e = new TinkerEngine(http, o);
@@ -260,13 +266,14 @@ export class TinkerEngine implements PolicyEngine {
     return p;
   }
 
+  /** One asample request and its decoded result, with the request id that names it in errors. */
   private async asample(
     prompt: number[],
     params: Record<string, unknown>,
     n: number,
     promptLogprobs: boolean,
     signal?: AbortSignal,
-  ): Promise<SampleResponse> {
+  ): Promise<{ res: SampleResponse; requestId: string }> {
     const what = "asample";
     const body = {
       prompt: { chunks: [{ type: "encoded_text", tokens: prompt }] },
@@ -279,8 +286,23 @@ export class TinkerEngine implements PolicyEngine {
       type: "sample",
     };
     const ack = await this.http.json("/api/v1/asample", body, what, signal);
-    const res = await this.http.future(requestIdOf(ack, this.http.url, what), what, "sample" as ProtoResult, signal);
-    return "bytes" in res ? decodeSampleResponseProto(res.bytes) : sampleResponseFromJson(res.json);
+    const requestId = requestIdOf(ack, this.http.url, what);
+    const res = await this.http.future(requestId, what, "sample" as ProtoResult, signal);
+    const decoded = this.decoded(`asample (request ${requestId})`, () =>
+      "bytes" in res ? decodeSampleResponseProto(res.bytes) : sampleResponseFromJson(res.json),
+    );
+    return { res: decoded, requestId };
+  }
+
+  /** A result decoded, or an error naming the server and request when it does not decode. */
+  private decoded<T>(what: string, decode: () => T): T {
+    try {
+      return decode();
+    } catch (e) {
+      throw new TinkerError(
+        `${this.http.url}: ${what} answered a result that does not decode: ${(e as Error).message}`,
+      );
+    }
   }
 
   async sample(prompt: number[], params: SamplingParams = {}): Promise<SampleResult> {
@@ -288,18 +310,16 @@ export class TinkerEngine implements PolicyEngine {
     if ((params.topLogprobs ?? 0) > 0)
       throw new InputError("sample: the tinker engine cannot report top logprobs (topLogprobs must be 0)");
     const n = params.n ?? 1;
-    const out = await this.asample(prompt, this.samplingParams(params), n, false, params.signal);
-    if (out.sequences.length !== n)
-      throw new TinkerError(
-        `${this.http.url}: asample returned ${out.sequences.length} sequences, ${n} were asked for`,
-      );
-    const sequences = out.sequences.map((s, i) => {
-      if (!s.logprobs || s.logprobs.length !== s.tokens.length)
-        throw new TinkerError(
-          `${this.http.url}: asample returned sequence ${i} with ${s.logprobs?.length ?? 0} logprobs for ${s.tokens.length} tokens`,
-        );
-      return { tokens: s.tokens, logprobs: s.logprobs, stopReason: s.stopReason };
-    });
+    const wire = this.samplingParams(params);
+    const { res: out, requestId } = await this.asample(prompt, wire, n, false, params.signal);
+    const bounds = { n, maxTokens: wire.max_tokens as number, vocabSize: this.config.vocabSize };
+    const checked = checkSampledSequences(
+      `${this.http.url}: asample`,
+      out.sequences,
+      bounds,
+      ` (request ${requestId})`,
+    );
+    const sequences = checked.map((s, i) => ({ ...s, stopReason: out.sequences[i].stopReason }));
     // No streaming over this protocol: the tokens are reported once the result is in, in order.
     if (params.onToken)
       sequences.forEach((s, index) =>
@@ -344,13 +364,14 @@ export class TinkerEngine implements PolicyEngine {
     return Promise.all(
       sequences.map(async (seq, i) => {
         assertTokens(seq, this.config.vocabSize, `computeLogprobs: sequence ${i}`);
-        const res = await this.asample(seq, { max_tokens: 1, temperature: 1, top_k: -1, top_p: 1 }, 1, true);
-        const lp = res.promptLogprobs;
-        if (!lp || lp.length !== seq.length)
-          throw new TinkerError(
-            `${this.http.url}: asample with prompt_logprobs returned ${lp?.length ?? 0} logprobs for a ${seq.length}-token sequence`,
-          );
-        return [null, ...lp.slice(1)];
+        const { res, requestId } = await this.asample(
+          seq,
+          { max_tokens: 1, temperature: 1, top_k: -1, top_p: 1 },
+          1,
+          true,
+        );
+        const where = `${this.http.url}: asample with prompt_logprobs (sequence ${i})`;
+        return [null, ...checkScoredLogprobs(where, res.promptLogprobs, seq.length, ` (request ${requestId})`)];
       }),
     );
   }
@@ -385,6 +406,7 @@ export class TinkerEngine implements PolicyEngine {
           `${this.http.url}: forward_backward returned ${lp.length} logprobs for datum ${i} of ${datums[i].targetTokens.length} targets`,
         );
     });
+    checkTrainingLogprobs(`${this.http.url}: forward_backward`, logprobs);
     const res = summarizeForwardBackward(datums, resolved, logprobs, lossSum, NaN);
     delete res.metrics.entropy; // Tinker does not report it
     return res;
@@ -405,7 +427,11 @@ export class TinkerEngine implements PolicyEngine {
     const id = requestIdOf(ack, this.http.url, what);
     const result = this.http
       .future(id, what, "forward_backward")
-      .then((r) => ("bytes" in r ? decodeForwardBackwardOutputProto(r.bytes) : forwardBackwardOutputFromJson(r.json)));
+      .then((r) =>
+        this.decoded(`${what} (request ${id})`, () =>
+          "bytes" in r ? decodeForwardBackwardOutputProto(r.bytes) : forwardBackwardOutputFromJson(r.json),
+        ),
+      );
     result.catch(() => undefined); // awaited with the others; not an unhandled rejection meanwhile
     return { result };
   }
@@ -431,6 +457,8 @@ export class TinkerEngine implements PolicyEngine {
       "optim_step",
     );
     const m = (res.metrics ?? {}) as Record<string, number>;
+    if (typeof m.step === "number" && !(Number.isSafeInteger(m.step) && m.step >= 0))
+      throw new TinkerError(`${this.http.url}: optim_step returned metrics.step ${String(m.step)}, not a step count`);
     const skipped = m.skipped === 1;
     if (!skipped) this.step = typeof m.step === "number" ? m.step : this.step + 1;
     this.samplingSession = undefined; // new weights: the next sample gets a session on them

@@ -4,14 +4,28 @@
  *
  * Retries (the SDK's policy, src/engine/remote/README-wire facts in docs/scale-out.md): a request is
  * sent again on a dropped connection, 408, 409, 429 and 5xx, after min(0.5·2^n, 10) s with jitter,
- * at most `maxRetries` times, with the same idempotency key. A future is polled again at once on
- * `try_again` and 408 (the server long-polls), after a backoff on 429, 5xx and dropped connections,
- * up to three times on 400; an `{error, category}` result fails it. Every wait has a deadline:
- * nothing hangs without a message.
+ * at most `maxRetries` times, with the same idempotency key. A future is polled again on `try_again`
+ * and 408 (the server long-polls), and up to three times on 400, at most once per poll pause:
+ * min(0.1·1.5^n, 2) s with jitter for the n-th empty poll in a row, less the time the poll itself
+ * took, so a long-polling server is asked again at once and one that answers `try_again` at once
+ * costs a few requests a second, not thousands. 429, 5xx and dropped connections wait a backoff; an
+ * `{error, category}` result fails the future. Every wait has a deadline: nothing hangs without a
+ * message.
+ *
+ * What comes back is bounded: an answer is read as a stream and stopped at `maxResponseBytes`
+ * (default 256 MiB, counted after any Content-Encoding is undone), an error answer at its first
+ * 64 KiB. Redirects are never followed (the API key would go along to wherever they point): a 3xx is
+ * an error naming where it points.
  */
 import { randomUUID } from "node:crypto";
+import { formatBytes, readLimited, readPrefix, redirectTarget } from "../../util/read-limited.js";
 import { TinkerError } from "./tinker-error.js";
 import { zstdCompress } from "./zstd.js";
+
+/** The default limit on an answer's (decoded) size: far above any real result chunk, far below a crash. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
+/** How much of an error answer is read: its message is shown cut to 300 characters anyway. */
+const ERROR_BODY_BYTES = 64 * 1024;
 
 export interface TinkerHttpOptions {
   /** The server's base URL (without /api/v1). */
@@ -25,6 +39,8 @@ export interface TinkerHttpOptions {
   /** How long a future may take before the call fails. Default 30 min. */
   futureTimeoutMs?: number;
   maxRetries?: number;
+  /** The largest answer read, in bytes after decompression; past it the request fails. Default 256 MiB. */
+  maxResponseBytes?: number;
   /** Progress lines (a long wait, a retry). */
   log?: (line: string) => void;
 }
@@ -66,6 +82,11 @@ const sleep = (ms: number, signal?: AbortSignal) =>
 
 const backoff = (attempt: number) => Math.min(500 * 2 ** attempt, 10_000) * (0.75 + 0.25 * Math.random());
 
+/** The pause before polling a future again after `n` empty polls in a row (0, 1, ...): 75-100 ms growing to 1.5-2 s. */
+export function pollPauseMs(n: number, random: () => number = Math.random): number {
+  return Math.min(100 * 1.5 ** n, 2_000) * (0.75 + 0.25 * random());
+}
+
 function messageOf(body: Uint8Array): string {
   const text = new TextDecoder().decode(body).trim();
   try {
@@ -100,6 +121,7 @@ export class TinkerHttp {
       requestTimeoutMs: options.requestTimeoutMs ?? 60_000,
       futureTimeoutMs: options.futureTimeoutMs ?? 30 * 60_000,
       maxRetries: options.maxRetries ?? 6,
+      maxResponseBytes: options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
       url: url.href.replace(/\/+$/, ""),
     };
     this.proto = versionAtLeast(options.sdkVersion, "0.25.0");
@@ -157,12 +179,13 @@ export class TinkerHttp {
       let res: RawResponse | undefined;
       let failure: string;
       try {
-        res = await this.once(path, body, { ...headers, Accept: accept, "X-Idempotency-Key": key }, signal);
+        res = await this.once(path, body, { ...headers, Accept: accept, "X-Idempotency-Key": key }, what, signal);
         this.reached = true;
         if (res.status < 300) return res;
         failure = `HTTP ${res.status}: ${messageOf(res.body)}`;
       } catch (e) {
         if (signal?.aborted) throw signal.reason;
+        if (e instanceof TinkerError) throw e; // a redirect, an answer over the limit: sending again changes nothing
         failure = (e as Error).message;
       }
       const retryable = res ? [408, 429].includes(res.status) || res.status >= 500 : this.reached;
@@ -200,13 +223,20 @@ export class TinkerHttp {
     return new TinkerError(`${where} failed: ${detail}`, undefined, status);
   }
 
+  /** One request: a 2xx answer read within the limit, any other status with the start of its body. */
   private async once(
     path: string,
     body: string | Uint8Array | undefined,
     headers: Record<string, string>,
+    what: string,
     signal?: AbortSignal,
   ): Promise<RawResponse> {
     const timeout = AbortSignal.timeout(this.o.requestTimeoutMs);
+    const lost = (e: Error): Error => {
+      if (e instanceof TinkerError) return e;
+      if (timeout.aborted) return new Error(`no answer within ${this.o.requestTimeoutMs / 1000} s`);
+      return new Error(causeOf(e));
+    };
     const res = await fetch(`${this.o.url}${path}`, {
       method: body === undefined ? "GET" : "POST",
       headers: {
@@ -215,13 +245,46 @@ export class TinkerHttp {
         "User-Agent": `agent-r1 (tinker-sdk ${this.o.sdkVersion})`,
       },
       body: body as BodyInit | undefined,
+      redirect: "manual",
       signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
     }).catch((e: Error) => {
-      if (timeout.aborted) throw new Error(`no answer within ${this.o.requestTimeoutMs / 1000} s`);
-      throw new Error(causeOf(e));
+      throw lost(e);
     });
-    const buf = new Uint8Array(await res.arrayBuffer());
+    if (res.status >= 300 && res.status < 400) {
+      await res.body?.cancel().catch(() => undefined);
+      throw this.redirected(what, res);
+    }
+    const limit = this.o.maxResponseBytes;
+    const buf = await (
+      res.status < 300
+        ? readLimited(res, limit, (over) => this.tooLarge(what, over.bytes, over.declared))
+        : readPrefix(res, ERROR_BODY_BYTES)
+    ).catch((e: Error) => {
+      throw lost(e);
+    });
     return { status: res.status, contentType: res.headers.get("content-type") ?? "", body: buf };
+  }
+
+  /** Waits out what is left of the n-th poll pause, counted from when the poll was sent. */
+  private async pollPause(n: number, polledAt: number, signal?: AbortSignal): Promise<void> {
+    const wait = pollPauseMs(n) - (Date.now() - polledAt);
+    if (wait > 0) await sleep(wait, signal);
+  }
+
+  private redirected(what: string, res: Response): TinkerError {
+    return new TinkerError(
+      `${this.o.url}: ${what}: the server answered a redirect (HTTP ${res.status}) to ${redirectTarget(res)}; not followed (the API key would go along)`,
+      "point engine.tinker.url (or TINKER_BASE_URL) at the final address",
+      res.status,
+    );
+  }
+
+  private tooLarge(what: string, bytes: number, declared: boolean): TinkerError {
+    const limit = `the ${formatBytes(this.o.maxResponseBytes)} limit on answers (maxResponseBytes)`;
+    return new TinkerError(
+      `${this.o.url}: ${what}: ${declared ? `the answer declares ${formatBytes(bytes)}, over ${limit}` : `the answer ran past ${limit} and was cut off`}`,
+      "a Tinker result is one chunk of results; is engine.tinker.url a Tinker-protocol server?",
+    );
   }
 
   /**
@@ -238,7 +301,8 @@ export class TinkerHttp {
     const accept = proto && this.proto ? "application/x-protobuf" : "application/json";
     let badRequests = 0,
       attempt = 0,
-      lost = 0;
+      lost = 0,
+      empty = 0; // polls in a row that brought no result
     for (;;) {
       if (Date.now() > deadline)
         throw new TinkerError(
@@ -246,16 +310,20 @@ export class TinkerHttp {
           "the server is overloaded or stuck; look at its log",
         );
       let res: RawResponse;
+      const polled = Date.now();
+      const again = () => this.pollPause(empty++, polled, signal);
       try {
         res = await this.once(
           "/api/v1/retrieve_future",
           JSON.stringify({ request_id: requestId, allow_metadata_only: false }),
           { "Content-Type": "application/json", Accept: accept },
+          `${what} (request ${requestId})`,
           signal,
         );
         lost = 0;
       } catch (e) {
         if (signal?.aborted) throw signal.reason;
+        if (e instanceof TinkerError) throw e;
         if (++lost > this.o.maxRetries)
           throw new TinkerError(
             `${this.o.url}: lost the server while waiting for ${what} (${(e as Error).message})`,
@@ -268,16 +336,25 @@ export class TinkerHttp {
         await sleep(wait, signal);
         continue;
       }
-      if (res.status === 408) continue;
+      if (res.status === 408) {
+        await again();
+        continue;
+      }
       if (res.status === 429 || res.status >= 500) {
         await sleep(backoff(attempt++), signal);
         continue;
       }
-      if (res.status === 400 && ++badRequests <= 3) continue;
+      if (res.status === 400 && ++badRequests <= 3) {
+        await again();
+        continue;
+      }
       if (res.status >= 300) throw this.failure(`${what} (request ${requestId})`, res.status, messageOf(res.body));
       if (res.contentType.includes("application/x-protobuf")) return { bytes: res.body };
       const json = this.parseJson(res, what);
-      if (json.type === "try_again") continue;
+      if (json.type === "try_again") {
+        await again();
+        continue;
+      }
       if ("error" in json)
         throw new TinkerError(
           `${this.o.url}: ${what} failed on the server: ${String(json.error)}${json.category ? ` (${String(json.category)} error)` : ""}`,

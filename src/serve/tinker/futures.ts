@@ -2,7 +2,8 @@
  * The futures of `serve --tinker`: each compute request gets a request id at once and runs; a
  * client polls `retrieve_future`, which waits (long-polls) up to a limit for the result. A settled
  * future is kept for `keepMs` after it settles, so a client whose poll was cut can ask again; after
- * that its id answers 410, as Tinker's "promise expired".
+ * that its id answers 410, as Tinker's "promise expired" (for the last 100,000 expired ids; older
+ * ones are forgotten and answer 404, so the record of them does not grow without end).
  */
 import { randomUUID } from "node:crypto";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
@@ -19,6 +20,9 @@ interface Entry {
   done: Promise<void>;
   expires?: number;
 }
+
+/** Expired ids remembered for their 410. */
+const REMEMBER_EXPIRED = 100_000;
 
 export class Futures {
   private readonly entries = new Map<string, Entry>();
@@ -73,6 +77,11 @@ export class Futures {
         this.entries.delete(id);
         this.expired.add(id);
       }
+    }
+    // A Set iterates in insertion order: the first ids are the oldest.
+    for (const id of this.expired) {
+      if (this.expired.size <= REMEMBER_EXPIRED) break;
+      this.expired.delete(id);
     }
   }
 }

@@ -11,16 +11,18 @@
  * Errors are answered as Tinker-protocol servers do: a 4xx/5xx status with `{"detail": message}`;
  * a future that fails answers `{"error", "category"}` with 200, the form the SDK reads. Host and
  * Origin are checked as for `serve` (util/host-guard.ts); with an API key every /api route needs
- * `X-API-Key`. Bodies past the limit get 413; a body that does not decode, 422; the server keeps serving.
+ * `X-API-Key` (an empty key is refused at start). Bodies past the limit, compressed or once
+ * decompressed, get 413 (a zstd body is bounded before it is inflated); a body that does not
+ * decode, 422; a field of the wrong type or range, 400 naming it; the server keeps serving.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createHash, timingSafeEqual } from "node:crypto";
+import { secretMatcher } from "../../util/secret.js";
 import { InputError } from "../../util/errors.js";
 import { HostGuard } from "../../util/host-guard.js";
 import { parseRequestTarget } from "../../util/request-target.js";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
-import { zstdDecompress } from "../../engine/remote/zstd.js";
+import { DecompressLimitError, zstdDecompress } from "../../engine/remote/zstd.js";
 import {
   decodeForwardBackwardProto,
   encodeForwardBackwardOutputProto,
@@ -40,7 +42,7 @@ export interface TinkerServerOptions extends TinkerServiceOptions {
   apiKey?: string;
   allowHosts?: string[];
   allowOrigins?: string[];
-  /** Request bodies past this many bytes (compressed or not) get 413. Default 64 MiB. */
+  /** Request bodies past this many bytes (compressed, or decompressed) get 413. Default 64 MiB. */
   bodyLimit?: number;
   /** How long retrieve_future waits for a result before answering try_again. Default 30 s. */
   pollMs?: number;
@@ -70,23 +72,33 @@ function sendBytes(res: ServerResponse, bytes: Uint8Array): void {
   res.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
 }
 
+const tooLarge = (limit: number, what = "is larger than") =>
+  new TinkerError(`the request body ${what} ${limit} bytes, this server's limit (bodyLimit)`, undefined, 413);
+
 async function readBody(req: IncomingMessage, limit: number): Promise<Body> {
   const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > limit)
-    throw new TinkerError(`the request body is larger than ${limit} bytes`, undefined, 413);
+  if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > limit) throw new TinkerError(`the request body is larger than ${limit} bytes`, undefined, 413);
-    chunks.push(c as Buffer);
+  try {
+    for await (const c of req) {
+      size += (c as Buffer).length;
+      if (size > limit) throw tooLarge(limit);
+      chunks.push(c as Buffer);
+    }
+  } catch (e) {
+    if (e instanceof TinkerError) throw e;
+    // The client went away mid-body: nothing to answer, and not an error of the server.
+    throw new TinkerError(`the request body was cut off: ${(e as Error).message}`);
   }
   let bytes: Uint8Array = Buffer.concat(chunks);
   const encoding = (req.headers["content-encoding"] ?? "identity").toLowerCase();
   if (encoding === "zstd") {
     try {
+      // Bounded before it allocates: a frame declaring more than the limit is refused unread.
       bytes = await zstdDecompress(bytes, limit);
     } catch (e) {
+      if (e instanceof DecompressLimitError) throw tooLarge(limit, "decompresses to more than");
       throw new TinkerError(`the zstd body does not decompress: ${(e as Error).message}`, undefined, 422);
     }
   } else if (encoding !== "identity")
@@ -123,7 +135,7 @@ export async function startTinkerServer(o: TinkerServerOptions): Promise<Running
     throw new InputError(`serve --tinker: the port must be an integer in [0, 65535], got ${port}`);
   if (o.baseModels.size === 0) throw new InputError("serve --tinker: give at least one --model directory");
   const guard = new HostGuard({ bound: host, allowHosts: o.allowHosts, allowOrigins: o.allowOrigins });
-  const keyDigest = o.apiKey !== undefined ? createHash("sha256").update(o.apiKey).digest() : undefined;
+  const keyMatches = o.apiKey !== undefined ? secretMatcher(o.apiKey, "serve --tinker") : undefined;
   const limit = o.bodyLimit ?? 64 << 20;
   const pollMs = o.pollMs ?? 30_000;
   const log = o.log ?? ((line: string) => process.stderr.write(line + "\n"));
@@ -196,10 +208,10 @@ export async function startTinkerServer(o: TinkerServerOptions): Promise<Running
     const verdict = guard.check(req.headers);
     if (!verdict.ok) throw new TinkerError(verdict.message, undefined, 403);
     const path = target.pathname.replace(/\/+$/, "");
-    if (keyDigest && path.startsWith("/api/")) {
+    if (keyMatches && path.startsWith("/api/")) {
       const given = req.headers["x-api-key"];
-      const ok = typeof given === "string" && timingSafeEqual(createHash("sha256").update(given).digest(), keyDigest);
-      if (!ok) throw new TinkerError("this server requires its API key as X-API-Key", undefined, 401);
+      if (!keyMatches(typeof given === "string" ? given : undefined))
+        throw new TinkerError("this server requires its API key as X-API-Key", undefined, 401);
     }
     const route = routes[`${req.method} ${path}`];
     if (!route) throw new TinkerError(`Not Found: ${req.method} ${path}`, undefined, 404);
@@ -241,10 +253,16 @@ export async function startTinkerServer(o: TinkerServerOptions): Promise<Running
   };
 }
 
+/** A protobuf forward_backward body; anything that does not decode (whatever the decoder throws) is a 422. */
 function decodeProto(bytes: Uint8Array) {
   try {
     return decodeForwardBackwardProto(bytes);
   } catch (e) {
-    throw e instanceof TinkerError ? new TinkerError(e.message, undefined, 422) : e;
+    const message = e instanceof Error ? e.message : String(e);
+    throw new TinkerError(
+      e instanceof TinkerError ? message : `the ForwardBackwardRequest body does not decode: ${message}`,
+      undefined,
+      422,
+    );
   }
 }

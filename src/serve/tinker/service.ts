@@ -11,73 +11,150 @@
  *
  * LoRA: the local engine trains full weights, so a LoRA config is accepted and recorded, and the
  * full weights are trained (get_info says is_lora: false).
+ *
+ * Resources: the server holds at most `maxModels` engines (training models plus models loaded for
+ * sampling; another is a 429 naming the limit), and a session that neither heartbeats nor sends a
+ * request for `sessionTtlMs` is closed, its models and sampling sessions unloaded, so clients that
+ * end without unload_model (as the SDK does) do not pile engines up. Requests are bounded as
+ * limits.ts says, and checked (wire-input.ts) before anything runs.
  */
-import { existsSync, mkdirSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, lstatSync, readdirSync, realpathSync } from "node:fs";
+import { dirname, join, resolve, sep } from "node:path";
 import { randomUUID } from "node:crypto";
 import type { LocalEngine, LocalEngineOptions } from "../../engine/local/local-engine.js";
-import type { SamplingParams } from "../../engine/types.js";
+import type { Datum } from "../../engine/types.js";
 import type {
   ForwardBackwardOutput,
   ForwardBackwardRequest,
   SampleResponse,
+  WireDatum,
 } from "../../engine/remote/tinker-codec.js";
-import { datumFromJson } from "../../engine/remote/tinker-codec.js";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
+import { readModelConfig } from "../../model/model-dir.js";
+import { AgentR1Error, InputError } from "../../util/errors.js";
+import { makeDir } from "../../util/make-dir.js";
 import { Futures, type ResultKind, type Settled } from "./futures.js";
 import { SeqQueue } from "./seq-queue.js";
 import { elementwiseLosses, SUPPORTED_LOSSES, wireDatums, wireLossSpec } from "./wire-loss.js";
+import { chunkConfig, checkRequestTokens, checkSamples, tinkerLimits, type TinkerLimits } from "./limits.js";
+import {
+  adamParams,
+  bad,
+  checkDatums,
+  int,
+  jsonDatums,
+  modelInput,
+  obj,
+  samplingParams,
+  str,
+  type ModelShape,
+} from "./wire-input.js";
 
-export interface TinkerServiceOptions {
+export interface TinkerServiceOptions extends Partial<TinkerLimits> {
   /** Base models by name: the name clients use (base_model) -> a model directory. */
   baseModels: Map<string, string>;
-  /** Checkpoints go under <stateDir>/<model_id>/{weights,sampler_weights}/<name>. */
+  /** Checkpoints go under <stateDir>/<model_id>/{weights,sampler_weights}/<name>; no tinker:// path leaves it. */
   stateDir: string;
   engineOptions?: LocalEngineOptions;
   /** How long a seq_id may wait for the ones before it. Default 120 s. */
   seqWaitMs?: number;
   /** Compress protobuf request bodies with zstd (client config `proto_compress_fwdbwd`). */
   compress?: boolean;
+  /** Engines held at once: training models plus models loaded for sampling. Default 8. */
+  maxModels?: number;
+  /** A session with no heartbeat or request for this long is closed and its models unloaded. Default 5 min. */
+  sessionTtlMs?: number;
   log?: (line: string) => void;
 }
 
 interface Model {
   id: string;
+  session: string;
   base: string;
   lora: unknown;
   engine: Promise<LocalEngine>;
   version: number;
   queue: SeqQueue;
+  /** The vocabulary and context window of the weights it holds (load_weights may change them). */
+  shape: ModelShape;
 }
 
 interface SamplingSession {
+  session: string;
   /** A live model at a version, or a separate engine (a base model or a saved path). */
   model?: Model;
   version?: number;
   engine?: Promise<LocalEngine>;
+  shape: ModelShape;
 }
 
-const str = (x: unknown, what: string): string => {
-  if (typeof x !== "string" || x === "") throw new TinkerError(`${what} must be a non-empty string`, undefined, 400);
+type CheckpointKind = "weights" | "sampler_weights";
+
+/** A model directory's vocabulary and context window (config.json), as a 400 when it cannot be read. */
+function shapeOf(dir: string, what: string): ModelShape {
+  try {
+    const c = readModelConfig(dir);
+    return { vocab: c.vocabSize, window: c.maxPositionEmbeddings };
+  } catch (e) {
+    if (e instanceof AgentR1Error) throw new TinkerError(`${what}: ${e.message}`);
+    throw e;
+  }
+}
+
+/** Whether `p` exists, links included (a dangling link exists). */
+function present(p: string): boolean {
+  try {
+    lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A name of one path segment: letters, digits, '.', '_', '-', and not only dots. */
+function segment(x: string, what: string, where: string): string {
+  if (!/^[A-Za-z0-9._-]{1,128}$/.test(x) || /^\.+$/.test(x))
+    throw new TinkerError(
+      `${where}: ${what} '${x.slice(0, 40)}' must be letters, digits, '.', '_' and '-' (not only dots)`,
+    );
   return x;
-};
-const int = (x: unknown, what: string): number => {
-  if (!Number.isSafeInteger(x)) throw new TinkerError(`${what} must be an integer`, undefined, 400);
-  return x as number;
-};
+}
 
 export class TinkerService {
   readonly futures = new Futures();
-  private readonly sessions = new Set<string>();
+  readonly limits: TinkerLimits;
+  /** Session id -> when it was last heard from (ms). */
+  private readonly sessions = new Map<string, number>();
+  private readonly maxModels: number;
+  private readonly sessionTtlMs: number;
+  private readonly sweeper: NodeJS.Timeout;
   private readonly models = new Map<string, Model>();
   private readonly samplers = new Map<string, SamplingSession>();
   /** Engines loaded from disk for sampling, by directory (loaded once). */
   private readonly diskEngines = new Map<string, Promise<LocalEngine>>();
+  /** The state directory, links resolved: every checkpoint resolves inside it. */
   private readonly stateDir: string;
+  private readonly baseShapes = new Map<string, ModelShape>();
 
   constructor(private readonly o: TinkerServiceOptions) {
-    this.stateDir = resolve(o.stateDir);
-    mkdirSync(this.stateDir, { recursive: true });
+    this.limits = tinkerLimits(o);
+    makeDir(resolve(o.stateDir), "serve --tinker: --state-dir");
+    this.stateDir = realpathSync(resolve(o.stateDir));
+    for (const [name, dir] of o.baseModels) this.baseShapes.set(name, shapeOf(dir, `base model '${name}'`));
+    this.maxModels = positive(o.maxModels ?? 8, "maxModels");
+    this.sessionTtlMs = positive(o.sessionTtlMs ?? 5 * 60_000, "sessionTtlMs");
+    this.sweeper = setInterval(() => this.closeIdleSessions(), Math.max(50, this.sessionTtlMs / 4));
+    this.sweeper.unref();
+  }
+
+  /** What the server holds now (sessions, training models, sampling sessions, engines loaded for sampling). */
+  stats(): { sessions: number; models: number; samplers: number; diskEngines: number } {
+    return {
+      sessions: this.sessions.size,
+      models: this.models.size,
+      samplers: this.samplers.size,
+      diskEngines: this.diskEngines.size,
+    };
   }
 
   clientConfig(): Record<string, unknown> {
@@ -85,8 +162,7 @@ export class TinkerService {
       pjwt_auth_enabled: false,
       proto_write_fwdbwd: true,
       proto_compress_fwdbwd: this.o.compress ?? false,
-      fwdbwd_max_chunk_len: 1024,
-      fwdbwd_max_chunk_bytes_count: 5_000_000,
+      ...chunkConfig(this.limits),
       parallel_fwdbwd_chunks: false,
       use_pyqwest_transport: false,
       create_model_via_load_weights: false,
@@ -102,8 +178,14 @@ export class TinkerService {
   }
 
   createSession(): Record<string, unknown> {
+    if (this.sessions.size >= MAX_SESSIONS)
+      throw new TinkerError(
+        `this server holds ${MAX_SESSIONS} sessions; an idle one closes after ${this.sessionTtlMs / 1000} s`,
+        undefined,
+        429,
+      );
     const id = `session-${randomUUID()}`;
-    this.sessions.add(id);
+    this.sessions.set(id, Date.now());
     return { session_id: id, type: "create_session" };
   }
 
@@ -115,15 +197,66 @@ export class TinkerService {
   private session(id: unknown): string {
     const s = str(id, "session_id");
     if (!this.sessions.has(s))
-      throw new TinkerError(`no session ${s} on this server (was it restarted?)`, undefined, 404);
+      throw new TinkerError(
+        `no session ${s.slice(0, 80)} on this server (was it restarted, or the session idle for ${this.sessionTtlMs / 1000} s?)`,
+        undefined,
+        404,
+      );
+    this.sessions.set(s, Date.now());
     return s;
+  }
+
+  /** Notes that a session is in use (a request for one of its models or sampling sessions). */
+  private touch(session: string): void {
+    if (this.sessions.has(session)) this.sessions.set(session, Date.now());
+  }
+
+  /** Closes every session idle past sessionTtlMs, with what it holds. */
+  private closeIdleSessions(): void {
+    const now = Date.now();
+    for (const [id, seen] of this.sessions) if (now - seen > this.sessionTtlMs) this.closeSession(id);
+  }
+
+  private closeSession(id: string): void {
+    this.sessions.delete(id);
+    let unloaded = 0;
+    for (const m of [...this.models.values()].filter((x) => x.session === id)) {
+      this.models.delete(m.id);
+      unloaded++;
+      void m.queue
+        .settled()
+        .then(() => m.engine)
+        .then((e) => e.dispose())
+        .catch(() => undefined);
+    }
+    for (const [sid, s] of this.samplers) if (s.session === id) this.samplers.delete(sid);
+    const used = new Set([...this.samplers.values()].map((s) => s.engine));
+    for (const [dir, engine] of this.diskEngines) {
+      if (used.has(engine)) continue;
+      this.diskEngines.delete(dir);
+      unloaded++;
+      void engine.then((e) => e.dispose()).catch(() => undefined);
+    }
+    this.o.log?.(
+      `tinker: session ${id} was idle for ${this.sessionTtlMs / 1000} s: closed, ${unloaded} engines unloaded`,
+    );
+  }
+
+  /** A 429 when loading one more engine would pass maxModels. */
+  private roomForEngine(): void {
+    if (this.models.size + this.diskEngines.size < this.maxModels) return;
+    throw new TinkerError(
+      `this server holds ${this.maxModels} models (maxModels), for training and sampling; unload one (unload_model), or wait for an idle session to close (${this.sessionTtlMs / 1000} s)`,
+      undefined,
+      429,
+    );
   }
 
   private baseDir(name: string): string {
     const dir = this.o.baseModels.get(name);
     if (!dir)
       throw new TinkerError(
-        `base_model '${name}' is not served here; this server has: ${[...this.o.baseModels.keys()].join(", ")}`,
+        `base_model '${name.slice(0, 80)}' is not served here; this server has: ${[...this.o.baseModels.keys()].join(", ")}`,
         undefined,
         404,
       );
@@ -136,22 +269,27 @@ export class TinkerService {
   }
 
   createModel(body: Record<string, unknown>): string {
-    this.session(body.session_id);
+    const session = this.session(body.session_id);
     const base = str(body.base_model, "base_model");
     const dir = this.baseDir(base);
+    const lora =
+      body.lora_config === undefined || body.lora_config === null ? null : obj(body.lora_config, "lora_config");
+    this.roomForEngine();
     const id = `model-${randomUUID().slice(0, 8)}`;
     const engine = this.loadEngine(dir);
     engine.catch(() => this.models.delete(id));
     const model: Model = {
       id,
+      session,
       base,
-      lora: body.lora_config ?? null,
+      lora,
       engine,
       version: 0,
       queue: new SeqQueue(id, this.o.seqWaitMs),
+      shape: this.baseShapes.get(base)!,
     };
     this.models.set(id, model);
-    this.o.log?.(`tinker: model ${id} of ${base}${body.lora_config ? " (LoRA requested; full weights trained)" : ""}`);
+    this.o.log?.(`tinker: model ${id} of ${base}${lora ? " (LoRA requested; full weights trained)" : ""}`);
     return this.futures.start("json", async () => {
       await engine;
       return { model_id: id, type: "create_model" };
@@ -160,7 +298,13 @@ export class TinkerService {
 
   private model(id: unknown): Model {
     const m = this.models.get(str(id, "model_id"));
-    if (!m) throw new TinkerError(`no model ${String(id)} on this server (was it restarted?)`, undefined, 404);
+    if (!m)
+      throw new TinkerError(
+        `no model ${String(id).slice(0, 80)} on this server (was it restarted, unloaded, or its session idle for ${this.sessionTtlMs / 1000} s?)`,
+        undefined,
+        404,
+      );
+    this.touch(m.session);
     return m;
   }
 
@@ -179,119 +323,145 @@ export class TinkerService {
     const m = this.model(body.model_id);
     this.models.delete(m.id);
     return this.futures.start("json", async () => {
+      await m.queue.settled();
       await (await m.engine).dispose();
       return { model_id: m.id, type: "unload_model" };
     });
   }
 
-  /** A training request of a model, run in seq_id order; `raw` is its body (to tell a retry from a clash). */
+  /**
+   * A training request of a model, run in seq_id order; `raw` is its body (to tell a retry from a
+   * clash). `prepare` checks the request and returns its work; a request it refuses leaves its
+   * seq_id free (and not waited for in vain), so the queue goes on.
+   */
   private ordered<T>(
     m: Model,
-    seq: unknown,
+    seqRaw: unknown,
     raw: string | Uint8Array,
     kind: ResultKind,
-    work: () => Promise<T>,
+    prepare: () => () => Promise<T>,
   ): string {
-    return m.queue.submit(int(seq, "seq_id"), raw, work, (run) => this.futures.start(kind, run));
+    const seq = int(seqRaw, "seq_id", 1);
+    let work: () => Promise<T>;
+    try {
+      work = prepare();
+    } catch (e) {
+      m.queue.refused(seq);
+      throw e;
+    }
+    return m.queue.submit(seq, raw, work, (run) => this.futures.start(kind, run));
   }
 
-  forwardBackward(req: ForwardBackwardRequest, raw: string | Uint8Array): string {
+  forwardBackward(req: ForwardBackwardRequest, raw: string | Uint8Array, field = "data"): string {
     const m = this.model(req.modelId);
-    const spec = wireLossSpec(req.lossFn, req.lossFnConfig);
-    const datums = wireDatums(req.data, req.lossFn);
-    return this.ordered(m, req.seqId, raw, "forward_backward", async (): Promise<ForwardBackwardOutput> => {
-      const engine = await m.engine;
-      let logprobs: number[][];
-      if (req.forwardOnly) {
-        datums.forEach((d, i) => {
-          if (d.tokens.slice(1).some((t, j) => t !== d.targetTokens[j]))
-            throw new TinkerError(
-              `data[${i}]: a forward-only pass here needs target_tokens to be model_input shifted by one`,
-              undefined,
-              400,
-            );
-        });
-        const lp = await engine.computeLogprobs(
-          datums.map((d) => [...d.tokens, d.targetTokens[d.targetTokens.length - 1]]),
-        );
-        logprobs = lp.map((r) => r.slice(1) as number[]);
-      } else {
-        logprobs = (await engine.forwardBackward(datums, spec)).logprobs;
-      }
-      const elementwise = elementwiseLosses(datums, spec, logprobs);
-      const total = elementwise.flat().reduce((s, x) => s + x, 0);
-      return {
-        outputs: logprobs.map((lp, i) => ({ logprobs: lp, elementwise_loss: elementwise[i] })),
-        metrics: { "loss:sum": total },
+    return this.ordered(m, req.seqId, raw, "forward_backward", () => {
+      const spec = wireLossSpec(req.lossFn, req.lossFnConfig);
+      checkDatums(req.data, field, m.shape, this.limits);
+      const datums = wireDatums(req.data, req.lossFn);
+      if (req.forwardOnly) checkShifted(datums);
+      return async (): Promise<ForwardBackwardOutput> => {
+        const engine = await m.engine;
+        let logprobs: number[][];
+        if (req.forwardOnly) {
+          const lp = await engine.computeLogprobs(
+            datums.map((d) => [...d.tokens, d.targetTokens[d.targetTokens.length - 1]]),
+          );
+          logprobs = lp.map((r) => r.slice(1) as number[]);
+        } else {
+          logprobs = (await engine.forwardBackward(datums, spec)).logprobs;
+        }
+        const elementwise = elementwiseLosses(datums, spec, logprobs);
+        const total = elementwise.flat().reduce((s, x) => s + x, 0);
+        return {
+          outputs: logprobs.map((lp, i) => ({ logprobs: lp, elementwise_loss: elementwise[i] })),
+          metrics: { "loss:sum": total },
+        };
       };
     });
   }
 
   /** The JSON forward_backward / forward body. */
   forwardBackwardJson(body: Record<string, unknown>, raw: string, forwardOnly: boolean): string {
-    const input = (body[forwardOnly ? "forward_input" : "forward_backward_input"] ?? body.forward_backward_input) as
-      Record<string, unknown> | undefined;
-    if (!input || !Array.isArray(input.data))
-      throw new TinkerError(
-        `${forwardOnly ? "forward_input" : "forward_backward_input"}.data must be a list of datums`,
-        undefined,
-        400,
-      );
-    const config = input.loss_fn_config as Record<string, number> | undefined;
+    const m = this.model(body.model_id);
+    const key = forwardOnly ? "forward_input" : "forward_backward_input";
+    const field = body[key] === undefined && body.forward_backward_input !== undefined ? "forward_backward_input" : key;
+    const seq = int(body.seq_id, "seq_id", 1);
+    let input: Record<string, unknown>, data: WireDatum[], lossFn: string;
+    try {
+      input = obj(body[field], field);
+      lossFn = str(input.loss_fn, `${field}.loss_fn`);
+      wireLossSpec(lossFn, input.loss_fn_config);
+      data = jsonDatums(input.data, `${field}.data`, m.shape, this.limits);
+    } catch (e) {
+      m.queue.refused(seq);
+      throw e;
+    }
     return this.forwardBackward(
       {
-        modelId: str(body.model_id, "model_id"),
-        seqId: int(body.seq_id, "seq_id"),
-        data: input.data.map((d, i) => datumFromJson(d, `data[${i}]`)),
-        lossFn: str(input.loss_fn, "loss_fn"),
-        ...(config ? { lossFnConfig: config } : {}),
+        modelId: m.id,
+        seqId: seq,
+        data,
+        lossFn,
+        ...(input.loss_fn_config != null ? { lossFnConfig: input.loss_fn_config as Record<string, number> } : {}),
         forwardOnly,
       },
       raw,
+      `${field}.data`,
     );
   }
 
   optimStep(body: Record<string, unknown>, raw: string): string {
     const m = this.model(body.model_id);
-    const a = (body.adam_params ?? {}) as Record<string, unknown>;
-    const num = (k: string, d: number) => {
-      const v = a[k] ?? d;
-      if (typeof v !== "number" || !Number.isFinite(v))
-        throw new TinkerError(`adam_params.${k} must be a number`, undefined, 400);
-      return v;
-    };
-    const params = {
-      lr: num("learning_rate", 1e-4),
-      beta1: num("beta1", 0.9),
-      beta2: num("beta2", 0.95),
-      eps: num("eps", 1e-12),
-      weightDecay: num("weight_decay", 0),
-      gradClipNorm: num("grad_clip_norm", 0),
-    };
-    if (!(params.lr > 0)) throw new TinkerError("adam_params.learning_rate must be positive", undefined, 400);
-    return this.ordered(m, body.seq_id, raw, "json", async () => {
-      const r = await (await m.engine).optimStep(params);
-      if (!r.skipped) m.version++;
-      return { metrics: { grad_norm: r.gradNorm, step: r.step, skipped: r.skipped ? 1 : 0 }, type: "optim_step" };
+    return this.ordered(m, body.seq_id, raw, "json", () => {
+      const params = adamParams(body.adam_params);
+      return async () => {
+        const r = await (await m.engine).optimStep(params);
+        if (!r.skipped) m.version++;
+        return { metrics: { grad_norm: r.gradNorm, step: r.step, skipped: r.skipped ? 1 : 0 }, type: "optim_step" };
+      };
     });
   }
 
-  private checkpointDir(modelId: string, kind: "weights" | "sampler_weights", name: string): string {
-    if (!/^[A-Za-z0-9._-]{1,128}$/.test(name) || name === "." || name === "..")
-      throw new TinkerError(
-        `path '${name}' must be a checkpoint name of letters, digits, '.', '_' and '-'`,
-        undefined,
-        400,
-      );
-    return join(this.stateDir, modelId, kind, name);
+  /** `dir` (and what is in it) resolves inside the state directory: no `..`, no link out of it. */
+  private checkInside(dir: string, where: string): void {
+    const outside = () => new TinkerError(`${where} leads outside this server's state directory`);
+    const inside = (p: string) => p.startsWith(this.stateDir + sep);
+    let probe = dir;
+    while (!present(probe) && dirname(probe) !== probe) probe = dirname(probe);
+    let real: string;
+    try {
+      real = realpathSync(probe);
+    } catch {
+      throw outside(); // a dangling link
+    }
+    if (!(inside(real) || (probe !== dir && real === this.stateDir))) throw outside();
+    if (probe !== dir) return;
+    for (const entry of readdirSync(dir, { recursive: true }) as string[]) {
+      let target: string;
+      try {
+        target = realpathSync(join(dir, entry));
+      } catch {
+        throw outside();
+      }
+      if (!inside(target)) throw outside();
+    }
+  }
+
+  /** Where a checkpoint of `modelId` named `name` is kept, checked to be inside the state directory. */
+  private checkpointDir(modelId: string, kind: CheckpointKind, name: string, where: string): string {
+    const dir = join(this.stateDir, segment(modelId, "the model id", where), kind, segment(name, "the name", where));
+    this.checkInside(dir, where);
+    return dir;
   }
 
   /** A tinker:// path of this server, as a directory under the state directory. */
-  private pathDir(path: string, kinds: ("weights" | "sampler_weights")[]): string {
-    const m = /^tinker:\/\/([A-Za-z0-9._-]+)\/(weights|sampler_weights)\/([A-Za-z0-9._-]+)$/.exec(path);
-    if (!m || !kinds.includes(m[2] as "weights"))
-      throw new TinkerError(`path '${path}' is not tinker://<model_id>/${kinds.join("|")}/<name>`, undefined, 400);
-    const dir = this.checkpointDir(m[1], m[2] as "weights", m[3]);
+  private pathDir(path: string, field: string): string {
+    const m = /^tinker:\/\/([^/]+)\/(weights|sampler_weights)\/([^/]+)$/.exec(path);
+    if (!m)
+      throw new TinkerError(
+        `${field} '${path.slice(0, 200)}' is not tinker://<model_id>/weights/<name> or tinker://<model_id>/sampler_weights/<name>`,
+      );
+    const dir = this.checkpointDir(m[1], m[2] as CheckpointKind, m[3], `${field} '${path.slice(0, 200)}'`);
     if (!existsSync(join(dir, "config.json")))
       throw new TinkerError(`no checkpoint at ${path} on this server`, undefined, 404);
     return dir;
@@ -299,75 +469,121 @@ export class TinkerService {
 
   saveWeights(body: Record<string, unknown>, raw: string): string {
     const m = this.model(body.model_id);
-    const name = str(body.path, "path");
-    const dir = this.checkpointDir(m.id, "weights", name);
-    return this.ordered(m, body.seq_id, raw, "json", async () => {
-      await (await m.engine).save(dir);
-      return { path: `tinker://${m.id}/weights/${name}`, type: "save_weights" };
+    return this.ordered(m, body.seq_id, raw, "json", () => {
+      const name = str(body.path, "path");
+      const where = `path '${name.slice(0, 200)}'`;
+      const dir = this.checkpointDir(m.id, "weights", name, where);
+      return async () => {
+        this.checkInside(dir, where);
+        await (await m.engine).save(dir);
+        return { path: `tinker://${m.id}/weights/${name}`, type: "save_weights" };
+      };
     });
   }
 
   loadWeights(body: Record<string, unknown>, raw: string): string {
     const m = this.model(body.model_id);
-    const path = str(body.path, "path");
-    const dir = this.pathDir(path, ["weights", "sampler_weights"]);
-    return this.ordered(m, body.seq_id, raw, "json", async () => {
-      await (await m.engine).load(dir);
-      m.version++;
-      return { path, type: "load_weights" };
+    return this.ordered(m, body.seq_id, raw, "json", () => {
+      const path = str(body.path, "path");
+      const dir = this.pathDir(path, "path");
+      const shape = shapeOf(dir, path);
+      return async () => {
+        this.checkInside(dir, `path '${path}'`);
+        await (await m.engine).load(dir);
+        m.version++;
+        m.shape = shape;
+        return { path, type: "load_weights" };
+      };
     });
   }
 
   saveWeightsForSampler(body: Record<string, unknown>, raw: string): string {
     const m = this.model(body.model_id);
-    if (typeof body.path === "string" && body.path !== "") {
-      const name = body.path;
-      const dir = this.checkpointDir(m.id, "sampler_weights", name);
-      return this.ordered(m, body.seq_id, raw, "json", async () => {
-        await (await m.engine).save(dir);
-        return {
-          path: `tinker://${m.id}/sampler_weights/${name}`,
-          sampling_session_id: null,
-          type: "save_weights_for_sampler",
+    if (body.path !== undefined && body.path !== null && body.path !== "") {
+      return this.ordered(m, body.seq_id, raw, "json", () => {
+        const name = str(body.path, "path");
+        const where = `path '${name.slice(0, 200)}'`;
+        const dir = this.checkpointDir(m.id, "sampler_weights", name, where);
+        return async () => {
+          this.checkInside(dir, where);
+          await (await m.engine).save(dir);
+          return {
+            path: `tinker://${m.id}/sampler_weights/${name}`,
+            sampling_session_id: null,
+            type: "save_weights_for_sampler",
+          };
         };
       });
     }
-    int(body.sampling_session_seq_id, "sampling_session_seq_id");
-    return this.ordered(m, body.seq_id, raw, "json", async () => {
-      const id = `sampler-${randomUUID()}`;
-      this.samplers.set(id, { model: m, version: m.version });
-      return { path: null, sampling_session_id: id, type: "save_weights_for_sampler" };
+    return this.ordered(m, body.seq_id, raw, "json", () => {
+      int(body.sampling_session_seq_id, "sampling_session_seq_id");
+      return async () => {
+        const id = `sampler-${randomUUID()}`;
+        this.samplers.set(id, { session: m.session, model: m, version: m.version, shape: m.shape });
+        return { path: null, sampling_session_id: id, type: "save_weights_for_sampler" };
+      };
     });
   }
 
   createSamplingSession(body: Record<string, unknown>): Record<string, unknown> {
-    this.session(body.session_id);
-    const hasBase = typeof body.base_model === "string" && body.base_model !== "",
-      hasPath = typeof body.model_path === "string" && body.model_path !== "";
-    if (hasBase === hasPath) throw new TinkerError("give exactly one of base_model and model_path", undefined, 400);
-    const dir = hasBase
-      ? this.baseDir(body.base_model as string)
-      : this.pathDir(body.model_path as string, ["weights", "sampler_weights"]);
+    const session = this.session(body.session_id);
+    const hasBase = body.base_model !== undefined && body.base_model !== null,
+      hasPath = body.model_path !== undefined && body.model_path !== null;
+    if (hasBase === hasPath) throw new TinkerError("give exactly one of base_model and model_path");
+    let dir: string, shape: ModelShape;
+    if (hasBase) {
+      const base = str(body.base_model, "base_model");
+      dir = this.baseDir(base);
+      shape = this.baseShapes.get(base)!;
+    } else {
+      const path = str(body.model_path, "model_path");
+      dir = this.pathDir(path, "model_path");
+      shape = shapeOf(dir, path);
+    }
     let engine = this.diskEngines.get(dir);
     if (!engine) {
+      this.roomForEngine();
       engine = this.loadEngine(dir);
       engine.catch(() => this.diskEngines.delete(dir));
       this.diskEngines.set(dir, engine);
     }
     const id = `sampler-${randomUUID()}`;
-    this.samplers.set(id, { engine });
+    this.samplers.set(id, { session, engine, shape });
     return { sampling_session_id: id, type: "create_sampling_session" };
   }
 
   asample(body: Record<string, unknown>): string {
     const sid = str(body.sampling_session_id, "sampling_session_id");
     const s = this.samplers.get(sid);
-    if (!s) throw new TinkerError(`no sampling session ${sid} on this server (was it restarted?)`, undefined, 404);
-    const prompt = datumFromJson({ model_input: body.prompt, loss_fn_inputs: {} }, "prompt").tokens;
-    const n = body.num_samples === undefined ? 1 : int(body.num_samples, "num_samples");
-    if (n < 1) throw new TinkerError("num_samples must be at least 1", undefined, 400);
-    const params = samplingParams(body.sampling_params);
-    const withPromptLogprobs = body.prompt_logprobs === true;
+    if (!s)
+      throw new TinkerError(
+        `no sampling session ${sid.slice(0, 80)} on this server (was it restarted, or its session idle for ${this.sessionTtlMs / 1000} s?)`,
+        undefined,
+        404,
+      );
+    this.touch(s.session);
+    const prompt = modelInput(body.prompt, "prompt", s.shape.vocab);
+    if (prompt.length === 0) throw new TinkerError("prompt.chunks hold no tokens; a prompt needs at least one");
+    if (prompt.length > s.shape.window)
+      throw new TinkerError(
+        `prompt is ${prompt.length} tokens; this model's context window is ${s.shape.window} tokens`,
+      );
+    const n = body.num_samples === undefined || body.num_samples === null ? 1 : int(body.num_samples, "num_samples", 1);
+    checkSamples(this.limits, n);
+    const params = samplingParams(body.sampling_params, s.shape);
+    const withPromptLogprobs = flag(body.prompt_logprobs, "prompt_logprobs");
+    const topk = body.topk_prompt_logprobs;
+    if (topk !== undefined && topk !== null && topk !== 0)
+      throw bad("topk_prompt_logprobs", "0 (this server returns no top-k prompt logprobs)", topk);
+    // Each sequence stops at the context window, so that is all it can cost.
+    const perSequence = Math.min(params.maxTokens, Math.max(0, s.shape.window - prompt.length));
+    const scored = withPromptLogprobs ? prompt.length : 0;
+    checkRequestTokens(
+      this.limits,
+      prompt.length + scored + n * perSequence,
+      "num_samples",
+      `${prompt.length} prompt${scored ? ` + ${scored} scored` : ""} + ${n} samples × ${perSequence} new`,
+    );
     return this.futures.start("sample", async (): Promise<SampleResponse> => {
       if (s.model && s.model.version !== s.version)
         throw new TinkerError(
@@ -392,6 +608,7 @@ export class TinkerService {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.sweeper);
     await this.futures.drain();
     const engines = [...[...this.models.values()].map((m) => m.engine), ...this.diskEngines.values()];
     this.models.clear();
@@ -400,38 +617,29 @@ export class TinkerService {
   }
 }
 
-/** Tinker's SamplingParams JSON as ours. */
-function samplingParams(raw: unknown): SamplingParams {
-  const p = (raw ?? {}) as Record<string, unknown>;
-  const out: SamplingParams = {};
-  const num = (k: string): number | undefined => {
-    const v = p[k];
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== "number" || !Number.isFinite(v))
-      throw new TinkerError(`sampling_params.${k} must be a number`, undefined, 400);
-    return v;
-  };
-  const maxTokens = num("max_tokens");
-  if (maxTokens === undefined) throw new TinkerError("sampling_params.max_tokens is required", undefined, 400);
-  out.maxTokens = maxTokens;
-  const t = num("temperature"),
-    k = num("top_k"),
-    topP = num("top_p"),
-    seed = num("seed");
-  if (t !== undefined) out.temperature = t;
-  if (k !== undefined) out.topK = k < 0 ? 0 : k;
-  if (topP !== undefined) out.topP = topP;
-  if (seed !== undefined) out.seed = seed;
-  const stop = p.stop;
-  if (typeof stop === "string") out.stop = [stop];
-  else if (Array.isArray(stop)) {
-    if (!(stop.every((s) => typeof s === "string") || stop.every((s) => Number.isInteger(s))))
-      throw new TinkerError(
-        "sampling_params.stop must be a string, a list of strings or a list of token ids",
-        undefined,
-        400,
-      );
-    out.stop = stop as (string | number)[];
-  }
-  return out;
+/** Sessions held at once; an idle one closes after sessionTtlMs. */
+const MAX_SESSIONS = 10_000;
+
+function positive(v: number, name: string): number {
+  if (!Number.isSafeInteger(v) || v < 1)
+    throw new InputError(`serve --tinker: ${name} must be a positive integer, got ${v}`);
+  return v;
+}
+
+/** An optional boolean field (false when left out). */
+function flag(x: unknown, field: string): boolean {
+  if (x === undefined || x === null) return false;
+  if (typeof x !== "boolean") throw bad(field, "true or false", x);
+  return x;
+}
+
+/** A forward-only pass here needs target_tokens to be model_input shifted by one (the next tokens). */
+function checkShifted(datums: Datum[]): void {
+  datums.forEach((d, i) => {
+    for (let j = 1; j < d.tokens.length; j++)
+      if (d.tokens[j] !== d.targetTokens[j - 1])
+        throw new TinkerError(
+          `data[${i}].loss_fn_inputs.target_tokens: a forward-only pass here needs target_tokens to be model_input shifted by one`,
+        );
+  });
 }

@@ -19,9 +19,40 @@ const LOSS_INPUTS: Record<string, string[]> = {
 
 export const SUPPORTED_LOSSES = Object.keys(LOSS_INPUTS);
 
-export function wireLossSpec(lossFn: string, config: Record<string, number> = {}): LossSpec {
-  if (!(lossFn in LOSS_INPUTS))
-    throw new TinkerError(`loss_fn '${lossFn}' is not one of ${SUPPORTED_LOSSES.join(", ")}`, undefined, 400);
+/** The loss_fn_config keys each loss reads; any other key is refused, not ignored. */
+const CONFIG_KEYS: Record<string, string[]> = {
+  ppo: ["clip_low_threshold", "clip_high_threshold"],
+  cispo: ["clip_low_threshold", "clip_high_threshold"],
+  dro: ["beta"],
+};
+
+/** `loss_fn_config` checked: an object of finite numbers, only keys the loss reads. */
+function lossConfig(lossFn: string, raw: unknown): Record<string, number> {
+  if (raw === undefined || raw === null) return {};
+  if (typeof raw !== "object" || Array.isArray(raw))
+    throw new TinkerError(
+      `loss_fn_config must be an object of numbers, got ${Array.isArray(raw) ? "a list" : typeof raw}`,
+    );
+  const keys = CONFIG_KEYS[lossFn] ?? [];
+  for (const [k, v] of Object.entries(raw)) {
+    if (!keys.includes(k))
+      throw new TinkerError(
+        `loss_fn_config.${k.slice(0, 64)} is not read by ${lossFn}${keys.length ? ` (it reads ${keys.join(", ")})` : " (it reads none)"}`,
+      );
+    if (typeof v !== "number" || !Number.isFinite(v))
+      throw new TinkerError(`loss_fn_config.${k} must be a finite number, got ${JSON.stringify(v) ?? String(v)}`);
+  }
+  return raw as Record<string, number>;
+}
+
+export function wireLossSpec(lossFn: string, rawConfig?: unknown): LossSpec {
+  if (!Object.hasOwn(LOSS_INPUTS, lossFn))
+    throw new TinkerError(
+      `loss_fn '${String(lossFn).slice(0, 64)}' is not one of ${SUPPORTED_LOSSES.join(", ")}`,
+      undefined,
+      400,
+    );
+  const config = lossConfig(lossFn, rawConfig);
   const spec: LossSpec = { type: lossFn as LossSpec["type"], aggregation: "sum", dualClip: 0 };
   if (lossFn === "ppo" || lossFn === "cispo") {
     const lo = config.clip_low_threshold ?? (lossFn === "ppo" ? 0.8 : 0),
@@ -35,7 +66,11 @@ export function wireLossSpec(lossFn: string, config: Record<string, number> = {}
     spec.clipLow = 1 - lo;
     spec.clipHigh = hi - 1;
   }
-  if (lossFn === "dro") spec.beta = config.beta ?? 0.05;
+  if (lossFn === "dro") {
+    const beta = config.beta ?? 0.05;
+    if (!(beta >= 0)) throw new TinkerError(`loss_fn_config.beta must be >= 0, got ${beta}`);
+    spec.beta = beta;
+  }
   return spec;
 }
 
