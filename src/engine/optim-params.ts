@@ -36,6 +36,17 @@ const DEFAULTS: Omit<ResolvedAdamParams, "lr"> = {
   gradClipNorm: 0,
 };
 
+/** "a number in [0, 1)" when `v` is outside `key`'s range (or not a finite number); undefined when it is fine. */
+export function adamFieldProblem(key: keyof ResolvedAdamParams, v: unknown): string | undefined {
+  const r = RANGES[key];
+  const ok =
+    typeof v === "number" &&
+    Number.isFinite(v) &&
+    (r.loOpen ? v > r.lo : v >= r.lo) &&
+    (r.hiOpen ? v < r.hi : v <= r.hi);
+  return ok ? undefined : rangeWords(r);
+}
+
 const rangeWords = (r: (typeof RANGES)[keyof typeof RANGES]) =>
   r.hi === Number.MAX_VALUE
     ? `a finite number >= ${r.lo}`
@@ -48,15 +59,10 @@ export function checkAdamParams(p: AdamParams, fn = "optimStep"): ResolvedAdamPa
   for (const key of Object.keys(RANGES) as (keyof ResolvedAdamParams)[]) {
     const v: unknown = p[key];
     if (v === undefined && key !== "lr") continue;
-    const r = RANGES[key];
-    const ok =
-      typeof v === "number" &&
-      Number.isFinite(v) &&
-      (r.loOpen ? v > r.lo : v >= r.lo) &&
-      (r.hiOpen ? v < r.hi : v <= r.hi);
-    if (!ok) {
+    const wrong = adamFieldProblem(key, v);
+    if (wrong) {
       const got = typeof v === "string" ? JSON.stringify(v.slice(0, 40)) : String(v);
-      throw new InputError(`${fn}: ${key} must be ${rangeWords(r)}, got ${got}`);
+      throw new InputError(`${fn}: ${key} must be ${wrong}, got ${got}`);
     }
     out[key] = v as number;
   }

@@ -5,6 +5,7 @@
  * anything is queued; optimizer settings against the ranges where an AdamW step stays finite.
  */
 import type { SamplingParams } from "../../engine/types.js";
+import { adamFieldProblem, type ResolvedAdamParams } from "../../engine/optim-params.js";
 import type { WireDatum, WireTensor } from "../../engine/remote/tinker-codec.js";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
 import { checkDatumCount, checkRequestTokens, type TinkerLimits } from "./limits.js";
@@ -128,37 +129,27 @@ export function checkDatums(data: WireDatum[], field: string, shape: ModelShape,
   checkRequestTokens(limits, total, field, `the tokens of ${data.length} datums`);
 }
 
-/** Tinker's AdamParams, each in the range where an AdamW step stays finite (as the engines check them). */
-export function adamParams(raw: unknown): {
-  lr: number;
-  beta1: number;
-  beta2: number;
-  eps: number;
-  weightDecay: number;
-  gradClipNorm: number;
-} {
+/** Tinker's AdamParams: each wire field, ours, and the SDK's default. */
+const ADAM_WIRE: [string, keyof ResolvedAdamParams, number][] = [
+  ["learning_rate", "lr", 1e-4],
+  ["beta1", "beta1", 0.9],
+  ["beta2", "beta2", 0.95],
+  ["eps", "eps", 1e-12],
+  ["weight_decay", "weightDecay", 0],
+  ["grad_clip_norm", "gradClipNorm", 0],
+];
+
+/** Tinker's AdamParams as ours, each in the range where an AdamW step stays finite (the engines' own ranges). */
+export function adamParams(raw: unknown): ResolvedAdamParams {
   const a = obj(raw, "adam_params", true);
-  const field = (key: string, fallback: number, lo: number, hi: number, open: "" | "lo" | "hi"): number => {
-    const v = optNumber(a, key, "adam_params") ?? fallback;
-    const ok = (open === "lo" ? v > lo : v >= lo) && (open === "hi" ? v < hi : v <= hi);
-    if (!ok)
-      throw bad(
-        `adam_params.${key}`,
-        hi === Infinity
-          ? `a finite number >= ${lo}`
-          : `a number in ${open === "lo" ? "(" : "["}${lo}, ${hi}${open === "hi" ? ")" : "]"}`,
-        v,
-      );
-    return v;
-  };
-  return {
-    lr: field("learning_rate", 1e-4, 0, 1, ""),
-    beta1: field("beta1", 0.9, 0, 1, "hi"),
-    beta2: field("beta2", 0.95, 0, 1, "hi"),
-    eps: field("eps", 1e-12, 0, 1, "lo"),
-    weightDecay: field("weight_decay", 0, 0, 1, ""),
-    gradClipNorm: field("grad_clip_norm", 0, 0, Infinity, ""),
-  };
+  const out = {} as ResolvedAdamParams;
+  for (const [wire, key, fallback] of ADAM_WIRE) {
+    const v = optNumber(a, wire, "adam_params") ?? fallback;
+    const wrong = adamFieldProblem(key, v);
+    if (wrong) throw bad(`adam_params.${wire}`, wrong, v);
+    out[key] = v;
+  }
+  return out;
 }
 
 /** Stop strings or token ids a request may give, and the longest stop string. */
