@@ -1,6 +1,9 @@
 export * from "./util/errors.js";
 export type * from "./engine/types.js";
 export { LocalEngine, type LocalEngineOptions } from "./engine/local/local-engine.js";
+export type { EngineFactory, PolicyEngine, OwnedCritic } from "./engine/factory.js";
+export { localEngines, localEngineOptions } from "./engine/local/factory.js";
+export { enginesFor } from "./engine/engines-for.js";
 export { LocalCritic } from "./engine/local/critic.js";
 export { Tokenizer, IncrementalDecoder } from "./model/tokenizer.js";
 export {

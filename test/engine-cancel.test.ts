@@ -241,7 +241,7 @@ test("server: a streamed chat (n 16) dropped after the first chunk stops using C
   }
 });
 
-test("server: a non-streamed completion (n 16) dropped mid-way stops using CPU, and leaks nothing (workers: 0)", async (t) => {
+test("server: a non-streamed completion (n 64) dropped mid-way stops using CPU, and leaks nothing (workers: 0)", async (t) => {
   const logged: string[] = [];
   const srv = await serve(0, logged);
   const engine = srv.engine as LocalEngine;
@@ -254,7 +254,7 @@ test("server: a non-streamed completion (n 16) dropped mid-way stops using CPU, 
     });
     await engine.clearPrefixCache();
     const baseline = await engine.stats();
-    const body = { prompt: "Once upon a time", n: 16, max_tokens: 1500, seed: 1 };
+    const body = { prompt: "Once upon a time", n: 64, max_tokens: 1500, seed: 1 };
     let answered = false;
     const m = await dropMidway(srv, "/v1/completions", body, async (response) => {
       void response.then(() => (answered = true));

@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { ToolEnv, chatSetup, hermesFormat, rollout, runToolCall, segments, type Observation } from "agent-r1/agent";
 import { ScriptedEngine, assistantTurns, chatmlTokenizer } from "agent-r1/testing";
+import { mcpTools } from "agent-r1/tools";
 import { calculator, evaluate } from "../examples/agent/calculator-tool.js";
 import { lookup } from "../examples/agent/lookup-tool.js";
 import { GuessNumberEnv } from "../examples/agent/guess-number-env.js";
@@ -24,9 +25,11 @@ const COVERED = [
   "agent/lookup-tool.ts",
   "agent/run-rollout.ts",
   "agent/shorten-tool-responses.ts",
-  // Trained for two iterations each, and evaluated, by trained-agents.test.ts; checked for shape here.
+  // Trained for two iterations each (and the agents evaluated) by trained-agents.test.ts; checked for shape here.
   "trained-agents/ai-sdk.ts",
+  "trained-agents/arithmetic-mcp-server.ts",
   "trained-agents/arithmetic.ts",
+  "trained-agents/mcp-tools.ts",
   "trained-agents/openai-agents.ts",
   "trained-agents/openai-client.ts",
 ];
@@ -56,6 +59,36 @@ test("trained-agents: each module exports the rows and an agent; the reward read
     const m = (await import(`../examples/trained-agents/${name}.js`)) as { rows: unknown[]; agent: unknown };
     assert.equal(m.rows, arithmetic.rows, name);
     assert.equal(typeof m.agent, "function", name);
+  }
+});
+
+test("trained-agents/mcp-tools: rows, a system prompt and a reward, no agent; its server lists add and multiply", async () => {
+  const arithmetic = await import("../examples/trained-agents/arithmetic.js");
+  const m = (await import("../examples/trained-agents/mcp-tools.js")) as Record<string, unknown>;
+  assert.equal(m.rows, arithmetic.rows);
+  assert.equal(m.agent, undefined);
+  assert.equal(typeof m.system, "string");
+  const reward = m.reward as (row: unknown, answer: string | undefined) => number;
+  assert.equal(reward(arithmetic.rows[2], "42"), 1);
+  assert.equal(reward(arithmetic.rows[2], undefined), 0);
+  const { arithmeticServer } = await import("../examples/trained-agents/arithmetic-mcp-server.js");
+  const { InMemoryTransport } = await import("@modelcontextprotocol/sdk/inMemory.js");
+  const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await arithmeticServer().connect(serverSide);
+  const client = new Client({ name: "test", version: "1.0.0" });
+  await client.connect(clientSide);
+  try {
+    const tools = await mcpTools(client);
+    assert.deepEqual(
+      tools.map((t) => t.name),
+      ["add", "multiply"],
+    );
+    const call = { ok: true as const, name: "multiply", arguments: { a: 6, b: 7 }, raw: "" };
+    const ctx = { row: {}, groundTruth: undefined, callIndex: 0, turn: 0, usage: "" };
+    assert.equal((await runToolCall(call, new Map(tools.map((t) => [t.name, t])), ctx)).text, "42");
+  } finally {
+    await client.close();
   }
 });
 

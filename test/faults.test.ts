@@ -430,7 +430,7 @@ test("an env whose reset fails: the episode is left out, counted and logged, and
   await assert.rejects(t2.step(), {
     message:
       /^iteration 1: all 8 episodes failed; first: row 1 of the batch \(toy #\d+\): env reset: search index unreachable$/,
-    hint: /fix the task's environment, then continue with --resume/,
+    hint: /^fix the task's environment, then start the run again \(no checkpoint was written yet/,
   });
   await t2.close();
   assert.ok(!existsSync(join(dead, "metrics.jsonl")), "nothing recorded for the failed iteration");

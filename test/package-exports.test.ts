@@ -1,7 +1,8 @@
 /**
- * The package's public face: the LICENSE matches package.json, and the subpath exports
+ * The package's public face: the LICENSE matches package.json, the subpath exports
  * (`agent-r1/agent`, `/rl`, `/rewards`, `/data`, `/tools`, `/gateway`, `/serve`, `/testing`) resolve and
- * never load TensorFlow.js, so a tool or env written against them starts in milliseconds.
+ * never load TensorFlow.js, so a tool or env written against them starts in milliseconds, and the
+ * main entry holds what a program needs to train (`train`, `enginesFor`, `localEngines`).
  *
  * How the name resolves: the published package (and the compiled dist/test run) through
  * package.json `exports` into dist/src; tsc and tsx (run from the repository root) through the
@@ -69,6 +70,16 @@ test("every subpath export points into dist/src with types, has its source, and 
     assert.deepEqual(tsconfig.compilerOptions.paths[name], [`./src/${dir}index.ts`], name);
   }
   assert.ok(pkg.files.includes("dist/src"), "the published files hold every export");
+});
+
+test("the main entry exports what a program needs to train: train and the engine factories", async () => {
+  const main = (await import(pkg.name)) as Record<string, unknown>;
+  for (const name of ["train", "enginesFor", "localEngines", "Trainer", "loadConfig"])
+    assert.equal(typeof main[name], "function", `${pkg.name} exports ${name}`);
+  // A deep import of the compiled files is refused by the exports map: the entry points are the way in.
+  await assert.rejects(import(`${pkg.name}/dist/src/engine/local/factory.js`), {
+    code: "ERR_PACKAGE_PATH_NOT_EXPORTED",
+  });
 });
 
 /**

@@ -18,9 +18,9 @@ function readmeText(): string {
   throw new Error("README.md not found");
 }
 
-test("the README is a short guide: under 260 lines, with the two commands, the datum's path and the file map", () => {
+test("the README is a short guide: under 275 lines, with the two commands, the datum's path and the file map", () => {
   const text = readmeText();
-  assert.ok(text.split("\n").length < 260, `${text.split("\n").length} lines`);
+  assert.ok(text.split("\n").length < 275, `${text.split("\n").length} lines`);
   for (const heading of ["## The main job", "## One datum's path", "## Writing a tool and an env", "## File map"])
     assert.ok(text.includes(heading), heading);
   assert.ok(text.includes("npm install && npm start") && text.includes("npm install && npm test"));

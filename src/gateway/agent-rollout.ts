@@ -62,9 +62,18 @@ export interface AgentRolloutOptions {
   /** Per episode: an agent still running after this is aborted and its episode failed. Default 5 min. */
   timeoutMs?: number;
   seed?: number;
+  /** The recipe's sampling, used whatever an agent's request says unless `agentSampling` is "agent". */
   temperature?: number;
+  topP?: number;
   maxTokensPerTurn?: number;
   maxTotalTokens?: number;
+  /** "recipe" (default): the options above win over the agents' requests; "agent": the requests win. */
+  agentSampling?: "recipe" | "agent";
+  /**
+   * Lines already said (once per run): what an agent asked for that the recipe overrode is logged
+   * once per distinct line through `log`. A task keeps one set across its iterations.
+   */
+  said?: Set<string>;
   /**
    * Completions per episode at most (default 8, the built-in rollout's): the next request is refused
    * and the episode ends truncated (max_turns), kept. Ignored with a `gateway` of your own (its options hold).
@@ -291,8 +300,16 @@ export async function agentRollout<Row>(
       maxTotalTokens: opts.maxTotalTokens ?? Math.min(4096, window),
       maxTurns,
       temperature: opts.temperature ?? 1,
+      topP: opts.topP ?? 1,
+      agentSampling: opts.agentSampling ?? "recipe",
       log: opts.log,
     }).start());
+  const said = opts.said ?? new Set<string>();
+  const note = (line: string) => {
+    if (said.has(line)) return;
+    said.add(line);
+    (opts.log ?? ((l: string) => process.stderr.write(l + "\n")))(line);
+  };
   const timeoutMs = opts.timeoutMs ?? 300_000;
   const jobs = rows.flatMap((row, r) => Array.from({ length: n }, (_, s) => ({ row, rowIndex: r, sampleIndex: s })));
   const all: Trajectory[] = new Array(jobs.length);
@@ -349,6 +366,10 @@ export async function agentRollout<Row>(
       live.ended = true;
       problem = live.stray ?? problem;
       const rec = ep.recorder;
+      for (const asked of rec.samplingAsked)
+        note(
+          `an agent asked for ${asked} (the recipe's sampling wins; set rollout.agentSampling: agent to let the request's win)`,
+        );
       // A limit ended the episode: it is kept, whatever the agent did after it was refused.
       if (problem !== undefined && !rec.truncated) {
         rec.finish(0);

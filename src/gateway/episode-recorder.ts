@@ -52,8 +52,17 @@ export interface RecorderOptions {
   maxTokensPerTurn: number;
   /** The episode's whole token budget (context + completion). */
   maxTotalTokens: number;
-  /** Sampling temperature when the request sets none. */
+  /** The recipe's sampling temperature: used whatever the request says, unless `agentSampling` is "agent". */
   temperature: number;
+  /** The recipe's top-p (default 1), likewise. */
+  topP?: number;
+  /**
+   * Whose sampling settings a completion uses. "recipe" (default): the recipe's temperature and
+   * top-p, and at most its maxTokensPerTurn (a request's smaller max_tokens is kept); what the
+   * request asked for instead is noted (`samplingAsked`). "agent": the request's values, the recipe's
+   * where it sets none.
+   */
+  agentSampling?: "recipe" | "agent";
   /** Completions per episode at most; the next request ends the episode as truncated. Default: no limit. */
   maxTurns?: number;
   /** Fixes the draws: completion k samples with a seed derived from (seed, k). */
@@ -66,6 +75,8 @@ export interface CompletionRequest {
   maxTokens?: number;
   temperature?: number;
   topP?: number;
+  /** The client's User-Agent, named when its sampling settings are overridden. */
+  userAgent?: string;
   signal?: AbortSignal;
 }
 
@@ -163,6 +174,8 @@ export class EpisodeRecorder {
   private readonly closing = new AbortController();
   /** Why requests started new segments. */
   readonly segmentReasons: string[] = [];
+  /** What the agent's requests asked for that the recipe's sampling overrode ("temperature 0 (openai/6.1)"). */
+  readonly samplingAsked = new Set<string>();
 
   constructor(
     readonly id: string,
@@ -316,6 +329,34 @@ export class EpisodeRecorder {
     return new RecorderError(`episode ${this.id} has ended: its agent already returned`, 410, "episode_ended");
   }
 
+  /** The temperature, top-p and token limit of a completion, by `agentSampling`; notes what the recipe overrode. */
+  private sampling(req: CompletionRequest, room: number): { maxTokens: number; temperature: number; topP: number } {
+    const o = this.o;
+    const topP = o.topP ?? 1;
+    if (o.agentSampling === "agent")
+      return {
+        maxTokens: Math.min(req.maxTokens ?? o.maxTokensPerTurn, room),
+        temperature: req.temperature ?? o.temperature,
+        topP: req.topP ?? topP,
+      };
+    const by = req.userAgent ? ` (${req.userAgent.slice(0, 60)})` : "";
+    if (req.temperature !== undefined && req.temperature !== o.temperature)
+      this.samplingAsked.add(
+        `temperature ${req.temperature}${by}: the recipe's rollout.temperature ${o.temperature} was used`,
+      );
+    if (req.topP !== undefined && req.topP !== topP)
+      this.samplingAsked.add(`top_p ${req.topP}${by}: the recipe's rollout.topP ${topP} was used`);
+    if (req.maxTokens !== undefined && req.maxTokens > o.maxTokensPerTurn)
+      this.samplingAsked.add(
+        `max_tokens ${req.maxTokens}${by}: the recipe's rollout.maxTokensPerTurn ${o.maxTokensPerTurn} was used`,
+      );
+    return {
+      maxTokens: Math.min(req.maxTokens ?? o.maxTokensPerTurn, o.maxTokensPerTurn, room),
+      temperature: o.temperature,
+      topP,
+    };
+  }
+
   /** One chat completion of the episode. */
   async complete(req: CompletionRequest): Promise<Completion> {
     if (this.ended) throw this.endedError();
@@ -362,9 +403,7 @@ export class EpisodeRecorder {
       try {
         res = await this.o.engine.sample(context, {
           n: 1,
-          maxTokens: Math.min(req.maxTokens ?? this.o.maxTokensPerTurn, room),
-          temperature: req.temperature ?? this.o.temperature,
-          topP: req.topP ?? 1,
+          ...this.sampling(req, room),
           stop: [chat.endOfTurnId],
           ...(this.o.seed !== undefined ? { seed: new Rng(this.o.seed, this.completions).int(0x7fffffff) } : {}),
           signal,

@@ -4,8 +4,10 @@
  * library (the `openai` client, the Vercel AI SDK, the OpenAI Agents SDK, LangChain.js) plays an
  * episode unchanged while every completion is recorded token for token (episode-recorder.ts).
  * Routes, under each episode's base URL: POST /chat/completions (tools, streaming or not,
- * logprobs), GET /models. The request body is checked as `agent-r1 serve` checks it
- * (src/serve/schemas.ts); errors are OpenAI error objects. Bound to loopback by default.
+ * logprobs), POST /responses (the Responses API, ./responses-route.ts: its items recorded as the
+ * equivalent chat messages), GET /models. The request body is checked as `agent-r1 serve` checks
+ * it (src/serve/schemas.ts, src/serve/responses-schema.ts); errors are OpenAI error objects. Bound
+ * to loopback by default.
  *
  * Each episode has a key of its own (`EpisodeHandle.apiKey`, compared in constant time): a request to
  * an episode's URL with another episode's key is a 401, so an agent reaches only its own episode even
@@ -26,7 +28,9 @@ import { readJsonBody, sendJson } from "../serve/http.js";
 import { chatRequestSchema, parseRequest } from "../serve/schemas.js";
 import { templateMessages, toolSchemas } from "../serve/tool-calls.js";
 import { parseRequestTarget } from "../util/request-target.js";
+import { ResponseStore } from "../serve/responses-store.js";
 import { EpisodeRecorder, RecorderError, type Completion, type RecorderOptions } from "./episode-recorder.js";
+import { episodeResponses } from "./responses-route.js";
 
 export interface GatewayOptions extends Omit<RecorderOptions, "seed"> {
   /** The model name agents must ask for. Default "policy". */
@@ -48,8 +52,11 @@ export interface EpisodeHandle {
 }
 
 export class Gateway {
-  /** Live episodes, each with the check of its own key. */
-  private readonly episodes = new Map<string, { recorder: EpisodeRecorder; keyMatches: (given?: string) => boolean }>();
+  /** Live episodes, each with the check of its own key and its Responses-API responses. */
+  private readonly episodes = new Map<
+    string,
+    { recorder: EpisodeRecorder; keyMatches: (given?: string) => boolean; responses: ResponseStore }
+  >();
   private server?: Server;
   private base = "";
   readonly model: string;
@@ -89,7 +96,7 @@ export class Gateway {
     const { model: _m, host: _h, port: _p, log: _l, ...rec } = this.o;
     const recorder = new EpisodeRecorder(id, meta.rowIndex, meta.sampleIndex, { ...rec, seed: meta.seed });
     const apiKey = `agent-r1-${randomBytes(16).toString("hex")}`;
-    this.episodes.set(id, { recorder, keyMatches: secretMatcher(apiKey, "gateway") });
+    this.episodes.set(id, { recorder, keyMatches: secretMatcher(apiKey, "gateway"), responses: new ResponseStore() });
     return { id, baseURL: `${this.url}/episodes/${id}/v1`, apiKey, recorder };
   }
 
@@ -128,10 +135,17 @@ export class Gateway {
     const route = `${req.method} ${m[2]}`;
     if (route === "GET /models")
       return sendJson(res, 200, { object: "list", data: [{ id: this.model, object: "model", owned_by: "agent-r1" }] });
+    if (route === "POST /responses")
+      return episodeResponses(
+        { recorder: episode, store: entry.responses, model: this.model, temperature: this.o.temperature },
+        await readJsonBody(req, 4 << 20),
+        res,
+        req.headers["user-agent"],
+      );
     if (route !== "POST /chat/completions")
       throw new ApiError(
         404,
-        `Unknown route: ${req.method} ${m[2]}; the gateway serves POST /chat/completions and GET /models`,
+        `Unknown route: ${req.method} ${m[2]}; the gateway serves POST /chat/completions, POST /responses and GET /models`,
         {
           code: "unknown_url",
         },
@@ -154,6 +168,7 @@ export class Gateway {
       maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
       temperature: body.temperature ?? undefined,
       topP: body.top_p ?? undefined,
+      userAgent: req.headers["user-agent"],
       signal: gone.signal,
     });
     answered = true;

@@ -5,6 +5,7 @@
  * events when `stream` is set. Tool calls are read from the answer's text
  * (Hermes format); the text outside them stays the message content.
  */
+import { sampleUntilClosed } from "./cancel-on-close.js";
 import type { ServerResponse } from "node:http";
 import { renderMessages } from "../agent/chat-setup.js";
 import { newId, unixNow, type ServeContext } from "./context.js";
@@ -75,15 +76,8 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   if (live) params.onToken = (e) => live.token(e.index, e.token);
   // A response that closes before sampling is done (the client left, or a stream was cut at
   // maxResponseBytes) cancels the sampling; nothing more is written or logged then.
-  const gone = new AbortController();
-  let sampled = false;
-  res.on("close", () => sampled || gone.abort());
-  params.signal = gone.signal;
-  const result = await ctx.engine
-    .sample(prompt, params)
-    .catch((e: unknown) => (gone.signal.aborted ? undefined : Promise.reject(e)));
-  sampled = true;
-  if (!result || res.writableEnded) return;
+  const result = await sampleUntilClosed(ctx.engine, prompt, params, res);
+  if (!result) return;
   const { sequences } = result;
 
   const choices: Choice[] = sequences.map((seq, index) => {

@@ -3,6 +3,7 @@
  * framework). Every request goes straight to the engine, so concurrent
  * requests share its continuous batching. Routes:
  *   POST /v1/chat/completions, POST /v1/completions (with vLLM's token-id fields),
+ *   POST /v1/responses (the Responses API, ./responses.ts), GET and DELETE /v1/responses/{id},
  *   GET /v1/models, GET /v1/models/{id}, GET /health,
  *   POST /generate and /update_weights_from_disk (SGLang's, ./sglang.ts; RL samplers use them).
  * Every failure is answered with the OpenAI error object and a 4xx/5xx
@@ -29,6 +30,8 @@ import { ServeContext, type ServedEngine } from "./context.js";
 import { ApiError, badRequest, toApiError } from "./errors.js";
 import { DEFAULT_BODY_LIMIT, readJsonBody, sendJson } from "./http.js";
 import { requestLimits, type RequestLimits } from "./request-limits.js";
+import { deleteResponse, responses, retrieveResponse } from "./responses.js";
+import { ResponseStore } from "./responses-store.js";
 
 export interface ServeOptions extends Partial<RequestLimits> {
   /** A Hugging Face model directory to load (or pass `engine`). */
@@ -100,10 +103,12 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const ctx = new ServeContext(modelId, engine, opts.defaultMaxTokens, limits);
   const limit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const log = opts.log ?? ((line: string) => process.stderr.write(line + "\n"));
+  const stored = new ResponseStore();
 
   const routes: Record<string, Partial<Record<string, Handler>>> = {
     "/v1/chat/completions": { POST: async (c, req, res) => chatCompletions(c, await readJsonBody(req, limit), res) },
     "/v1/completions": { POST: async (c, req, res) => completions(c, await readJsonBody(req, limit), res) },
+    "/v1/responses": { POST: async (c, req, res) => responses(c, stored, await readJsonBody(req, limit), res) },
     "/v1/models": { GET: async (c, _req, res) => sendJson(res, 200, { object: "list", data: [modelCard(c)] }) },
     "/health": { GET: async (_c, _req, res) => sendJson(res, 200, { status: "ok", model: modelId }) },
     "/generate": { POST: async (c, req, res) => generate(c, await readJsonBody(req, limit), res) },
@@ -131,7 +136,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
       inFlight--;
       if (inFlight === 0) idle?.();
     });
-    handle({ ctx, routes, guard, apiKey }, req, res).catch((e) => {
+    handle({ ctx, routes, guard, apiKey, stored }, req, res).catch((e) => {
       const err = toApiError(e);
       if (err.status >= 500)
         log(`serve: ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
@@ -175,10 +180,12 @@ interface Served {
   routes: Record<string, Partial<Record<string, Handler>>>;
   guard: HostGuard;
   apiKey?: ApiKey;
+  /** The responses kept for previous_response_id and GET /v1/responses/{id}. */
+  stored: ResponseStore;
 }
 
 async function handle(
-  { ctx, routes, guard, apiKey }: Served,
+  { ctx, routes, guard, apiKey, stored }: Served,
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
@@ -206,6 +213,12 @@ async function handle(
       throw badRequest(`malformed percent-encoding in the model id of '${path}'`, null, "invalid_url");
     ctx.checkModel(id);
     return sendJson(res, 200, modelCard(ctx));
+  }
+  if (path.startsWith("/v1/responses/") && (method === "GET" || method === "DELETE")) {
+    const id = decodePathPart(path.slice("/v1/responses/".length));
+    if (id === undefined)
+      throw badRequest(`malformed percent-encoding in the response id of '${path}'`, null, "invalid_url");
+    return method === "GET" ? retrieveResponse(stored, id, res) : deleteResponse(stored, id, res);
   }
   const route = routes[path];
   if (!route) throw new ApiError(404, `Unknown route: ${method} ${path}`, { code: "unknown_url" });

@@ -2,6 +2,7 @@
 import { InputError } from "../util/errors.js";
 import { createCalcTask } from "./calc/task.js";
 import { createMultihopTask } from "./multihop/task.js";
+import type { McpEntry } from "./mcp-servers.js";
 import type { Task, TaskFactory } from "./types.js";
 
 export const TASKS: Record<string, TaskFactory> = {
@@ -15,15 +16,19 @@ export function getTask(name: string, options: Record<string, unknown> = {}): Ta
   return TASKS[name](options);
 }
 
-/** A recipe's task: a module of the user's (`task.module`), or a built-in task by name. */
+/**
+ * A recipe's task: a module of the user's (`task.module`) and/or MCP servers (`task.mcp`), or a
+ * built-in task by name. A task with MCP servers holds them open until its `close()`.
+ */
 export async function loadTask(section: {
   name: string;
   module?: string;
+  mcp?: McpEntry[];
   options: Record<string, unknown>;
 }): Promise<Task> {
-  if (section.module !== undefined) {
-    const { loadAgentTask } = await import("./agent-module.js");
-    return loadAgentTask(section.module, section.options);
+  if (section.module !== undefined || (section.mcp?.length ?? 0) > 0) {
+    const { loadModuleTask } = await import("./module-task.js");
+    return loadModuleTask(section);
   }
   return getTask(section.name, section.options);
 }

@@ -4,7 +4,7 @@
  * demonstrations. The trainer, `eval`, `pretrain` and `data` see tasks only
  * through this interface.
  */
-import type { ChatMessage } from "../model/chat-template.js";
+import type { ChatMessage, ToolSchema } from "../model/chat-template.js";
 import type { Env } from "../agent/env.js";
 import type { Trajectory } from "../agent/trajectory.js";
 import type { Tokenizer } from "../model/tokenizer.js";
@@ -59,6 +59,10 @@ export interface Task {
    * gateway): the same result a rollout gives.
    */
   play?(engine: Engine, rows: TaskRow[], opts: TaskPlayOptions): Promise<RolloutResult>;
+  /** The tool schemas its envs list in the prompt, when known (the trainer warns when they fill the context). */
+  readonly tools?: ToolSchema[];
+  /** Releases what the task holds open (the MCP servers of a recipe's task.mcp); called once the run ends. */
+  close?(): Promise<void>;
 }
 
 export interface TaskPlayOptions {
@@ -66,6 +70,8 @@ export interface TaskPlayOptions {
   seed: number;
   temperature?: number;
   topP?: number;
+  /** Whose sampling settings an agent task's completions use: the recipe's (default) or the agent's requests'. */
+  agentSampling?: "recipe" | "agent";
   maxTurns: number;
   maxTokensPerTurn: number;
   maxTotalTokens: number;

@@ -9,11 +9,15 @@
  *    of the run. The server's stderr is read as it comes, keeping only its last few KiB (for error
  *    messages): the SDK piped it into a stream nobody read, so a server that logged ~80 KiB blocked
  *    on a full pipe and every later call timed out;
+ *    A server process still running when this process ends (at exit, on an error that ends it, on
+ *    SIGINT or SIGTERM: ../util/exit-hooks.ts) is sent SIGTERM, so none outlives a run that forgot
+ *    to close it or was killed;
  *  - cappedFetch, for the SDK's streamable HTTP transport, which reads a JSON answer whole and an
  *    SSE event whole with no limit: one over maxMessageBytes fails its request instead.
  * Nothing of the SDK is imported here: connectMcp passes in how to parse a message.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { onProcessEnd } from "../util/exit-hooks.js";
 
 /** The largest message read from a server: the SDK's stdio read limit (10 MiB), per message. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
@@ -149,6 +153,8 @@ export class StdioTransport {
   onerror?: (error: Error) => void;
   onclose?: () => void;
   private child: ChildProcess | undefined;
+  /** Unregisters the SIGTERM this process sends the server when it ends. */
+  private release: (() => void) | undefined;
   private stderrTail = "";
   private readonly lines: MessageLines;
 
@@ -181,6 +187,7 @@ export class StdioTransport {
         windowsHide: true,
       });
       this.child = child;
+      this.release = onProcessEnd(() => child.kill("SIGTERM"));
       child.once("spawn", () => resolve());
       child.on("error", (err) => {
         reject(err);
@@ -188,6 +195,7 @@ export class StdioTransport {
       });
       child.once("close", () => {
         this.child = undefined;
+        this.release?.();
         this.onclose?.();
       });
       child.stdin!.on("error", (err) => this.onerror?.(err));

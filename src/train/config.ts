@@ -21,6 +21,34 @@ export const ESTIMATORS = [
   "gae-step",
 ] as const;
 
+const toolNames = z.array(z.string().min(1)).optional();
+
+/** One entry of task.mcp: a server started as a process (stdio) or reached at a URL (streamable HTTP). */
+const mcpServerSchema = z
+  .strictObject({
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).optional(),
+    env: z.record(z.string(), z.string()).optional(),
+    cwd: z.string().optional(),
+    url: z.string().min(1).optional(),
+    headers: z.record(z.string(), z.string()).optional(),
+    include: toolNames,
+    exclude: toolNames,
+    maxMessageBytes: positiveInt.optional(),
+  })
+  .superRefine((s, ctx) => {
+    const say = (message: string) => ctx.addIssue({ code: "custom", message });
+    if ((s.command === undefined) === (s.url === undefined))
+      return say("give command (a server over stdio) or url (streamable HTTP): exactly one");
+    const wrong =
+      s.url !== undefined
+        ? (["args", "env", "cwd"] as const).filter((k) => s[k] !== undefined)
+        : (["headers"] as const).filter((k) => s[k] !== undefined);
+    if (wrong.length) say(`${wrong.join(", ")}: not for a server at ${s.url !== undefined ? "a url" : "a command"}`);
+  });
+
+export type McpServerEntry = z.infer<typeof mcpServerSchema>;
+
 export const configSchema = z.strictObject({
   model: z
     .strictObject({
@@ -167,7 +195,13 @@ export const configSchema = z.strictObject({
         .string()
         .optional()
         .describe(
-          "Or a module of your own exporting `agent` (row, { baseURL, apiKey, model, signal }) => reward and `rows` or `data`: the agent you already have, trained through the recording gateway. A relative path is taken from the recipe's directory.",
+          "Or a module of your own exporting `rows` or `data` and one of: `agent` (row, { baseURL, apiKey, model, signal }) => reward, the agent you already have, trained through the recording gateway; `tools` (ours, AI SDK, Agents SDK or JSON Schema tools) with an optional `reward` (row, answer) => number, `system` and `format`, played in the built-in ToolEnv; or `makeEnv` (row, { tools }) => Env. A relative path is taken from the recipe's directory.",
+        ),
+      mcp: z
+        .array(mcpServerSchema)
+        .default([])
+        .describe(
+          "MCP servers whose tools join the module's (started before the first rollout, closed when the run ends): { command, args, env, cwd } over stdio or { url, headers } over streamable HTTP, each with include / exclude (tool names) and maxMessageBytes. A relative cwd is taken from the recipe's directory, which is also the default; `${NAME}` in env and headers values is read from the environment when the server starts. Without task.module the rows come from data.train.",
         ),
       options: z
         .record(z.string(), z.unknown())
@@ -200,6 +234,12 @@ export const configSchema = z.strictObject({
       maxTotalTokens: positiveInt.default(1024).describe("Cap on the whole context."),
       temperature: z.number().nonnegative().default(1),
       topP: z.number().gt(0).max(1).default(1),
+      agentSampling: z
+        .enum(["recipe", "agent"])
+        .default("recipe")
+        .describe(
+          "Agent tasks: whose temperature, top-p and per-turn token limit a completion uses, the recipe's (what an agent asks for instead is logged once) or the agent's requests'.",
+        ),
     })
     .prefault({}),
   algorithm: z

@@ -45,6 +45,7 @@ export interface PlayOptions {
   greedy?: boolean;
   temperature?: number;
   topP?: number;
+  agentSampling?: "recipe" | "agent";
   maxTurns: number;
   maxTokensPerTurn: number;
   maxTotalTokens: number;
@@ -65,6 +66,7 @@ export async function playRows(
     seed: o.seed,
     temperature: o.greedy ? 0 : o.temperature,
     topP: o.greedy ? 1 : o.topP,
+    agentSampling: o.agentSampling,
     maxTurns: o.maxTurns,
     maxTokensPerTurn: o.maxTokensPerTurn,
     maxTotalTokens: o.maxTotalTokens,
@@ -76,12 +78,30 @@ export async function playRows(
   return { result, scores, summary: summarizeEpisodes(result.trajectories, scores, result.metrics.failed) };
 }
 
-/** Where and why an episode failed, for one log line: `row 2 of the batch (calc #7): env reset: ...`. */
+/** An episode an agent of the user's failed (it threw, timed out, returned no reward), not an env. */
+export const isAgentFailure = (t: Trajectory) => t.error?.name === "AgentError";
+
+/** A row as a failure names it: `calc #7` for Agent-R1 rows, else the start of its JSON. */
+function rowLabel(row: TaskRow | undefined): string {
+  if (row === undefined) return "?";
+  if (typeof row.data_source === "string") return `${row.data_source} #${row.extra_info?.index ?? "?"}`;
+  let text: string;
+  try {
+    text = JSON.stringify(row) ?? "?";
+  } catch {
+    text = "?";
+  }
+  return text.length > 80 ? `${text.slice(0, 80)}...` : text;
+}
+
+/**
+ * Where and why an episode failed, for one log line: `row 2 of the batch (calc #7): env reset: ...`,
+ * or `row 1 of the batch ({"question":"What is 3 plus 4?"...}): agent: fetch failed` (first line only).
+ */
 export function describeFailure(rows: TaskRow[], t: Trajectory, rowsLabel?: string): string {
-  const row = rows[t.rowIndex];
-  const stage = `env ${t.error?.stage ?? "?"}:`,
-    message = t.error?.message ?? "unknown error";
-  return `row ${t.rowIndex + 1}${rowsLabel ? ` ${rowsLabel}` : ""} (${row?.data_source ?? "?"} #${row?.extra_info?.index ?? "?"}): ${message.startsWith(stage) ? message : `${stage} ${message}`}`;
+  const stage = isAgentFailure(t) ? "agent:" : `env ${t.error?.stage ?? "?"}:`,
+    message = (t.error?.message ?? "unknown error").split("\n")[0];
+  return `row ${t.rowIndex + 1}${rowsLabel ? ` ${rowsLabel}` : ""} (${rowLabel(rows[t.rowIndex])}): ${message.startsWith(stage) ? message : `${stage} ${message}`}`;
 }
 
 /**
@@ -99,7 +119,9 @@ export function checkPlayed(what: string, rows: TaskRow[], result: RolloutResult
       `${what}: all ${total} episodes failed; first: ${first}`,
       tooLong
         ? "the prompt does not fit the episode's token limit: raise it if the model's max_position_embeddings allows, or shorten the prompts"
-        : "fix the task's environment",
+        : isAgentFailure(result.failed[0])
+          ? "fix the agent"
+          : "fix the task's environment",
     );
   }
   return `${what}: ${failed} of ${total} episodes failed and are not in the summary; first: ${first}`;

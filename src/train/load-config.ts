@@ -3,7 +3,8 @@
  * schema. Errors name the key and what is allowed, in one line.
  * A relative `task.module` in the file is resolved against the file's directory (an override's,
  * against the current one), and kept absolute, so the run's saved config.yaml finds the module
- * again from any directory (`train --resume`).
+ * again from any directory (`train --resume`); so is an MCP server command's `cwd` (task.mcp),
+ * which defaults to the recipe's directory.
  */
 import { existsSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
@@ -133,17 +134,33 @@ export function loadConfig(file: string | undefined, overrides: string[] = []): 
         `${file}: ${bad}: the key '${bad.split(".").pop()}' is not allowed (it would reach the object's prototype)`,
       );
   }
-  if (file) anchorModulePath(raw, dirname(resolve(file)));
+  if (file) anchorTaskPaths(raw, dirname(resolve(file)));
   for (const o of overrides) applyOverride(raw, o);
-  const cfg = parseConfig(raw, file ?? "config");
+  return absoluteTaskPaths(parseConfig(raw, file ?? "config"));
+}
+
+/** `task.module` and each MCP server's `cwd` made absolute (from the current directory; the server's cwd defaults to it). */
+export function absoluteTaskPaths(cfg: TrainConfig): TrainConfig {
   if (cfg.task.module) cfg.task.module = resolve(cfg.task.module);
+  for (const s of cfg.task.mcp) if (s.command !== undefined) s.cwd = resolve(s.cwd ?? ".");
   return cfg;
 }
 
-/** A relative `task.module` in a recipe, made absolute from the recipe's directory (left alone when not a string). */
-function anchorModulePath(raw: Json, dir: string): void {
+/**
+ * A relative `task.module`, and each MCP server command's `cwd` (by default the recipe's
+ * directory), made absolute from the recipe's directory; anything not of the expected type is left
+ * for the schema to name.
+ */
+function anchorTaskPaths(raw: Json, dir: string): void {
   const task = Object.hasOwn(raw, "task") ? raw.task : undefined;
   if (task === null || typeof task !== "object" || Array.isArray(task)) return;
   const module = Object.hasOwn(task, "module") ? (task as Json).module : undefined;
   if (typeof module === "string" && module !== "" && !isAbsolute(module)) (task as Json).module = resolve(dir, module);
+  const mcp = Object.hasOwn(task, "mcp") ? (task as Json).mcp : undefined;
+  if (!Array.isArray(mcp)) return;
+  for (const s of mcp) {
+    if (s === null || typeof s !== "object" || Array.isArray(s) || !Object.hasOwn(s, "command")) continue;
+    const cwd = Object.hasOwn(s, "cwd") ? (s as Json).cwd : undefined;
+    if (cwd === undefined || typeof cwd === "string") (s as Json).cwd = resolve(dir, cwd ?? ".");
+  }
 }

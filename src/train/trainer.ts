@@ -21,6 +21,7 @@ import type { Task, TaskRow } from "../tasks/types.js";
 import type { TrainConfig } from "./config.js";
 import { nextBatch, type DataCursor } from "./data-order.js";
 import {
+  listCheckpoints,
   removeUnfinishedCheckpoints,
   scanCheckpoints,
   writeCheckpoint,
@@ -28,10 +29,11 @@ import {
   type StateParser,
 } from "./checkpoint.js";
 import { prepareBatch } from "./prepare-batch.js";
+import { toolBudgetWarning } from "./tool-budget.js";
 import { checkNewRunDir } from "./run-dir.js";
 import { clearDirectory } from "../util/out-path.js";
 import { updateCritic, updatePolicy } from "./update.js";
-import { describeFailure, playRows, type EpisodeSummary } from "./evaluate.js";
+import { describeFailure, isAgentFailure, playRows, type EpisodeSummary } from "./evaluate.js";
 import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
 import type { Trajectory } from "../agent/trajectory.js";
 import { AgentR1Error, InputError } from "../util/errors.js";
@@ -141,6 +143,11 @@ export class Trainer {
     const engines = opts.engines;
     const base = await baseModel(cfg, out, engines);
     const engine = await engines.policy(found ? join(found.dir, "policy") : base);
+    const tooManyTools = toolBudgetWarning(opts.task, engine.tokenizer, {
+      maxTotalTokens: cfg.rollout.maxTotalTokens,
+      maxPositionEmbeddings: engine.config.maxPositionEmbeddings,
+    });
+    if (tooManyTools) notes.push(tooManyTools);
     const t = new Trainer(cfg, engine, opts);
     try {
       if (cfg.algorithm.kl.coef > 0) t.reference = await engines.reference(base);
@@ -263,9 +270,13 @@ export class Trainer {
     const what = describeFailure(rows, failed[0], "of the batch");
     const total = failed.length + ok.length;
     if (ok.length === 0) {
+      const fix = isAgentFailure(failed[0]) ? "fix the agent" : "fix the task's environment";
+      const last = listCheckpoints(this.opts.out)[0];
       throw new AgentR1Error(
         `iteration ${it}: all ${total} episodes failed; first: ${what}`,
-        "fix the task's environment, then continue with --resume (the run directory holds the last checkpoint)",
+        last === undefined
+          ? `${fix}, then start the run again (no checkpoint was written yet: --force over the same --out, or a new one)`
+          : `${fix}, then continue with --resume (the run directory holds checkpoint step-${last})`,
       );
     }
     this.opts.log?.(
@@ -279,6 +290,7 @@ export class Trainer {
       n: r.n,
       temperature: r.temperature,
       topP: r.topP,
+      agentSampling: r.agentSampling,
       maxTurns: r.maxTurns,
       maxTokensPerTurn: r.maxTokensPerTurn,
       maxTotalTokens: r.maxTotalTokens,
@@ -306,6 +318,7 @@ export class Trainer {
       greedy: this.cfg.train.valGreedy,
       temperature: r.temperature,
       topP: r.topP,
+      agentSampling: r.agentSampling,
       maxTurns: r.maxTurns,
       maxTokensPerTurn: r.maxTokensPerTurn,
       maxTotalTokens: r.maxTotalTokens,

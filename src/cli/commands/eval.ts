@@ -15,7 +15,7 @@ import {
 import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 import type { Command } from "../command.js";
 import { isModulePath, splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags, taskOptions } from "./task-flags.js";
-import { loadAgentTask } from "../../tasks/agent-module.js";
+import { loadModuleTask } from "../../tasks/module-task.js";
 
 /** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
 export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
@@ -112,7 +112,7 @@ export const evalCommand: Command = {
     noPositionals("eval", positionals);
     const modelDir = requireString("eval", flags, "model");
     const task = isModulePath(flags.task)
-      ? await loadAgentTask(flags.task as string, taskOptions("eval", flags))
+      ? await loadModuleTask({ module: flags.task as string, options: taskOptions("eval", flags) })
       : taskFromFlags("eval", flags);
     if (flags.data !== undefined && flags.split !== undefined)
       throw usageError("eval", "give --split or --data, not both");

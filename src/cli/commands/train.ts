@@ -1,11 +1,8 @@
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { loadConfig } from "../../train/load-config.js";
-import { Trainer } from "../../train/trainer.js";
-import { loadTask } from "../../tasks/index.js";
+import { train } from "../../train/run.js";
 import { parseFlags, usageError, type FlagSpec } from "../args.js";
 import { Progress } from "../progress.js";
-import { enginesFor } from "../engines.js";
 import { InputError } from "../../util/errors.js";
 import type { Command } from "../command.js";
 import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
@@ -59,31 +56,29 @@ export const trainCommand: Command = {
     const overrides = positionals.filter((p) => p.includes("="));
     if (flags["skip-bad-rows"]) overrides.push("data.skipBadRows=true");
     if (backend) overrides.push(`engine.backend=${backend}`);
-    const cfg = loadConfig(recipe, overrides);
-    const task = await loadTask(cfg.task);
-    const trainer = await Trainer.open(cfg, {
-      out,
-      task,
-      engines: enginesFor(cfg.engine, (line) => io.err(line)),
-      resume: Boolean(resume),
-      force: flags.force === true,
-      log: (l) => io.err(l),
-    });
-    if (cfg.engine.kind === "local") announceBackend(cfg.engine.backend, io);
-    io.out(
-      `training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${trainer.iteration})` : ""}`,
-    );
-    const progress = new Progress({ label: "train", total: cfg.train.iterations });
+    let progress: Progress | undefined;
     try {
-      while (trainer.iteration < cfg.train.iterations) {
-        const m = await trainer.step();
-        const figs: Record<string, number> = { reward: m.reward, em: m.em, tools: m.tool_calls };
-        if (m["val/em"] !== undefined) figs["val em"] = m["val/em"];
-        progress.update(m.iteration, figs);
-      }
+      await train(recipe, {
+        out,
+        overrides,
+        resume: Boolean(resume),
+        force: flags.force === true,
+        log: (l) => io.err(l),
+        onStart({ config: cfg, task, iteration }) {
+          if (cfg.engine.kind === "local") announceBackend(cfg.engine.backend, io);
+          io.out(
+            `training ${cfg.algorithm.estimator} on '${task.name}' for ${cfg.train.iterations} iterations → ${out}${resume ? ` (resuming after iteration ${iteration})` : ""}`,
+          );
+          progress = new Progress({ label: "train", total: cfg.train.iterations });
+        },
+        onIteration(m) {
+          const figs: Record<string, number> = { reward: m.reward, em: m.em, tools: m.tool_calls };
+          if (m["val/em"] !== undefined) figs["val em"] = m["val/em"];
+          progress?.update(m.iteration, figs);
+        },
+      });
     } finally {
-      progress.finish();
-      await trainer.close();
+      progress?.finish();
     }
     io.out(`done: ${join(out, "metrics.jsonl")}, checkpoints in ${join(out, "checkpoints")}`);
   },
