@@ -86,3 +86,27 @@ test("agentSampling agent: the request's temperature, top-p and max_tokens win",
   assert.equal(engine.calls[0].params.topP, 0.5);
   assert.deepEqual(lines, []);
 });
+
+test("response_format json_schema through the gateway is a 400 naming it, never ignored in silence", async () => {
+  const engine = new ScriptedEngine(tok, () => "fine<|im_end|>");
+  const statuses: unknown[] = [];
+  const agent: Agent<typeof row> = async (_row, ctx) => {
+    const client = new OpenAI({ baseURL: ctx.baseURL, apiKey: ctx.apiKey, maxRetries: 0 });
+    try {
+      await client.chat.completions.create({
+        model: ctx.model,
+        messages: [{ role: "user", content: "hi" }],
+        response_format: { type: "json_schema", json_schema: { name: "a", schema: { type: "object" } } },
+      });
+    } catch (e) {
+      const err = e as { status?: number; param?: string };
+      statuses.push([err.status, err.param]);
+    }
+    await client.chat.completions.create({ model: ctx.model, messages: [{ role: "user", content: "hi" }] });
+    return 1;
+  };
+  const res = await agentRollout(engine, agent, [row], { n: 1, tokenizer: tok });
+  assert.deepEqual(statuses, [[400, "response_format"]]);
+  assert.equal(res.trajectories.length, 1);
+  assert.equal(engine.calls.length, 1, "the refused request sampled nothing");
+});

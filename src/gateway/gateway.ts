@@ -157,6 +157,12 @@ export class Gateway {
         param: "model",
       });
     if ((body.n ?? 1) !== 1) throw badRequest("n must be 1: an episode is one conversation", "n");
+    // Never ignored in silence: an agent that parses the answer as JSON would fail for a reason it cannot see.
+    if (body.response_format && body.response_format.type !== "text")
+      throw badRequest(
+        `response_format '${body.response_format.type}' is not supported by the gateway (no constrained decoding yet); ask for JSON in the prompt instead`,
+        "response_format",
+      );
     const tools =
       body.tools && body.tools.length > 0 && body.tool_choice !== "none" ? toolSchemas(body.tools) : undefined;
     const gone = new AbortController();
