@@ -30,6 +30,7 @@ const COVERED = [
   "trained-agents/arithmetic-mcp-server.ts",
   "trained-agents/arithmetic.ts",
   "trained-agents/mcp-tools.ts",
+  "trained-agents/openai-agents-defaults.ts",
   "trained-agents/openai-agents.ts",
   "trained-agents/openai-client.ts",
 ];
@@ -55,7 +56,7 @@ test("trained-agents: each module exports the rows and an agent; the reward read
   const arithmetic = await import("../examples/trained-agents/arithmetic.js");
   assert.equal(arithmetic.reward(arithmetic.rows[2], "It is 42."), 1);
   assert.equal(arithmetic.reward(arithmetic.rows[2], "41, no: 43"), 0);
-  for (const name of ["ai-sdk", "openai-agents", "openai-client"]) {
+  for (const name of ["ai-sdk", "openai-agents", "openai-agents-defaults", "openai-client"]) {
     const m = (await import(`../examples/trained-agents/${name}.js`)) as { rows: unknown[]; agent: unknown };
     assert.equal(m.rows, arithmetic.rows, name);
     assert.equal(typeof m.agent, "function", name);

@@ -23,6 +23,7 @@ import { ToolEnv } from "../src/agent/tool-env.js";
 import { hermesFormat } from "../src/agent/formats/hermes.js";
 import { agentRollout, type Agent, type AgentContext } from "../src/gateway/agent-rollout.js";
 import { Gateway } from "../src/gateway/gateway.js";
+import { originalFetch } from "../src/gateway/episode-fetch.js";
 import { ScriptedEngine, assistantTurns, chatmlTokenizer } from "../src/testing/index.js";
 import { loadConfig } from "../src/train/load-config.js";
 import { loadTask } from "../src/tasks/index.js";
@@ -87,16 +88,21 @@ test("a request to one episode's URL with another episode's key is a 401; each e
   } finally {
     await gateway.stop();
   }
-  // Through agentRollout: every agent gets a key of its own, and another episode's URL refuses it.
+  // Through agentRollout: every agent gets a key of its own. Another episode's URL refuses it; from
+  // inside an agent, the global fetch sends such a request to the agent's own episode instead
+  // (episode-fetch.ts), so it never reaches the other one either way.
   const seen: AgentContext[] = [];
   const others: number[] = [];
+  const reroutedStatus: number[] = [];
   const agent: Agent<Row> = async (_row, ctx) => {
     seen.push(ctx);
     await client(ctx).chat.completions.create({ model: ctx.model, messages: [{ role: "user", content: "hi" }] });
     while (seen.length < 2) await new Promise((r) => setTimeout(r, 5));
     const other = seen.find((c) => c !== ctx)!;
-    const res = await fetch(`${other.baseURL}/models`, { headers: { Authorization: `Bearer ${ctx.apiKey}` } });
-    others.push(res.status);
+    const headers = { Authorization: `Bearer ${ctx.apiKey}` };
+    others.push((await originalFetch()(`${other.baseURL}/models`, { headers })).status);
+    const rerouted = await fetch(`${other.baseURL}/models`, { headers: { Authorization: `Bearer ${other.apiKey}` } });
+    reroutedStatus.push(rerouted.status);
     return 1;
   };
   const res = await agentRollout(new ScriptedEngine(tok, () => "ok<|im_end|>"), agent, [row("hi")], {
@@ -106,6 +112,7 @@ test("a request to one episode's URL with another episode's key is a 401; each e
   assert.equal(res.trajectories.length, 2);
   assert.notEqual(seen[0].apiKey, seen[1].apiKey);
   assert.deepEqual(others, [401, 401]);
+  assert.deepEqual(reroutedStatus, [200, 200]);
 });
 
 test("agents that leave a rejection or an exception unhandled, or throw unprintable values, fail alone; the process lives, and Node's own handling is back after the rollout", () => {

@@ -16,7 +16,7 @@ import { captureIO, tempDir } from "./helpers.js";
 const root = tempDir("agent-r1-trained-agents-");
 const moduleOf = (name: string) => fileURLToPath(new URL(`../examples/trained-agents/${name}.js`, import.meta.url));
 
-for (const name of ["openai-client", "ai-sdk", "openai-agents"]) {
+for (const name of ["openai-client", "ai-sdk", "openai-agents", "openai-agents-defaults"]) {
   test(`${name}: two iterations of training through the gateway, then eval of the checkpoint`, async () => {
     const recipe = join(root, `${name}.yaml`);
     writeFileSync(

@@ -25,6 +25,7 @@
  * agent rollout running the listeners are gone, and Node's own behaviour is back.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
+import { installEpisodeFetch, type EpisodeRoute } from "./episode-fetch.js";
 import type { Engine } from "../engine/types.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import { chatSetup, type ChatSetup } from "../agent/chat-setup.js";
@@ -183,6 +184,8 @@ interface LiveEpisode {
   /** Why it fails: the first rejection or exception its code left unhandled, if any. */
   stray?: string;
   abort: AbortController;
+  /** Where its agent's requests go, whatever client sends them (episode-fetch.ts). */
+  route: EpisodeRoute;
 }
 
 /** After the last agent rollout ends, how long its agents' leftover promises are still taken care of. */
@@ -193,6 +196,7 @@ function toStderr(line: string): void {
 }
 
 const agentScope = new AsyncLocalStorage<LiveEpisode>();
+installEpisodeFetch(() => agentScope.getStore()?.route);
 const guard = {
   holders: new Set<GuardHolder>(),
   installed: false,
@@ -321,13 +325,14 @@ export async function agentRollout<Row>(
   const runOne = async (i: number) => {
     const job = jobs[i];
     const seed = opts.seed === undefined ? undefined : new Rng(opts.seed, i).int(0x7fffffff);
-    const ep = gateway.open({ rowIndex: job.rowIndex, sampleIndex: job.sampleIndex, seed });
+    const ep = gateway.open({ rowIndex: job.rowIndex, sampleIndex: job.sampleIndex, row: job.row, seed });
     const live: LiveEpisode = {
       id: ep.id,
       where: `agent episode ${ep.id} (row ${job.rowIndex + 1}, sample ${job.sampleIndex + 1})`,
       holder,
       ended: false,
       abort: new AbortController(),
+      route: { baseURL: ep.baseURL, apiKey: ep.apiKey },
     };
     const abort = live.abort;
     const timer = setTimeout(
@@ -370,6 +375,12 @@ export async function agentRollout<Row>(
         note(
           `an agent asked for ${asked} (the recipe's sampling wins; set rollout.agentSampling: agent to let the request's win)`,
         );
+      // Another conversation reached this episode (a shared client): it fails whole, never mixed.
+      if (rec.mixed !== undefined) {
+        rec.finish(0);
+        all[i] = failed(rec.mixed);
+        return;
+      }
       // A limit ended the episode: it is kept, whatever the agent did after it was refused.
       if (problem !== undefined && !rec.truncated) {
         rec.finish(0);

@@ -32,6 +32,14 @@
  *    the agent returns (0 when it throws).
  * A second request while one runs is a 409 (a retry once the first is answered can succeed); a request
  * after the episode ended is a 410.
+ *
+ * Episodes never mix. A first request, or one that does not extend the episode, whose conversation
+ * is another row's (`otherRow`: it quotes that row and nothing of this one's, row-quotes.ts) is never
+ * recorded: it is refused (400, episode_mixed, not retried) and the episode is marked mixed, so it
+ * fails whole instead of holding two rows' conversations under one reward. That is what a client
+ * shared across episodes does (a module-level client, or one a framework caches from the first
+ * episode): the message says so and how to fix it. Any other rewrite is a new segment. A request equal to the one just answered (a client's retry of an answer it did
+ * not receive) gets the same answer again, sampled and counted once.
  */
 import type { Engine, StopReason } from "../engine/types.js";
 import type { ToolSchema } from "../model/chat-template.js";
@@ -67,6 +75,8 @@ export interface RecorderOptions {
   maxTurns?: number;
   /** Fixes the draws: completion k samples with a seed derived from (seed, k). */
   seed?: number;
+  /** The other row a conversation is about, when it quotes another row and nothing of this episode's. */
+  otherRow?: (messages: AgentMessage[]) => number | undefined;
 }
 
 export interface CompletionRequest {
@@ -170,6 +180,12 @@ export class EpisodeRecorder {
   };
   /** A first request over the token budget: why the episode has no step. */
   private firstRefusal?: string;
+  /** Set when another conversation reached this episode: why it fails. */
+  private mixedWhy?: string;
+  /** The request just answered (messages and tools, as JSON) and its answer, for a client's retry. */
+  private last?: { key: string; out: Completion };
+  /** Requests that repeated the one just answered, answered again without sampling. */
+  replays = 0;
   /** Aborts a completion still sampling when the episode is closed. */
   private readonly closing = new AbortController();
   /** Why requests started new segments. */
@@ -193,6 +209,11 @@ export class EpisodeRecorder {
   /** Why the episode recorded nothing although the agent asked (its first request was over the budget). */
   get refusal(): string | undefined {
     return this.completions === 0 ? this.firstRefusal : undefined;
+  }
+
+  /** Why the episode fails whole: requests of another conversation reached it (a client shared across episodes). */
+  get mixed(): string | undefined {
+    return this.mixedWhy;
   }
 
   /** Whether a limit ended the episode (it is kept whatever the agent does next). */
@@ -363,14 +384,24 @@ export class EpisodeRecorder {
     if (this.truncation) throw this.truncation.error;
     if (this.busy)
       throw new RecorderError(
-        `episode ${this.id} has a completion running: an episode is one conversation, so its requests go one at a time`,
+        `episode ${this.id} has a completion running: an episode is one conversation, so its requests go one at a time (requests of several agents here mean a client shared across episodes: make the client inside agent() from ctx.baseURL and ctx.apiKey)`,
         409,
         "episode_busy",
       );
+    const key = JSON.stringify([req.messages, req.tools ?? null]);
+    if (this.last?.key === key && this.pending) {
+      this.replays++;
+      return this.last.out;
+    }
     this.busy = true;
     try {
       const chat = this.o.chat;
       const next = this.classify(req);
+      const other = next.kind === "extends" ? undefined : this.o.otherRow?.(req.messages);
+      if (other !== undefined) {
+        this.mixedWhy ??= `episode ${this.id} (row ${this.rowIndex}) received a conversation of row ${other}: the agent's OpenAI client is shared across episodes (made once at module level, or cached by its framework, as the OpenAI Agents SDK's setDefaultOpenAIClient does); make the client inside agent() from ctx.baseURL and ctx.apiKey`;
+        throw new RecorderError(this.mixedWhy, 400, "episode_mixed");
+      }
       const max = this.o.maxTurns;
       if (max !== undefined && this.completions >= max && this.pending)
         throw this.truncate(
@@ -444,7 +475,7 @@ export class EpisodeRecorder {
         sampleMs: performance.now() - t0,
       };
       this.completions++;
-      return {
+      const out: Completion = {
         content: calls ? calls.content : text,
         ...(calls ? { toolCalls: calls.toolCalls } : {}),
         finishReason: calls ? "tool_calls" : seq.stopReason,
@@ -452,6 +483,8 @@ export class EpisodeRecorder {
         logprobs: seq.logprobs,
         promptTokens: context.length,
       };
+      this.last = { key, out };
+      return out;
     } finally {
       this.busy = false;
     }

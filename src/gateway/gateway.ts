@@ -22,7 +22,9 @@ import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { bearerKey, secretMatcher } from "../util/secret.js";
 import type { Engine } from "../engine/types.js";
-import type { ChatSetup } from "../agent/chat-setup.js";
+import type { AgentMessage, ChatSetup } from "../agent/chat-setup.js";
+import { conversationText, rowQuotes } from "./row-quotes.js";
+import { registerGateway } from "./episode-fetch.js";
 import { ApiError, badRequest, toApiError } from "../serve/errors.js";
 import { readJsonBody, sendJson } from "../serve/http.js";
 import { chatRequestSchema, parseRequest } from "../serve/schemas.js";
@@ -55,7 +57,14 @@ export class Gateway {
   /** Live episodes, each with the check of its own key and its Responses-API responses. */
   private readonly episodes = new Map<
     string,
-    { recorder: EpisodeRecorder; keyMatches: (given?: string) => boolean; responses: ResponseStore }
+    {
+      recorder: EpisodeRecorder;
+      keyMatches: (given?: string) => boolean;
+      responses: ResponseStore;
+      rowIndex: number;
+      /** What the episode's row says, to tell its conversation from another row's (row-quotes.ts). */
+      quotes: string[];
+    }
   >();
   private server?: Server;
   private base = "";
@@ -87,17 +96,39 @@ export class Gateway {
     });
     this.server = server;
     this.base = `http://${host}:${(server.address() as AddressInfo).port}`;
+    registerGateway(this.base);
     return this;
   }
 
   /** A new episode: its base URL and its own key. */
-  open(meta: { rowIndex: number; sampleIndex: number; seed?: number }): EpisodeHandle {
+  open(meta: { rowIndex: number; sampleIndex: number; seed?: number; row?: unknown }): EpisodeHandle {
     const id = `e${meta.rowIndex}-${meta.sampleIndex}-${randomBytes(4).toString("hex")}`;
     const { model: _m, host: _h, port: _p, log: _l, ...rec } = this.o;
-    const recorder = new EpisodeRecorder(id, meta.rowIndex, meta.sampleIndex, { ...rec, seed: meta.seed });
+    const quotes = meta.row === undefined ? [] : rowQuotes(meta.row);
+    const recorder = new EpisodeRecorder(id, meta.rowIndex, meta.sampleIndex, {
+      ...rec,
+      seed: meta.seed,
+      otherRow: (messages) => this.otherRow(meta.rowIndex, quotes, messages),
+    });
     const apiKey = `agent-r1-${randomBytes(16).toString("hex")}`;
-    this.episodes.set(id, { recorder, keyMatches: secretMatcher(apiKey, "gateway"), responses: new ResponseStore() });
+    this.episodes.set(id, {
+      recorder,
+      keyMatches: secretMatcher(apiKey, "gateway"),
+      responses: new ResponseStore(),
+      rowIndex: meta.rowIndex,
+      quotes,
+    });
     return { id, baseURL: `${this.url}/episodes/${id}/v1`, apiKey, recorder };
+  }
+
+  /** The row of another live episode that `messages` quote, when they quote nothing of row `own` (`mine`). */
+  private otherRow(own: number, mine: string[], messages: AgentMessage[]): number | undefined {
+    if (mine.length === 0) return undefined;
+    const text = conversationText(messages);
+    if (mine.some((q) => text.includes(q))) return undefined;
+    for (const e of this.episodes.values())
+      if (e.rowIndex !== own && e.quotes.some((q) => text.includes(q))) return e.rowIndex;
+    return undefined;
   }
 
   /** Forgets an episode: a completion still sampling for it stops, and later requests to its URL are 404s. */
@@ -124,7 +155,11 @@ export class Gateway {
       });
     const entry = this.episodes.get(m[1]);
     if (!entry)
-      throw new ApiError(404, `no episode ${m[1]} (it has ended, or never began)`, { code: "episode_not_found" });
+      throw new ApiError(
+        404,
+        `no episode ${m[1]} (it has ended, or never began): an agent whose own episode this is not has a client shared across episodes; make the client inside agent() from ctx.baseURL and ctx.apiKey`,
+        { code: "episode_not_found" },
+      );
     if (!entry.keyMatches(bearerKey(req.headers.authorization)))
       throw new ApiError(
         401,
