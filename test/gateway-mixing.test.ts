@@ -103,10 +103,20 @@ test("the same agent with a client made inside agent(): every episode is kept, e
     await client.chat.completions.create({ model: ctx.model, messages: [{ role: "user", content: "Say hi." }] });
     return 1;
   };
-  const res = await agentRollout(engine, agent, rows, { n: 2, tokenizer: tok });
-  assert.equal(res.failed.length, 0, JSON.stringify(res.failed.map((t) => t.error)));
-  assert.equal(res.trajectories.length, 6);
-  for (const t of res.trajectories) assert.deepEqual(res.segmentReasons.get(t.id)?.length, 1);
+  const lines: string[] = [];
+  const said = new Set<string>();
+  for (let i = 0; i < 2; i++) {
+    const res = await agentRollout(engine, agent, rows, { n: 4, tokenizer: tok, log: (l) => lines.push(l), said });
+    assert.equal(res.failed.length, 0, JSON.stringify(res.failed.map((t) => t.error)));
+    assert.equal(res.trajectories.length, 12);
+    for (const t of res.trajectories) assert.deepEqual(res.segmentReasons.get(t.id)?.length, 1);
+    // Counted for metrics.jsonl (gateway_requests, gateway_segments_<reason>).
+    assert.deepEqual(res.metrics.gateway, { requests: 24, segments: { history_shortened: 12 }, replays: 0 });
+  }
+  // Half the requests rewrote the conversation: said once per run, not per rollout.
+  const notes = lines.filter((l) => /rewrote the conversation/.test(l));
+  assert.equal(notes.length, 1, lines.join("\n"));
+  assert.match(notes[0], /^12 of 24 agent requests \(50 %\) .*\(history_shortened 12\)/);
 });
 
 test("a client's retry of an answer it did not receive gets the same answer, sampled and recorded once", async () => {

@@ -25,6 +25,8 @@ export interface RolloutMetrics {
   wallMs: number;
   /** Sampled action tokens per second of wall time. */
   actionTokensPerSecond: number;
+  /** Gateway episodes: completions sampled, requests that started a new segment by reason, retries answered again. */
+  gateway?: { requests: number; segments: Record<string, number>; replays: number };
 }
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);

@@ -97,6 +97,16 @@ export interface AgentRolloutResult extends RolloutResult {
   unhandledRejections: number;
 }
 
+/** A short key for why a request started a new segment (episode-recorder.ts's reasons), for metrics. */
+export function segmentCode(reason: string): string {
+  if (reason.startsWith("the tools changed")) return "tools_changed";
+  if (reason.startsWith("the request has")) return "history_shortened";
+  if (reason.startsWith("the assistant's answer")) return "answer_changed";
+  if (reason.startsWith("an assistant message follows")) return "assistant_follows";
+  if (/^message \d+/.test(reason)) return "history_changed";
+  return "other";
+}
+
 /** A value shown in a message, in at most 200 characters; never throws. */
 function show(v: unknown): string {
   if (typeof v === "number" || typeof v === "boolean" || typeof v === "bigint" || v === null || v === undefined)
@@ -309,6 +319,7 @@ export async function agentRollout<Row>(
       log: opts.log,
     }).start());
   const said = opts.said ?? new Set<string>();
+  const traffic = { requests: 0, segments: {} as Record<string, number>, replays: 0 };
   const note = (line: string) => {
     if (said.has(line)) return;
     said.add(line);
@@ -371,6 +382,10 @@ export async function agentRollout<Row>(
       live.ended = true;
       problem = live.stray ?? problem;
       const rec = ep.recorder;
+      traffic.requests += rec.sampled;
+      traffic.replays += rec.replays;
+      for (const r of rec.segmentReasons)
+        traffic.segments[segmentCode(r)] = (traffic.segments[segmentCode(r)] ?? 0) + 1;
       for (const asked of rec.samplingAsked)
         note(
           `an agent asked for ${asked} (the recipe's sampling wins; set rollout.agentSampling: agent to let the request's win)`,
@@ -419,10 +434,21 @@ export async function agentRollout<Row>(
       releaseGuard(holder);
     }
   }
+  const rewrites = Object.values(traffic.segments).reduce((a, b) => a + b, 0);
+  if (traffic.requests >= 20 && rewrites > 0.05 * traffic.requests)
+    note(
+      `${rewrites} of ${traffic.requests} agent requests (${((100 * rewrites) / traffic.requests).toFixed(0)} %) rewrote the conversation and started a new segment (${Object.entries(
+        traffic.segments,
+      )
+        .map(([k, v]) => `${k} ${v}`)
+        .join(
+          ", ",
+        )}): each segment trains as its own sequence; an agent that sends back its history as it got it trains on whole episodes`,
+    );
   return {
     trajectories: all.filter((t) => t.endReason !== "failed"),
     failed: all.filter((t) => t.endReason === "failed"),
-    metrics: rolloutMetrics(all, performance.now() - t0),
+    metrics: { ...rolloutMetrics(all, performance.now() - t0), gateway: traffic },
     agentMetrics,
     segmentReasons,
     unhandledRejections: holder.unhandled,

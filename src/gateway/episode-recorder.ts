@@ -211,6 +211,11 @@ export class EpisodeRecorder {
     return this.completions === 0 ? this.firstRefusal : undefined;
   }
 
+  /** Completions sampled for the episode. */
+  get sampled(): number {
+    return this.completions;
+  }
+
   /** Why the episode fails whole: requests of another conversation reached it (a client shared across episodes). */
   get mixed(): string | undefined {
     return this.mixedWhy;

@@ -36,6 +36,7 @@ import { updateCritic, updatePolicy } from "./update.js";
 import { describeFailure, isAgentFailure, playRows, type EpisodeSummary } from "./evaluate.js";
 import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
 import type { Trajectory } from "../agent/trajectory.js";
+import type { RolloutMetrics } from "../agent/rollout-metrics.js";
 import { AgentR1Error, InputError } from "../util/errors.js";
 import { makeDir } from "../util/make-dir.js";
 
@@ -90,6 +91,18 @@ export interface TrainOptions {
   command?: string;
   onIteration?: (m: IterationMetrics) => void;
   log?: (line: string) => void;
+}
+
+/** A gateway rollout's traffic as metrics.jsonl keys: requests, new segments (all, and by reason), retries answered again. */
+function gatewayMetrics(g: RolloutMetrics["gateway"]): Record<string, number> {
+  if (!g) return {};
+  const out: Record<string, number> = {
+    gateway_requests: g.requests,
+    gateway_segments: Object.values(g.segments).reduce((a, b) => a + b, 0),
+    gateway_replays: g.replays,
+  };
+  for (const [reason, n] of Object.entries(g.segments)) out[`gateway_segments_${reason}`] = n;
+  return out;
 }
 
 export class Trainer {
@@ -235,6 +248,7 @@ export class Trainer {
       groups_dropped: batch.droppedGroups,
       masked_overlong: batch.maskedOverlong,
       drift_mismatches: ro.result.metrics.driftMismatches,
+      ...gatewayMetrics(ro.result.metrics.gateway),
       prefix_hit_rate: prefixHitRate,
       rollout_s: (t1 - t0) / 1000,
       train_s: (t2 - t1) / 1000,
