@@ -87,6 +87,11 @@ export interface CompletionRequest {
   topP?: number;
   /** The client's User-Agent, named when its sampling settings are overridden. */
   userAgent?: string;
+  /**
+   * Text forced after the generation prompt (a forced tool call's opening, serve/tool-choice.ts): its
+   * tokens end the context as observation (weight 0), and the answer is it followed by the sample.
+   */
+  forced?: string;
   signal?: AbortSignal;
 }
 
@@ -257,10 +262,10 @@ export class EpisodeRecorder {
   }
 
   /** Records the pending action (if any) and makes `req` the episode so far. */
-  private commit(req: CompletionRequest, next: Next): void {
+  private commit(req: CompletionRequest, next: Next, forced: number[]): void {
     const p = this.pending;
     if (next.kind === "extends") {
-      this.record(p!, next.observation, 0, false, next.fresh, true);
+      this.record(p!, [...next.observation, ...forced], 0, false, next.fresh, true);
       this.history = [...next.expected, ...next.fresh];
       return;
     }
@@ -393,7 +398,7 @@ export class EpisodeRecorder {
         409,
         "episode_busy",
       );
-    const key = JSON.stringify([req.messages, req.tools ?? null]);
+    const key = JSON.stringify([req.messages, req.tools ?? null, req.forced ?? ""]);
     if (this.last?.key === key && this.pending) {
       this.replays++;
       return this.last.out;
@@ -419,7 +424,8 @@ export class EpisodeRecorder {
           req,
           next,
         );
-      const context = this.contextOf(req, next);
+      const forced = req.forced ? chat.tokenizer.encode(req.forced) : [];
+      const context = [...this.contextOf(req, next), ...forced];
       const room = this.o.maxTotalTokens - context.length;
       if (room < 1) {
         const error = new RecorderError(
@@ -451,10 +457,10 @@ export class EpisodeRecorder {
       }
       if (this.ended) throw this.endedError();
       // Only a completion that was sampled changes the episode: a failed one can be asked again.
-      this.commit(req, next);
+      this.commit(req, next, forced);
       const seq = res.sequences[0];
       const closed = seq.tokens[seq.tokens.length - 1] === chat.endOfTurnId;
-      const text = chat.tokenizer.decode(closed ? seq.tokens.slice(0, -1) : seq.tokens);
+      const text = chat.tokenizer.decode([...forced, ...(closed ? seq.tokens.slice(0, -1) : seq.tokens)]);
       const calls = req.tools && req.tools.length > 0 ? extractToolCalls(text) : undefined;
       const assistant: AgentMessage = calls
         ? {

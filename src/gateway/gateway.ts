@@ -29,6 +29,7 @@ import { ApiError, badRequest, toApiError } from "../serve/errors.js";
 import { readJsonBody, sendJson } from "../serve/http.js";
 import { chatRequestSchema, parseRequest } from "../serve/schemas.js";
 import { templateMessages, toolSchemas } from "../serve/tool-calls.js";
+import { forcedOpening, parseToolChoice } from "../serve/tool-choice.js";
 import { parseRequestTarget } from "../util/request-target.js";
 import { ResponseStore } from "../serve/responses-store.js";
 import { EpisodeRecorder, RecorderError, type Completion, type RecorderOptions } from "./episode-recorder.js";
@@ -198,8 +199,11 @@ export class Gateway {
         `response_format '${body.response_format.type}' is not supported by the gateway (no constrained decoding yet); ask for JSON in the prompt instead`,
         "response_format",
       );
-    const tools =
-      body.tools && body.tools.length > 0 && body.tool_choice !== "none" ? toolSchemas(body.tools) : undefined;
+    const choice = parseToolChoice(
+      body.tool_choice,
+      (body.tools ?? []).map((t) => t.function.name),
+    );
+    const tools = body.tools && body.tools.length > 0 && choice !== "none" ? toolSchemas(body.tools) : undefined;
     const gone = new AbortController();
     let answered = false;
     res.on("close", () => answered || gone.abort());
@@ -210,6 +214,7 @@ export class Gateway {
       temperature: body.temperature ?? undefined,
       topP: body.top_p ?? undefined,
       userAgent: req.headers["user-agent"],
+      forced: forcedOpening(choice) || undefined,
       signal: gone.signal,
     });
     answered = true;

@@ -50,6 +50,7 @@ export async function episodeResponses(
     temperature: req.temperature ?? undefined,
     topP: req.top_p ?? undefined,
     userAgent,
+    forced: call.forced || undefined,
     signal: gone.signal,
   });
   answered = true;

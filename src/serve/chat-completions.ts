@@ -5,6 +5,7 @@
  * events when `stream` is set. Tool calls are read from the answer's text
  * (Hermes format); the text outside them stays the message content.
  */
+import { forcedOpening, parseToolChoice } from "./tool-choice.js";
 import { sampleUntilClosed } from "./cancel-on-close.js";
 import type { ServerResponse } from "node:http";
 import { renderMessages } from "../agent/chat-setup.js";
@@ -46,12 +47,18 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   const tokenizer = ctx.engine.tokenizer;
   const chat = ctx.chat();
   const messages = templateMessages(req.messages);
-  const useTools = (req.tools?.length ?? 0) > 0 && req.tool_choice !== "none";
+  const choice = parseToolChoice(
+    req.tool_choice,
+    (req.tools ?? []).map((t) => t.function.name),
+  );
+  const useTools = (req.tools?.length ?? 0) > 0 && choice !== "none";
+  // A forced tool call: the call format's opening follows the generation prompt, and starts each answer.
+  const forced = forcedOpening(choice);
   const prompt = tokenizer.encode(
     renderMessages(chat, messages, {
       tools: useTools ? toolSchemas(req.tools!) : undefined,
       addGenerationPrompt: true,
-    }),
+    }) + forced,
   );
   const room = roomAfter(ctx, prompt.length, "messages");
   const n = req.n ?? 1;
@@ -71,7 +78,9 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   const head = { id: newId("chatcmpl-"), created: unixNow(), model: ctx.modelId, system_fingerprint: null };
   // Streaming sends text as it is sampled; with logprobs it waits for the whole answer (the alternatives come with it).
   const live =
-    req.stream && !req.logprobs ? new LiveChat(res, req, head, n, tokenizer, stops, useTools, ctx.limits) : undefined;
+    req.stream && !req.logprobs && !forced
+      ? new LiveChat(res, req, head, n, tokenizer, stops, useTools, ctx.limits)
+      : undefined;
   const params = samplingParams(req, stops, maxTokens, topLogprobs);
   if (live) params.onToken = (e) => live.token(e.index, e.token);
   // A response that closes before sampling is done (the client left, or a stream was cut at
@@ -81,7 +90,8 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
   const { sequences } = result;
 
   const choices: Choice[] = sequences.map((seq, index) => {
-    const out = decodeSequence(tokenizer, seq, stops);
+    const decoded = decodeSequence(tokenizer, seq, stops);
+    const out = forced ? { ...decoded, text: forced + decoded.text } : decoded;
     const calls = useTools ? extractToolCalls(out.text) : undefined;
     return { index, out, calls, finishReason: calls ? "tool_calls" : out.finishReason };
   });

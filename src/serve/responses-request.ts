@@ -6,6 +6,7 @@
  * tools as the chat route's tool schemas. The template messages are then exactly those of the
  * equivalent chat-completions request.
  */
+import { forcedOpening, parseToolChoice } from "./tool-choice.js";
 import type { AgentMessage } from "../agent/chat-setup.js";
 import type { ToolSchema } from "../model/chat-template.js";
 import { ApiError, badRequest } from "./errors.js";
@@ -29,6 +30,8 @@ export interface ResponsesCall {
   tools: ResponsesTool[];
   /** The tools the template renders: undefined when there are none, or tool_choice is "none". */
   toolSchemas?: ToolSchema[];
+  /** A forced tool call's opening (tool_choice "required" or a function by name), else "". */
+  forced: string;
   /** The conversation before this response's output, without instructions (what the store keeps). */
   conversation: RequestMessage[];
   /** What the chat template renders: the instructions as a system message, then the conversation. */
@@ -50,11 +53,16 @@ export function prepareResponses(body: unknown, store: ResponseStore): Responses
   const chat: RequestMessage[] = req.instructions
     ? [{ role: "system", content: req.instructions }, ...conversation]
     : conversation;
-  const useTools = tools.length > 0 && req.tool_choice !== "none";
+  const choice = parseToolChoice(
+    req.tool_choice,
+    tools.map((t) => t.name),
+  );
+  const useTools = tools.length > 0 && choice !== "none";
   return {
     req,
     tools,
     toolSchemas: useTools ? toolSchemas(tools.map(asChatTool)) : undefined,
+    forced: forcedOpening(choice),
     conversation,
     messages: templateMessages(chat),
   };

@@ -98,16 +98,6 @@ export function refuseUnsupported(req: ResponsesRequest): void {
   if (req.top_logprobs) throw badRequest("top_logprobs is not supported by the responses route", "top_logprobs");
   if (req.context_management != null)
     throw badRequest("context_management is not supported by this server", "context_management");
-  checkToolChoice(req.tool_choice);
-}
-
-function checkToolChoice(choice: ResponsesRequest["tool_choice"]): void {
-  if (choice == null || choice === "auto" || choice === "none") return;
-  const what = typeof choice === "string" ? `'${choice}'` : `of type '${choice.type}'`;
-  throw badRequest(
-    `tool_choice ${what} is not supported by this server yet: it cannot force a tool call (send 'auto' or 'none')`,
-    "tool_choice",
-  );
 }
 
 /** The request's tools, each a function tool; a hosted or custom tool is refused by its index. */

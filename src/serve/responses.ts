@@ -35,7 +35,7 @@ export async function responses(
   const tokenizer = ctx.engine.tokenizer;
   const chat = ctx.chat();
   const prompt = tokenizer.encode(
-    renderMessages(chat, call.messages, { tools: call.toolSchemas, addGenerationPrompt: true }),
+    renderMessages(chat, call.messages, { tools: call.toolSchemas, addGenerationPrompt: true }) + call.forced,
   );
   const room = roomAfter(ctx, prompt.length, "input");
   // Left to the server, the answer gets what fits the request token budget; asked for, it must fit.
@@ -53,7 +53,8 @@ export async function responses(
   const head = responseHead(ctx.modelId, params.temperature ?? 1, params.topP ?? 1);
 
   const events = req.stream ? new ResponseEvents(res, responseBody(head, call), head.messageId, ctx.limits) : undefined;
-  if (events) {
+  // Text deltas as sampled; a forced call is not text, and comes whole with the finish.
+  if (events && !call.forced) {
     const live = new LiveText(tokenizer, stops, call.toolSchemas !== undefined);
     params.onToken = (e) => events.text(live.push(e.token));
   }
@@ -61,7 +62,8 @@ export async function responses(
   const result = await sampleUntilClosed(ctx.engine, prompt, params, res);
   if (!result) return;
 
-  const out = decodeSequence(tokenizer, result.sequences[0], stops);
+  const decoded = decodeSequence(tokenizer, result.sequences[0], stops);
+  const out = call.forced ? { ...decoded, text: call.forced + decoded.text } : decoded;
   const calls = call.toolSchemas ? extractToolCalls(out.text) : undefined;
   const answer = calls
     ? { content: calls.content, toolCalls: calls.toolCalls, incomplete: false }

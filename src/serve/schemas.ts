@@ -77,7 +77,8 @@ export const chatRequestSchema = z.object({
   ...sampling,
   messages: z.array(message).min(1),
   tools: z.array(tool).nullish(),
-  tool_choice: z.enum(["auto", "none"]).nullish(),
+  /** "auto", "none", "required" or `{type: "function", function: {name}}`: checked by serve/tool-choice.ts. */
+  tool_choice: z.union([z.string(), z.looseObject({ type: z.string() })]).nullish(),
   parallel_tool_calls: z.boolean().nullish(),
   max_tokens: z.number().int().min(1).nullish(),
   max_completion_tokens: z.number().int().min(1).nullish(),
