@@ -110,3 +110,25 @@ test("response_format json_schema through the gateway is a 400 naming it, never 
   assert.equal(res.trajectories.length, 1);
   assert.equal(engine.calls.length, 1, "the refused request sampled nothing");
 });
+
+test("stop strings the agent sends are honoured beside the recipe's: the answer ends before the stop, the action keeps it, one segment", async () => {
+  const engine = new ScriptedEngine(tok, (c) =>
+    c.index === 0 ? "Thought: add END ignored<|im_end|>" : "done<|im_end|>",
+  );
+  const agent: Agent<typeof row> = async (_row, ctx) => {
+    const client = new OpenAI({ baseURL: ctx.baseURL, apiKey: ctx.apiKey, maxRetries: 0 });
+    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "hi" }];
+    const first = await client.chat.completions.create({ model: ctx.model, messages, stop: ["END"] });
+    assert.equal(first.choices[0].message.content, "Thought: add ");
+    messages.push(first.choices[0].message, { role: "user", content: "go on" });
+    const second = await client.chat.completions.create({ model: ctx.model, messages, stop: "END" });
+    return second.choices[0].message.content === "done" ? 1 : 0;
+  };
+  const res = await agentRollout(engine, agent, [row], { n: 1, tokenizer: tok });
+  assert.equal(res.failed.length, 0, res.failed.map((t) => t.error?.message).join("; "));
+  const t = res.trajectories[0];
+  assert.equal(t.reward, 1);
+  assert.deepEqual(engine.calls[0].params.stop?.slice(1), ["END"]);
+  assert.equal(tok.decode(t.steps[0].action), "Thought: add END", "the action is what was sampled, stop included");
+  assert.equal(res.segmentReasons.get(t.id), undefined, "the answer without its stop extends the episode");
+});

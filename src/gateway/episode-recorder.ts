@@ -92,6 +92,11 @@ export interface CompletionRequest {
    * tokens end the context as observation (weight 0), and the answer is it followed by the sample.
    */
   forced?: string;
+  /**
+   * Stop strings of the request, honoured beside the end of turn: the sampled tokens keep the stop
+   * (the action is what was sampled), and the answer ends before it, as OpenAI's API returns it.
+   */
+  stop?: string[];
   signal?: AbortSignal;
 }
 
@@ -133,6 +138,16 @@ interface Pending {
   /** The ids the client got for the answer's tool calls (its tool results name them). */
   callIds: string[];
   sampleMs: number;
+}
+
+/** `text` up to the first of the stop strings it holds (all of it when it holds none). */
+function beforeStop(text: string, stops: string[]): string {
+  let end = text.length;
+  for (const s of stops) {
+    const at = s.length > 0 ? text.indexOf(s) : -1;
+    if (at >= 0 && at < end) end = at;
+  }
+  return text.slice(0, end);
 }
 
 /** How a request relates to the episode so far. */
@@ -398,7 +413,7 @@ export class EpisodeRecorder {
         409,
         "episode_busy",
       );
-    const key = JSON.stringify([req.messages, req.tools ?? null, req.forced ?? ""]);
+    const key = JSON.stringify([req.messages, req.tools ?? null, req.forced ?? "", req.stop ?? []]);
     if (this.last?.key === key && this.pending) {
       this.replays++;
       return this.last.out;
@@ -446,7 +461,7 @@ export class EpisodeRecorder {
         res = await this.o.engine.sample(context, {
           n: 1,
           ...this.sampling(req, room),
-          stop: [chat.endOfTurnId],
+          stop: [chat.endOfTurnId, ...(req.stop ?? []).filter((s) => s.length > 0)],
           ...(this.o.seed !== undefined ? { seed: new Rng(this.o.seed, this.completions).int(0x7fffffff) } : {}),
           signal,
         });
@@ -460,7 +475,10 @@ export class EpisodeRecorder {
       this.commit(req, next, forced);
       const seq = res.sequences[0];
       const closed = seq.tokens[seq.tokens.length - 1] === chat.endOfTurnId;
-      const text = chat.tokenizer.decode([...forced, ...(closed ? seq.tokens.slice(0, -1) : seq.tokens)]);
+      const text = beforeStop(
+        chat.tokenizer.decode([...forced, ...(closed ? seq.tokens.slice(0, -1) : seq.tokens)]),
+        closed || seq.stopReason !== "stop" ? [] : (req.stop ?? []),
+      );
       const calls = req.tools && req.tools.length > 0 ? extractToolCalls(text) : undefined;
       const assistant: AgentMessage = calls
         ? {

@@ -215,6 +215,7 @@ export class Gateway {
       topP: body.top_p ?? undefined,
       userAgent: req.headers["user-agent"],
       forced: forcedOpening(choice) || undefined,
+      stop: typeof body.stop === "string" ? [body.stop] : (body.stop ?? undefined),
       signal: gone.signal,
     });
     answered = true;
