@@ -1,8 +1,10 @@
 /**
  * The recording gateway's cost: the multihop task from the committed base, played by the built-in
  * rollout (ToolEnv) and by an agent of its own through the gateway (the `openai` client, driving the
- * same ToolEnv for its tools and reward), the same rows, seeds and limits, alternating R times.
- * Throughput is sampled action tokens per second of wall time. Prints one JSON line per run and
+ * same ToolEnv for its tools and reward), the same rows, seeds and limits, alternating R times after
+ * one warm-up run of each (not counted); the prefix cache is emptied before every run, so no run
+ * starts on what the one before it left. Throughput is sampled action tokens per second of wall
+ * time. Prints one JSON line per run and
  *   {"builtin_tokens_per_s":x,"gateway_tokens_per_s":y,"throughput_kept":y/x,"episodes":n}
  *   npm run bench:rollout -- --gateway [--rows 16] [--n 4] [--repeats 2]
  */
@@ -63,8 +65,9 @@ export async function gatewayBench(o: { rows: number; n: number; repeats: number
     ts.reduce((s, t) => s + t.steps.reduce((a, x) => a + x.action.length, 0), 0);
   const results = { builtin: [] as number[], gateway: [] as number[] };
   try {
-    for (let r = 0; r < o.repeats; r++) {
+    for (let r = -1; r < o.repeats; r++) {
       for (const mode of r % 2 === 0 ? (["builtin", "gateway"] as const) : (["gateway", "builtin"] as const)) {
+        await engine.clearPrefixCache();
         const t0 = performance.now();
         const res =
           mode === "builtin"
@@ -72,11 +75,11 @@ export async function gatewayBench(o: { rows: number; n: number; repeats: number
             : await agentRollout(engine, agent, rows, { n: o.n, seed: r, ...limits });
         const s = (performance.now() - t0) / 1000;
         const tps = tokens(res.trajectories) / s;
-        results[mode].push(tps);
+        if (r >= 0) results[mode].push(tps);
         console.log(
           JSON.stringify({
             run: mode,
-            repeat: r,
+            repeat: r < 0 ? "warm-up" : r,
             tokens_per_s: Math.round(tps),
             episodes: res.trajectories.length,
             failed: res.failed.length,
