@@ -82,6 +82,9 @@ const withoutTiming = (t: Trajectory) =>
     observation: s.observation,
   }));
 
+const callsOf = (t: Trajectory) =>
+  t.steps.map((s) => s.toolCalls.map((c) => ({ name: c.name, arguments: c.arguments, ok: c.ok, text: c.text })));
+
 test("a gateway-recorded episode gives the built-in rollout's datums, token for token and weight for weight", async () => {
   const builtIn = await rollout(
     script(),
@@ -103,6 +106,9 @@ test("a gateway-recorded episode gives the built-in rollout's datums, token for 
     assert.equal(t.endReason, "done");
     assert.equal(t.steps.length, 3);
     assert.deepEqual(withoutTiming(t), withoutTiming(a[i]), `trajectory ${i}: steps`);
+    // The tool calls too: names, arguments, and the results the agent sent back, ok or not.
+    assert.deepEqual(callsOf(t), callsOf(a[i]), `trajectory ${i}: tool calls`);
+    assert.ok(callsOf(t).flat().length > 0);
     assert.equal(t.drift?.firstDiff, -1, "no drift");
   });
   assert.deepEqual(
