@@ -26,6 +26,7 @@ const COVERED = [
   "agent/run-rollout.ts",
   "agent/shorten-tool-responses.ts",
   // Trained for two iterations each (and the agents evaluated) by trained-agents.test.ts; checked for shape here.
+  "trained-agents/ai-sdk-responses.ts",
   "trained-agents/ai-sdk.ts",
   "trained-agents/arithmetic-mcp-server.ts",
   "trained-agents/arithmetic.ts",
@@ -33,6 +34,7 @@ const COVERED = [
   "trained-agents/openai-agents-defaults.ts",
   "trained-agents/openai-agents.ts",
   "trained-agents/openai-client.ts",
+  "trained-agents/openai-responses.ts",
 ];
 
 function exampleFiles(dir: string, prefix = ""): string[] {
@@ -56,7 +58,14 @@ test("trained-agents: each module exports the rows and an agent; the reward read
   const arithmetic = await import("../examples/trained-agents/arithmetic.js");
   assert.equal(arithmetic.reward(arithmetic.rows[2], "It is 42."), 1);
   assert.equal(arithmetic.reward(arithmetic.rows[2], "41, no: 43"), 0);
-  for (const name of ["ai-sdk", "openai-agents", "openai-agents-defaults", "openai-client"]) {
+  for (const name of [
+    "ai-sdk",
+    "ai-sdk-responses",
+    "openai-agents",
+    "openai-agents-defaults",
+    "openai-client",
+    "openai-responses",
+  ]) {
     const m = (await import(`../examples/trained-agents/${name}.js`)) as { rows: unknown[]; agent: unknown };
     assert.equal(m.rows, arithmetic.rows, name);
     assert.equal(typeof m.agent, "function", name);
