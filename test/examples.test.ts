@@ -30,6 +30,7 @@ const COVERED = [
   "trained-agents/ai-sdk.ts",
   "trained-agents/arithmetic-mcp-server.ts",
   "trained-agents/arithmetic.ts",
+  "trained-agents/langgraph.ts",
   "trained-agents/mcp-tools.ts",
   "trained-agents/openai-agents-defaults.ts",
   "trained-agents/openai-agents.ts",
@@ -61,6 +62,7 @@ test("trained-agents: each module exports the rows and an agent; the reward read
   for (const name of [
     "ai-sdk",
     "ai-sdk-responses",
+    "langgraph",
     "openai-agents",
     "openai-agents-defaults",
     "openai-client",

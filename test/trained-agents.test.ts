@@ -1,7 +1,7 @@
 /**
  * The agents of examples/trained-agents/, written with the real packages (the `openai` client on chat
  * completions and on the Responses API, the Vercel AI SDK on both, the OpenAI Agents SDK on a chat
- * model and on its defaults), each trained for two iterations on a tiny model with
+ * model and on its defaults, LangGraph's ReAct agent), each trained for two iterations on a tiny model with
  * `agent-r1 train` and `task.module`, then evaluated with `agent-r1 eval --task MODULE`: the gateway
  * records their episodes, and the run directory, metrics and checkpoints are those of any task. The
  * MCP example trains in the built-in ToolEnv with the tools of the server its recipe starts.
@@ -24,6 +24,7 @@ for (const name of [
   "ai-sdk-responses",
   "openai-agents",
   "openai-agents-defaults",
+  "langgraph",
 ]) {
   test(`${name}: two iterations of training through the gateway, then eval of the checkpoint`, async () => {
     const recipe = join(root, `${name}.yaml`);
