@@ -3,8 +3,8 @@
  * engine, one base URL per episode (`{url}/episodes/{id}/v1`), so an agent written with any client
  * library (the `openai` client, the Vercel AI SDK, the OpenAI Agents SDK, LangChain.js) plays an
  * episode unchanged while every completion is recorded token for token (episode-recorder.ts).
- * Routes, under each episode's base URL: POST /chat/completions (tools, streaming or not,
- * logprobs), POST /responses (the Responses API, ./responses-route.ts: its items recorded as the
+ * Routes, under each episode's base URL: POST /chat/completions (./chat-route.ts: tools, streaming
+ * or not, logprobs), POST /responses (the Responses API, ./responses-route.ts: its items recorded as the
  * equivalent chat messages), GET /models. The request body is checked as `agent-r1 serve` checks
  * it (src/serve/schemas.ts, src/serve/responses-schema.ts); errors are OpenAI error objects. Bound
  * to loopback by default.
@@ -22,18 +22,16 @@ import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { bearerKey, secretMatcher } from "../util/secret.js";
 import type { Engine } from "../engine/types.js";
-import type { AgentMessage, ChatSetup } from "../agent/chat-setup.js";
+import type { AgentMessage } from "../agent/chat-setup.js";
 import { conversationText, rowQuotes } from "./row-quotes.js";
 import { registerGateway } from "./episode-fetch.js";
-import { ApiError, badRequest, toApiError } from "../serve/errors.js";
+import { ApiError, toApiError } from "../serve/errors.js";
 import { readJsonBody, sendJson } from "../serve/http.js";
-import { chatRequestSchema, parseRequest } from "../serve/schemas.js";
-import { templateMessages, toolSchemas } from "../serve/tool-calls.js";
-import { forcedOpening, parseToolChoice } from "../serve/tool-choice.js";
 import { parseRequestTarget } from "../util/request-target.js";
 import { ResponseStore } from "../serve/responses-store.js";
-import { EpisodeRecorder, RecorderError, type Completion, type RecorderOptions } from "./episode-recorder.js";
+import { EpisodeRecorder, RecorderError, type RecorderOptions } from "./episode-recorder.js";
 import { episodeResponses } from "./responses-route.js";
+import { episodeChat } from "./chat-route.js";
 
 export interface GatewayOptions extends Omit<RecorderOptions, "seed"> {
   /** The model name agents must ask for. Default "policy". */
@@ -186,98 +184,11 @@ export class Gateway {
           code: "unknown_url",
         },
       );
-    const body = parseRequest(chatRequestSchema, await readJsonBody(req, 4 << 20));
-    if (body.model !== undefined && body.model !== this.model)
-      throw new ApiError(404, `The model '${body.model}' does not exist; this gateway serves '${this.model}'`, {
-        code: "model_not_found",
-        param: "model",
-      });
-    if ((body.n ?? 1) !== 1) throw badRequest("n must be 1: an episode is one conversation", "n");
-    // Never ignored in silence: an agent that parses the answer as JSON would fail for a reason it cannot see.
-    if (body.response_format && body.response_format.type !== "text")
-      throw badRequest(
-        `response_format '${body.response_format.type}' is not supported by the gateway (no constrained decoding yet); ask for JSON in the prompt instead`,
-        "response_format",
-      );
-    const choice = parseToolChoice(
-      body.tool_choice,
-      (body.tools ?? []).map((t) => t.function.name),
+    return episodeChat(
+      { recorder: episode, model: this.model, chat: this.o.chat },
+      await readJsonBody(req, 4 << 20),
+      res,
+      req.headers["user-agent"],
     );
-    const tools = body.tools && body.tools.length > 0 && choice !== "none" ? toolSchemas(body.tools) : undefined;
-    const gone = new AbortController();
-    let answered = false;
-    res.on("close", () => answered || gone.abort());
-    const out = await episode.complete({
-      messages: templateMessages(body.messages),
-      tools,
-      maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
-      temperature: body.temperature ?? undefined,
-      topP: body.top_p ?? undefined,
-      userAgent: req.headers["user-agent"],
-      forced: forcedOpening(choice) || undefined,
-      stop: typeof body.stop === "string" ? [body.stop] : (body.stop ?? undefined),
-      signal: gone.signal,
-    });
-    answered = true;
-    if (res.writableEnded) return;
-    const head = {
-      id: `chatcmpl-${randomBytes(8).toString("hex")}`,
-      created: Math.floor(Date.now() / 1000),
-      model: this.model,
-    };
-    const usage = {
-      prompt_tokens: out.promptTokens,
-      completion_tokens: out.tokens.length,
-      total_tokens: out.promptTokens + out.tokens.length,
-    };
-    if (body.stream) return stream(res, head, out, usage, body.stream_options?.include_usage === true);
-    const message = {
-      role: "assistant",
-      content: out.content,
-      ...(out.toolCalls ? { tool_calls: out.toolCalls } : {}),
-      refusal: null,
-    };
-    sendJson(res, 200, {
-      ...head,
-      object: "chat.completion",
-      choices: [
-        {
-          index: 0,
-          message,
-          logprobs: body.logprobs ? { content: logprobEntries(out, this.o.chat), refusal: null } : null,
-          finish_reason: out.finishReason,
-        },
-      ],
-      usage,
-    });
   }
-}
-
-function logprobEntries(out: Completion, chat: ChatSetup) {
-  return out.tokens.map((t, i) => {
-    const token = chat.tokenizer.decode([t]);
-    return { token, logprob: out.logprobs[i], bytes: [...Buffer.from(token, "utf8")], top_logprobs: [] };
-  });
-}
-
-/** The whole answer as chat.completion.chunk events: the role, the content, each tool call, the finish. */
-function stream(
-  res: ServerResponse,
-  head: Record<string, unknown>,
-  out: Completion,
-  usage: Record<string, number>,
-  includeUsage: boolean,
-): void {
-  res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive" });
-  const send = (delta: Record<string, unknown>, finish: string | null) =>
-    res.write(
-      `data: ${JSON.stringify({ ...head, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) })}\n\n`,
-    );
-  send({ role: "assistant", content: "" }, null);
-  if (out.content) send({ content: out.content }, null);
-  out.toolCalls?.forEach((c, index) => send({ tool_calls: [{ index, ...c }] }, null));
-  send({}, out.finishReason);
-  if (includeUsage)
-    res.write(`data: ${JSON.stringify({ ...head, object: "chat.completion.chunk", choices: [], usage })}\n\n`);
-  res.end("data: [DONE]\n\n");
 }

@@ -11,6 +11,7 @@
 import type { ServerResponse } from "node:http";
 import { ApiError } from "../serve/errors.js";
 import { sendJson } from "../serve/http.js";
+import { untilClosed } from "../serve/cancel-on-close.js";
 import { responseBody, responseHead, responseUsage, storeResponse } from "../serve/responses-answer.js";
 import { ResponseEvents } from "../serve/responses-events.js";
 import { prepareResponses } from "../serve/responses-request.js";
@@ -40,21 +41,19 @@ export async function episodeResponses(
       code: "model_not_found",
       param: "model",
     });
-  const gone = new AbortController();
-  let answered = false;
-  res.on("close", () => answered || gone.abort());
-  const out = await episode.recorder.complete({
-    messages: call.messages,
-    tools: call.toolSchemas,
-    maxTokens: req.max_output_tokens ?? undefined,
-    temperature: req.temperature ?? undefined,
-    topP: req.top_p ?? undefined,
-    userAgent,
-    forced: call.forced || undefined,
-    signal: gone.signal,
-  });
-  answered = true;
-  if (res.writableEnded) return;
+  const out = await untilClosed(res, (signal) =>
+    episode.recorder.complete({
+      messages: call.messages,
+      tools: call.toolSchemas,
+      maxTokens: req.max_output_tokens ?? undefined,
+      temperature: req.temperature ?? undefined,
+      topP: req.top_p ?? undefined,
+      userAgent,
+      forced: call.forced || undefined,
+      signal,
+    }),
+  );
+  if (!out) return;
   const head = responseHead(episode.model, req.temperature ?? episode.temperature, req.top_p ?? 1);
   const answer = { content: out.content, toolCalls: out.toolCalls, incomplete: out.finishReason === "length" };
   const done = responseBody(head, call, { answer, usage: responseUsage(out.promptTokens, out.tokens.length) });
