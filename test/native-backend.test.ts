@@ -41,16 +41,7 @@ import { Rng } from "../src/util/rng.js";
 import type { Datum } from "../src/engine/types.js";
 import { spawnSync } from "node:child_process";
 import { captureIO, cliEntry } from "./helpers.js";
-import {
-  assertClose,
-  diff,
-  fusedVsReference,
-  kernelsRun,
-  native,
-  nativeDisabled as disabled,
-  normal,
-  tinyModelFixture,
-} from "./native-helpers.js";
+import { assertClose, diff, fusedVsReference, kernelsRun, native, normal, tinyModelFixture } from "./native-helpers.js";
 
 const fx = tinyModelFixture("agent-r1-native-", 0);
 

@@ -10,6 +10,7 @@
 import type { AnyTool, ToolContext, ToolOutput } from "./tool.js";
 import { DEFAULT_MAX_RESPONSE_CHARS, truncateResponse, wellFormed } from "./tool.js";
 import type { ParsedToolCall } from "./formats/types.js";
+import { describeThrown } from "../util/describe-thrown.js";
 
 export const TOOL_ERROR_KINDS = ["parse_error", "unknown_tool", "invalid_arguments", "timeout", "tool_error"] as const;
 export type ToolErrorKind = (typeof TOOL_ERROR_KINDS)[number];
@@ -45,15 +46,6 @@ export interface CallContext {
 }
 
 const TIMEOUT = Symbol("timeout");
-
-/** What a tool threw, as text; never throws itself (a thrown value's toString may). */
-function describeThrown(err: unknown): string {
-  try {
-    return err instanceof Error ? err.message : String(err);
-  } catch {
-    return "a value that cannot be shown as text";
-  }
-}
 
 /** Accepts text or { text, reward?, metadata? }; anything else is the tool's bug, reported as such. */
 function checkOutput(out: unknown): ToolOutput | string {
@@ -129,7 +121,7 @@ export async function runToolCall(
   } catch (err) {
     return fail(
       "tool_error",
-      `tool '${tool.name}' could not check its arguments: ${describeThrown(err)}`,
+      `tool '${tool.name}' could not check its arguments: ${describeThrown(err, true)}`,
       tool.name,
       call.arguments,
     );
@@ -150,7 +142,7 @@ export async function runToolCall(
       turn: ctx.turn,
     });
   } catch (err) {
-    return fail("tool_error", `tool '${tool.name}' failed: ${describeThrown(err)}`, tool.name, call.arguments);
+    return fail("tool_error", `tool '${tool.name}' failed: ${describeThrown(err, true)}`, tool.name, call.arguments);
   }
   if (out === TIMEOUT)
     return fail("timeout", `tool '${tool.name}' timed out after ${tool.timeoutMs} ms.`, tool.name, call.arguments);

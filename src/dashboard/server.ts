@@ -110,24 +110,13 @@ export function chartJsPath(): string {
   return umd;
 }
 
-/** Starts the server; resolves once it listens. */
-export async function startDashboard(opts: DashboardOptions): Promise<Dashboard> {
-  const runDir = opts.runDir;
-  checkRunDir(runDir);
-  const host = opts.host ?? DEFAULT_HOST;
-  const port = opts.port ?? DEFAULT_PORT;
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new InputError(`dashboard: port must be an integer from 0 to 65535, got ${port}`);
-  const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
-  const keyMatches =
-    opts.apiKey !== undefined
-      ? secretMatcher(opts.apiKey, "dashboard", "--api-key (or AGENT_R1_DASHBOARD_KEY)")
-      : undefined;
-  const chartJs = readFileSync(chartJsPath());
+type Route = (req: IncomingMessage, url: URL, res: ServerResponse) => void;
+
+/** The dashboard's fixed routes: its page, its script, chart.js, and the run's info and metrics. */
+function dashboardRoutes(runDir: string, chartJs: Buffer): Record<string, Route> {
   const tail = new JsonlTail(join(runDir, "metrics.jsonl"), { within: runDir });
   const absolute = resolve(runDir);
-
-  const routes: Record<string, (req: IncomingMessage, url: URL, res: ServerResponse) => void> = {
+  return {
     "/": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
     "/index.html": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
     "/app.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", APP_JS),
@@ -158,6 +147,43 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
     },
     "/api/samples": (_q, _u, res) => json(res, 200, { iterations: sampleIterations(runDir) }),
   };
+}
+
+/**
+ * A request without the dashboard's key: one that brings it as ?key=KEY is sent on to the same
+ * address with the key in an HttpOnly cookie (so the address bar and history lose it); any other gets 401.
+ */
+function refuseOrLogIn(keyMatches: (key: string | undefined) => boolean, url: URL, res: ServerResponse): void {
+  const given = url.searchParams.get("key");
+  if (given !== null && keyMatches(given)) {
+    url.searchParams.delete("key");
+    res.writeHead(303, {
+      "Set-Cookie": `${COOKIE}=${encodeURIComponent(given)}; HttpOnly; SameSite=Strict; Path=/`,
+      Location: url.pathname + url.search,
+    });
+    res.end();
+    return;
+  }
+  res.setHeader("WWW-Authenticate", "Bearer");
+  json(res, 401, {
+    error: "this dashboard requires its key: open the address with ?key=KEY, or send 'Authorization: Bearer KEY'",
+  });
+}
+
+/** Starts the server; resolves once it listens. */
+export async function startDashboard(opts: DashboardOptions): Promise<Dashboard> {
+  const runDir = opts.runDir;
+  checkRunDir(runDir);
+  const host = opts.host ?? DEFAULT_HOST;
+  const port = opts.port ?? DEFAULT_PORT;
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new InputError(`dashboard: port must be an integer from 0 to 65535, got ${port}`);
+  const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
+  const keyMatches =
+    opts.apiKey !== undefined
+      ? secretMatcher(opts.apiKey, "dashboard", "--api-key (or AGENT_R1_DASHBOARD_KEY)")
+      : undefined;
+  const routes = dashboardRoutes(runDir, readFileSync(chartJsPath()));
 
   const server = createServer((req, res) => {
     try {
@@ -166,21 +192,8 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
       const verdict = guard.check(req.headers);
       if (!verdict.ok) return json(res, 403, { error: verdict.message });
       for (const [k, v] of Object.entries(verdict.headers)) res.setHeader(k, v);
-      if (keyMatches && url.pathname !== "/favicon.ico" && !keyMatches(keyOf(req))) {
-        const given = url.searchParams.get("key");
-        if (given !== null && keyMatches(given)) {
-          url.searchParams.delete("key");
-          res.writeHead(303, {
-            "Set-Cookie": `${COOKIE}=${encodeURIComponent(given)}; HttpOnly; SameSite=Strict; Path=/`,
-            Location: url.pathname + url.search,
-          });
-          return res.end();
-        }
-        res.setHeader("WWW-Authenticate", "Bearer");
-        return json(res, 401, {
-          error: "this dashboard requires its key: open the address with ?key=KEY, or send 'Authorization: Bearer KEY'",
-        });
-      }
+      if (keyMatches && url.pathname !== "/favicon.ico" && !keyMatches(keyOf(req)))
+        return refuseOrLogIn(keyMatches, url, res);
       if (req.method !== "GET" && req.method !== "HEAD") {
         res.setHeader("Allow", "GET, HEAD");
         return json(res, 405, { error: "method not allowed" });

@@ -14,18 +14,20 @@
  * An episode a limit ended (maxTurns, maxTotalTokens: the gateway refused the request) is kept as
  * truncated whatever the agent does next: with its reward if it returns one, else 0.
  *
- * The agent runs in this process, so a promise it leaves rejected and unhandled, or an exception it
- * throws in a timer or an event callback, would end the process through Node's default handlers.
- * While agent rollouts run (and for a short grace after the last one ends, for a request an agent
- * left behind that fails once the gateway is gone) process-level listeners take them instead. Each
- * agent runs in its own async context, so what its code left behind is pinned on its episode, which
- * fails (the message says what was left); what comes from an episode that has ended is logged once
- * per distinct message and counted (`unhandledRejections`), as is a rejection from nowhere known; an
- * exception from nowhere known is Node's to report, and ends the process as it always did. With no
- * agent rollout running the listeners are gone, and Node's own behaviour is back.
+ * An agent runs in this process: what it leaves unhandled (a rejected promise, an exception in a
+ * callback) fails its own episode instead of ending the process (agent-guard.ts).
  */
-import { AsyncLocalStorage } from "node:async_hooks";
-import { installEpisodeFetch, type EpisodeRoute } from "./episode-fetch.js";
+import {
+  agentScope,
+  holdGuard,
+  releaseGuard,
+  safeLog,
+  toStderr,
+  type GuardHolder,
+  type LiveEpisode,
+} from "./agent-guard.js";
+import type { EpisodeRecorder } from "./episode-recorder.js";
+import { describeThrown } from "../util/describe-thrown.js";
 import type { Engine } from "../engine/types.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import { chatSetup, type ChatSetup } from "../agent/chat-setup.js";
@@ -137,34 +139,6 @@ function outcome(v: unknown): { reward: number; metrics: Record<string, number> 
   return { reward, metrics };
 }
 
-/**
- * What a thrown value says, on one line of at most 1,000 characters. Never throws: it tries the
- * value's own text, then its `message`, then its tag, and gives up with "[an unprintable value]".
- */
-export function describeThrown(e: unknown): string {
-  const ways = [
-    () => (e instanceof Error ? e.message : String(e)),
-    () => {
-      const m = (e as { message?: unknown }).message;
-      if (typeof m !== "string") throw new TypeError("no message");
-      return m;
-    },
-    () => Object.prototype.toString.call(e),
-  ];
-  for (const way of ways) {
-    try {
-      const text = way();
-      if (typeof text === "string") {
-        const line = text.split("\n")[0];
-        return line.length > 1000 ? `${line.slice(0, 1000)}...` : line;
-      }
-    } catch {
-      // the next way
-    }
-  }
-  return "[an unprintable value]";
-}
-
 /** Why an agent failed, from what it threw: an Error's message, or what else it threw. */
 function agentFailure(e: unknown): string {
   return instanceOf(e, Error) ? describeThrown(e) : `the agent threw ${describeThrown(e)}`;
@@ -179,113 +153,176 @@ function instanceOf(e: unknown, C: abstract new (...args: never[]) => unknown): 
   }
 }
 
-/** A rollout holding the process-level guard: where its lines go and the rejections it was told of. */
-interface GuardHolder {
-  log: (line: string) => void;
-  unhandled: number;
+interface Job<Row> {
+  row: Row;
+  rowIndex: number;
+  sampleIndex: number;
 }
 
-/** One running agent, as the async context its code runs in carries it. */
-interface LiveEpisode {
-  id: string;
-  where: string;
+/** What the agents' requests did to the gateway: completions, new segments by reason code, replays. */
+interface Traffic {
+  requests: number;
+  segments: Record<string, number>;
+  replays: number;
+}
+
+/** What the episodes of one rollout share. */
+interface RolloutState<Row> {
+  gateway: Gateway;
+  agent: Agent<Row>;
+  opts: AgentRolloutOptions;
   holder: GuardHolder;
-  ended: boolean;
-  /** Why it fails: the first rejection or exception its code left unhandled, if any. */
-  stray?: string;
-  abort: AbortController;
-  /** Where its agent's requests go, whatever client sends them (episode-fetch.ts). */
-  route: EpisodeRoute;
+  traffic: Traffic;
+  /** Logs a line once per run. */
+  note: (line: string) => void;
+  timeoutMs: number;
 }
 
-/** After the last agent rollout ends, how long its agents' leftover promises are still taken care of. */
-const GUARD_GRACE_MS = 2_000;
-
-function toStderr(line: string): void {
-  process.stderr.write(line + "\n");
+interface EpisodeResult {
+  trajectory: Trajectory;
+  /** The metrics its agent returned (kept episodes only). */
+  metrics?: Record<string, number>;
+  /** Why requests started new segments, if any did. */
+  segmentReasons?: string[];
 }
 
-const agentScope = new AsyncLocalStorage<LiveEpisode>();
-installEpisodeFetch(() => agentScope.getStore()?.route);
-const guard = {
-  holders: new Set<GuardHolder>(),
-  installed: false,
-  timer: undefined as NodeJS.Timeout | undefined,
-  /** Messages already logged (a few hundred at most). */
-  seen: new Set<string>(),
-  lastLog: toStderr as (line: string) => void,
-};
+type AgentResult =
+  { result: { reward: number; metrics: Record<string, number> }; problem?: undefined } | { problem: string };
 
-/** What an agent left behind, pinned on its episode while it runs (it fails), else logged once per message. */
-function leftBehind(what: string, text: string, ep: LiveEpisode | undefined): void {
-  if (ep && !ep.ended) {
-    ep.holder.unhandled++;
-    if (ep.stray === undefined) {
-      ep.stray = `the agent left ${what}: ${text}`;
-      ep.abort.abort(new Error(ep.stray));
-    }
-    return;
-  }
-  if (ep) ep.holder.unhandled++;
-  else for (const h of guard.holders) h.unhandled++;
-  if (guard.seen.has(text) || guard.seen.size >= 256) return;
-  guard.seen.add(text);
-  const log = ep?.holder.log ?? [...guard.holders][0]?.log ?? guard.lastLog;
-  safeLog(log, `an agent left ${what}${ep ? ` (${ep.where}, after it ended)` : ""}: ${text}; the run goes on`);
+function positiveInt(v: number, name: string): number {
+  if (!(Number.isInteger(v) && v > 0))
+    throw new InputError(`agentRollout: ${name} must be a positive integer, got ${v}`);
+  return v;
 }
 
-function onUnhandledRejection(reason: unknown): void {
-  leftBehind("a promise rejection unhandled", describeThrown(reason), agentScope.getStore());
+/** The rollout's own gateway on `engine`, with the recipe's limits and sampling. */
+function ownGateway(engine: Engine, opts: AgentRolloutOptions, maxTurns: number): Promise<Gateway> {
+  const tokenizer = opts.tokenizer ?? (engine as { tokenizer?: Tokenizer }).tokenizer;
+  const chat = opts.chat ?? (tokenizer ? chatSetup(tokenizer) : undefined);
+  if (!chat) throw new InputError("agentRollout: the engine has no tokenizer", "pass { tokenizer } or { chat }");
+  const window = (engine as { config?: { maxPositionEmbeddings?: number } }).config?.maxPositionEmbeddings ?? 4096;
+  return new Gateway({
+    chat,
+    engine,
+    maxTokensPerTurn: opts.maxTokensPerTurn ?? 256,
+    maxTotalTokens: opts.maxTotalTokens ?? Math.min(4096, window),
+    maxTurns,
+    temperature: opts.temperature ?? 1,
+    topP: opts.topP ?? 1,
+    agentSampling: opts.agentSampling ?? "recipe",
+    log: opts.log,
+  }).start();
 }
 
-/**
- * An exception thrown in a callback (a timer, an event) with nobody to catch it. An agent's (its async
- * context says so) fails its episode; any other is left to Node, which ends the process as it would
- * have (unless someone else listens for these).
- */
-function onUncaughtException(err: unknown): void {
-  const ep = agentScope.getStore();
-  if (ep) return leftBehind("an exception uncaught", describeThrown(err), ep);
-  if (process.listenerCount("uncaughtException") > 1) return;
-  process.off("uncaughtException", onUncaughtException);
-  process.nextTick(() => {
-    throw err;
-  });
-}
-
-function holdGuard(holder: GuardHolder): void {
-  guard.holders.add(holder);
-  guard.lastLog = holder.log;
-  clearTimeout(guard.timer);
-  guard.timer = undefined;
-  if (!guard.installed) {
-    process.on("unhandledRejection", onUnhandledRejection);
-    process.on("uncaughtException", onUncaughtException);
-    guard.installed = true;
-  }
-}
-
-function releaseGuard(holder: GuardHolder): void {
-  guard.holders.delete(holder);
-  if (guard.holders.size > 0 || guard.timer) return;
-  guard.timer = setTimeout(() => {
-    guard.timer = undefined;
-    if (guard.holders.size > 0) return;
-    process.off("unhandledRejection", onUnhandledRejection);
-    process.off("uncaughtException", onUncaughtException);
-    guard.installed = false;
-    guard.seen.clear();
-    agentScope.disable();
-  }, GUARD_GRACE_MS);
-  guard.timer.unref();
-}
-
-function safeLog(log: ((line: string) => void) | undefined, line: string): void {
+/** Runs the agent in the episode's own async context until it returns, throws or is stopped. */
+async function runAgent<Row>(live: LiveEpisode, agent: Agent<Row>, row: Row, ctx: AgentContext): Promise<AgentResult> {
+  const abort = live.abort;
+  const stopped = new Promise<never>((_, reject) =>
+    abort.signal.addEventListener("abort", () => reject(abort.signal.reason), { once: true }),
+  );
+  // A rejection its code leaves is pinned on the episode; a synchronous throw is a rejection.
+  const run = agentScope.run(live, () => Promise.resolve().then(() => agent(row, ctx)));
+  let got: AgentResult;
   try {
-    log?.(line);
-  } catch {
-    // a log that throws loses its line, not the run
+    got = { result: outcome(await Promise.race([run, stopped])) };
+  } catch (e) {
+    got = { problem: instanceOf(e, BadOutcome) ? (e as BadOutcome).message : agentFailure(e) };
   }
+  // A rejection the agent left just before returning is reported once the current microtasks have run.
+  await new Promise((r) => setImmediate(r));
+  live.ended = true;
+  return live.stray === undefined ? got : { problem: live.stray };
+}
+
+/** Adds an episode's requests to the rollout's traffic, and says once what the recipe overrode. */
+function tally(rec: EpisodeRecorder, traffic: Traffic, note: (line: string) => void): void {
+  traffic.requests += rec.sampled;
+  traffic.replays += rec.replays;
+  for (const r of rec.segmentReasons) traffic.segments[segmentCode(r)] = (traffic.segments[segmentCode(r)] ?? 0) + 1;
+  for (const asked of rec.samplingAsked)
+    note(
+      `an agent asked for ${asked} (the recipe's sampling wins; set rollout.agentSampling: agent to let the request's win)`,
+    );
+}
+
+/** The episode's trajectory from what its agent did: kept, or failed with the reason. */
+function settle(rec: EpisodeRecorder, got: AgentResult, failed: (message: string) => Trajectory): EpisodeResult {
+  // Another conversation reached this episode (a shared client): it fails whole, never mixed.
+  if (rec.mixed !== undefined) {
+    rec.finish(0);
+    return { trajectory: failed(rec.mixed) };
+  }
+  // A limit ended the episode: it is kept, whatever the agent did after it was refused.
+  if (got.problem !== undefined && !rec.truncated) {
+    rec.finish(0);
+    return { trajectory: failed(got.problem) };
+  }
+  const t = rec.finish(got.problem === undefined ? got.result.reward : 0);
+  if (!t) return { trajectory: failed(rec.refusal ?? "the agent never called the model") };
+  return {
+    trajectory: t,
+    metrics: got.problem === undefined ? got.result.metrics : {},
+    segmentReasons: rec.segmentReasons.length ? [...rec.segmentReasons] : undefined,
+  };
+}
+
+/** One episode: its gateway URL and key, the agent run against them under a timeout, and its trajectory. */
+async function runEpisode<Row>(st: RolloutState<Row>, job: Job<Row>, i: number): Promise<EpisodeResult> {
+  const { opts, gateway } = st;
+  const seed = opts.seed === undefined ? undefined : new Rng(opts.seed, i).int(0x7fffffff);
+  const ep = gateway.open({ rowIndex: job.rowIndex, sampleIndex: job.sampleIndex, row: job.row, seed });
+  const live: LiveEpisode = {
+    id: ep.id,
+    where: `agent episode ${ep.id} (row ${job.rowIndex + 1}, sample ${job.sampleIndex + 1})`,
+    holder: st.holder,
+    ended: false,
+    abort: new AbortController(),
+    route: { baseURL: ep.baseURL, apiKey: ep.apiKey },
+  };
+  const timer = setTimeout(
+    () => live.abort.abort(new Error(`the agent ran past its timeout of ${st.timeoutMs} ms`)),
+    st.timeoutMs,
+  );
+  const failed = (message: string) => {
+    safeLog(opts.log, `${live.where} failed: ${message}`);
+    return new TrajectoryBuilder(ep.id, job.rowIndex, job.sampleIndex).finish("failed", {
+      error: { stage: "step", name: "AgentError", message },
+    });
+  };
+  try {
+    const ctx: AgentContext = {
+      baseURL: ep.baseURL,
+      apiKey: ep.apiKey,
+      model: gateway.model,
+      signal: live.abort.signal,
+      rowIndex: job.rowIndex,
+      sampleIndex: job.sampleIndex,
+    };
+    const got = await runAgent(live, st.agent, job.row, ctx);
+    tally(ep.recorder, st.traffic, st.note);
+    return settle(ep.recorder, got, failed);
+  } catch (e) {
+    return { trajectory: failed(`recording the episode failed: ${describeThrown(e)}`) };
+  } finally {
+    live.ended = true;
+    clearTimeout(timer);
+    live.abort.abort(); // a client still waiting on the gateway stops
+    gateway.close(ep.id);
+  }
+}
+
+/** The line to say when many requests rewrote their conversation (each segment trains alone). */
+function rewriteNote(traffic: Traffic): string | undefined {
+  const rewrites = Object.values(traffic.segments).reduce((a, b) => a + b, 0);
+  if (traffic.requests < 20 || rewrites <= 0.05 * traffic.requests) return undefined;
+  const pct = ((100 * rewrites) / traffic.requests).toFixed(0);
+  const why = Object.entries(traffic.segments)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ");
+  return (
+    `${rewrites} of ${traffic.requests} agent requests (${pct} %) rewrote the conversation and started a new segment (${why}): ` +
+    "each segment trains as its own sequence; an agent that sends back its history as it got it trains on whole episodes"
+  );
 }
 
 export async function agentRollout<Row>(
@@ -294,163 +331,61 @@ export async function agentRollout<Row>(
   rows: Row[],
   opts: AgentRolloutOptions = {},
 ): Promise<AgentRolloutResult> {
-  const n = opts.n ?? 1;
-  if (!(Number.isInteger(n) && n > 0)) throw new InputError(`agentRollout: n must be a positive integer, got ${n}`);
+  const n = positiveInt(opts.n ?? 1, "n");
   if (typeof agent !== "function") throw new InputError("agentRollout: agent must be a function (row, ctx) => reward");
-  const maxTurns = opts.maxTurns ?? LOOP_DEFAULTS.maxTurns;
-  if (!(Number.isInteger(maxTurns) && maxTurns > 0))
-    throw new InputError(`agentRollout: maxTurns must be a positive integer, got ${maxTurns}`);
-  const tokenizer = opts.tokenizer ?? (engine as { tokenizer?: Tokenizer }).tokenizer;
-  const chat = opts.chat ?? (tokenizer ? chatSetup(tokenizer) : undefined);
-  if (!chat) throw new InputError("agentRollout: the engine has no tokenizer", "pass { tokenizer } or { chat }");
-  const window = (engine as { config?: { maxPositionEmbeddings?: number } }).config?.maxPositionEmbeddings ?? 4096;
-  const own = !opts.gateway;
-  const gateway =
-    opts.gateway ??
-    (await new Gateway({
-      chat,
-      engine,
-      maxTokensPerTurn: opts.maxTokensPerTurn ?? 256,
-      maxTotalTokens: opts.maxTotalTokens ?? Math.min(4096, window),
-      maxTurns,
-      temperature: opts.temperature ?? 1,
-      topP: opts.topP ?? 1,
-      agentSampling: opts.agentSampling ?? "recipe",
-      log: opts.log,
-    }).start());
+  const maxTurns = positiveInt(opts.maxTurns ?? LOOP_DEFAULTS.maxTurns, "maxTurns");
+  const gateway = opts.gateway ?? (await ownGateway(engine, opts, maxTurns));
   const said = opts.said ?? new Set<string>();
-  const traffic = { requests: 0, segments: {} as Record<string, number>, replays: 0 };
-  const note = (line: string) => {
-    if (said.has(line)) return;
-    said.add(line);
-    (opts.log ?? ((l: string) => process.stderr.write(l + "\n")))(line);
+  const st: RolloutState<Row> = {
+    gateway,
+    agent,
+    opts,
+    holder: { log: opts.log ?? toStderr, unhandled: 0 },
+    traffic: { requests: 0, segments: {}, replays: 0 },
+    note: (line) => {
+      if (said.has(line)) return;
+      said.add(line);
+      (opts.log ?? toStderr)(line);
+    },
+    timeoutMs: opts.timeoutMs ?? 300_000,
   };
-  const timeoutMs = opts.timeoutMs ?? 300_000;
   const jobs = rows.flatMap((row, r) => Array.from({ length: n }, (_, s) => ({ row, rowIndex: r, sampleIndex: s })));
-  const all: Trajectory[] = new Array(jobs.length);
-  const agentMetrics = new Map<string, Record<string, number>>();
-  const segmentReasons = new Map<string, string[]>();
-  const holder: GuardHolder = { log: opts.log ?? toStderr, unhandled: 0 };
+  const done: EpisodeResult[] = new Array(jobs.length);
   const t0 = performance.now();
-
-  const runOne = async (i: number) => {
-    const job = jobs[i];
-    const seed = opts.seed === undefined ? undefined : new Rng(opts.seed, i).int(0x7fffffff);
-    const ep = gateway.open({ rowIndex: job.rowIndex, sampleIndex: job.sampleIndex, row: job.row, seed });
-    const live: LiveEpisode = {
-      id: ep.id,
-      where: `agent episode ${ep.id} (row ${job.rowIndex + 1}, sample ${job.sampleIndex + 1})`,
-      holder,
-      ended: false,
-      abort: new AbortController(),
-      route: { baseURL: ep.baseURL, apiKey: ep.apiKey },
-    };
-    const abort = live.abort;
-    const timer = setTimeout(
-      () => abort.abort(new Error(`the agent ran past its timeout of ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    const failed = (message: string) => {
-      safeLog(opts.log, `${live.where} failed: ${message}`);
-      return new TrajectoryBuilder(ep.id, job.rowIndex, job.sampleIndex).finish("failed", {
-        error: { stage: "step", name: "AgentError", message },
-      });
-    };
-    try {
-      const stopped = new Promise<never>((_, reject) =>
-        abort.signal.addEventListener("abort", () => reject(abort.signal.reason), { once: true }),
-      );
-      const ctx: AgentContext = {
-        baseURL: ep.baseURL,
-        apiKey: ep.apiKey,
-        model: gateway.model,
-        signal: abort.signal,
-        rowIndex: job.rowIndex,
-        sampleIndex: job.sampleIndex,
-      };
-      // In the episode's own async context (a rejection its code leaves is pinned on it); a synchronous throw is a rejection.
-      const run = agentScope.run(live, () => Promise.resolve().then(() => agent(job.row, ctx)));
-      let result: { reward: number; metrics: Record<string, number> } | undefined;
-      let problem: string | undefined;
-      try {
-        result = outcome(await Promise.race([run, stopped]));
-      } catch (e) {
-        problem = instanceOf(e, BadOutcome) ? (e as BadOutcome).message : agentFailure(e);
-      }
-      // A rejection the agent left just before returning is reported once the current microtasks have run.
-      await new Promise((r) => setImmediate(r));
-      live.ended = true;
-      problem = live.stray ?? problem;
-      const rec = ep.recorder;
-      traffic.requests += rec.sampled;
-      traffic.replays += rec.replays;
-      for (const r of rec.segmentReasons)
-        traffic.segments[segmentCode(r)] = (traffic.segments[segmentCode(r)] ?? 0) + 1;
-      for (const asked of rec.samplingAsked)
-        note(
-          `an agent asked for ${asked} (the recipe's sampling wins; set rollout.agentSampling: agent to let the request's win)`,
-        );
-      // Another conversation reached this episode (a shared client): it fails whole, never mixed.
-      if (rec.mixed !== undefined) {
-        rec.finish(0);
-        all[i] = failed(rec.mixed);
-        return;
-      }
-      // A limit ended the episode: it is kept, whatever the agent did after it was refused.
-      if (problem !== undefined && !rec.truncated) {
-        rec.finish(0);
-        all[i] = failed(problem);
-        return;
-      }
-      const t = rec.finish(problem === undefined ? result!.reward : 0);
-      all[i] = t ?? failed(rec.refusal ?? "the agent never called the model");
-      if (t) {
-        agentMetrics.set(t.id, problem === undefined ? result!.metrics : {});
-        if (rec.segmentReasons.length) segmentReasons.set(t.id, [...rec.segmentReasons]);
-      }
-    } catch (e) {
-      all[i] = failed(`recording the episode failed: ${describeThrown(e)}`);
-    } finally {
-      live.ended = true;
-      clearTimeout(timer);
-      abort.abort(); // a client still waiting on the gateway stops
-      gateway.close(ep.id);
-    }
-  };
-
-  holdGuard(holder);
+  holdGuard(st.holder);
   try {
     let next = 0;
     const limit = Math.min(opts.concurrency ?? jobs.length, jobs.length);
     await Promise.all(
       Array.from({ length: limit }, async () => {
-        while (next < jobs.length) await runOne(next++);
+        while (next < jobs.length) {
+          const i = next++;
+          done[i] = await runEpisode(st, jobs[i], i);
+        }
       }),
     );
   } finally {
     try {
-      if (own) await gateway.stop();
+      if (!opts.gateway) await gateway.stop();
     } finally {
-      releaseGuard(holder);
+      releaseGuard(st.holder);
     }
   }
-  const rewrites = Object.values(traffic.segments).reduce((a, b) => a + b, 0);
-  if (traffic.requests >= 20 && rewrites > 0.05 * traffic.requests)
-    note(
-      `${rewrites} of ${traffic.requests} agent requests (${((100 * rewrites) / traffic.requests).toFixed(0)} %) rewrote the conversation and started a new segment (${Object.entries(
-        traffic.segments,
-      )
-        .map(([k, v]) => `${k} ${v}`)
-        .join(
-          ", ",
-        )}): each segment trains as its own sequence; an agent that sends back its history as it got it trains on whole episodes`,
-    );
+  const line = rewriteNote(st.traffic);
+  if (line) st.note(line);
+  const all = done.map((d) => d.trajectory);
+  const agentMetrics = new Map<string, Record<string, number>>();
+  const segmentReasons = new Map<string, string[]>();
+  for (const d of done) {
+    if (d.metrics) agentMetrics.set(d.trajectory.id, d.metrics);
+    if (d.segmentReasons) segmentReasons.set(d.trajectory.id, d.segmentReasons);
+  }
   return {
     trajectories: all.filter((t) => t.endReason !== "failed"),
     failed: all.filter((t) => t.endReason === "failed"),
-    metrics: { ...rolloutMetrics(all, performance.now() - t0), gateway: traffic },
+    metrics: { ...rolloutMetrics(all, performance.now() - t0), gateway: st.traffic },
     agentMetrics,
     segmentReasons,
-    unhandledRejections: holder.unhandled,
+    unhandledRejections: st.holder.unhandled,
   };
 }

@@ -41,7 +41,7 @@
  * episode): the message says so and how to fix it. Any other rewrite is a new segment. A request equal to the one just answered (a client's retry of an answer it did
  * not receive) gets the same answer again, sampled and counted once.
  */
-import type { Engine, StopReason } from "../engine/types.js";
+import type { Engine, SampledSequence, StopReason } from "../engine/types.js";
 import type { ToolSchema } from "../model/chat-template.js";
 import { renderMessages, type AgentMessage, type ChatSetup } from "../agent/chat-setup.js";
 import { checkDrift } from "../agent/drift.js";
@@ -420,79 +420,16 @@ export class EpisodeRecorder {
     }
     this.busy = true;
     try {
-      const chat = this.o.chat;
       const next = this.classify(req);
-      const other = next.kind === "extends" ? undefined : this.o.otherRow?.(req.messages);
-      if (other !== undefined) {
-        this.mixedWhy ??= `episode ${this.id} (row ${this.rowIndex}) received a conversation of row ${other}: the agent's OpenAI client is shared across episodes (made once at module level, or cached by its framework, as the OpenAI Agents SDK's setDefaultOpenAIClient does); make the client inside agent() from ctx.baseURL and ctx.apiKey`;
-        throw new RecorderError(this.mixedWhy, 400, "episode_mixed");
-      }
-      const max = this.o.maxTurns;
-      if (max !== undefined && this.completions >= max && this.pending)
-        throw this.truncate(
-          "max_turns",
-          new RecorderError(
-            `episode ${this.id}: the episode has had its ${max} turns (maxTurns ${max}); it has ended as truncated`,
-            400,
-            "max_turns_reached",
-          ),
-          req,
-          next,
-        );
-      const forced = req.forced ? chat.tokenizer.encode(req.forced) : [];
+      this.refuseMixedOrOverTurns(req, next);
+      const forced = req.forced ? this.o.chat.tokenizer.encode(req.forced) : [];
       const context = [...this.contextOf(req, next), ...forced];
-      const room = this.o.maxTotalTokens - context.length;
-      if (room < 1) {
-        const error = new RecorderError(
-          `episode ${this.id}: the conversation is ${context.length} tokens, at or over the episode's budget of ${this.o.maxTotalTokens} (maxTotalTokens)${this.pending ? "; it has ended as truncated" : ""}`,
-          400,
-          "context_length_exceeded",
-        );
-        if (!this.pending) {
-          this.firstRefusal = `the first request is ${context.length} tokens, at or over maxTotalTokens ${this.o.maxTotalTokens}`;
-          throw error;
-        }
-        throw this.truncate("max_total_tokens", error, req, next);
-      }
-      const signal = req.signal ? AbortSignal.any([req.signal, this.closing.signal]) : this.closing.signal;
+      const room = this.roomFor(context, req, next);
       const t0 = performance.now();
-      let res: Awaited<ReturnType<Engine["sample"]>>;
-      try {
-        res = await this.o.engine.sample(context, {
-          n: 1,
-          ...this.sampling(req, room),
-          stop: [chat.endOfTurnId, ...(req.stop ?? []).filter((s) => s.length > 0)],
-          ...(this.o.seed !== undefined ? { seed: new Rng(this.o.seed, this.completions).int(0x7fffffff) } : {}),
-          signal,
-        });
-      } catch (e) {
-        if (this.ended) throw this.endedError();
-        if (signal.aborted) throw new RecorderError("the client closed the request", 400, "request_cancelled");
-        throw e;
-      }
-      if (this.ended) throw this.endedError();
+      const seq = await this.draw(context, req, room);
       // Only a completion that was sampled changes the episode: a failed one can be asked again.
       this.commit(req, next, forced);
-      const seq = res.sequences[0];
-      const closed = seq.tokens[seq.tokens.length - 1] === chat.endOfTurnId;
-      const text = beforeStop(
-        chat.tokenizer.decode([...forced, ...(closed ? seq.tokens.slice(0, -1) : seq.tokens)]),
-        closed || seq.stopReason !== "stop" ? [] : (req.stop ?? []),
-      );
-      const calls = req.tools && req.tools.length > 0 ? extractToolCalls(text) : undefined;
-      const assistant: AgentMessage = calls
-        ? {
-            role: "assistant",
-            content: calls.content ?? "",
-            tool_calls: calls.toolCalls.map((c) => ({
-              type: "function",
-              function: {
-                name: c.function.name,
-                arguments: JSON.parse(c.function.arguments) as Record<string, unknown>,
-              },
-            })),
-          }
-        : { role: "assistant", content: text };
+      const { text, calls, assistant } = this.answerOf(seq, forced, req);
       this.pending = {
         turn: this.completions,
         context,
@@ -517,6 +454,88 @@ export class EpisodeRecorder {
     } finally {
       this.busy = false;
     }
+  }
+
+  /** Refuses another row's conversation (a shared client), and a request past maxTurns (which truncates). */
+  private refuseMixedOrOverTurns(req: CompletionRequest, next: Next): void {
+    const other = next.kind === "extends" ? undefined : this.o.otherRow?.(req.messages);
+    if (other !== undefined) {
+      this.mixedWhy ??= `episode ${this.id} (row ${this.rowIndex}) received a conversation of row ${other}: the agent's OpenAI client is shared across episodes (made once at module level, or cached by its framework, as the OpenAI Agents SDK's setDefaultOpenAIClient does); make the client inside agent() from ctx.baseURL and ctx.apiKey`;
+      throw new RecorderError(this.mixedWhy, 400, "episode_mixed");
+    }
+    const max = this.o.maxTurns;
+    if (max !== undefined && this.completions >= max && this.pending)
+      throw this.truncate(
+        "max_turns",
+        new RecorderError(
+          `episode ${this.id}: the episode has had its ${max} turns (maxTurns ${max}); it has ended as truncated`,
+          400,
+          "max_turns_reached",
+        ),
+        req,
+        next,
+      );
+  }
+
+  /** The tokens left in the episode's budget after `context`; none refuses the request (and truncates a started episode). */
+  private roomFor(context: number[], req: CompletionRequest, next: Next): number {
+    const room = this.o.maxTotalTokens - context.length;
+    if (room >= 1) return room;
+    const error = new RecorderError(
+      `episode ${this.id}: the conversation is ${context.length} tokens, at or over the episode's budget of ${this.o.maxTotalTokens} (maxTotalTokens)${this.pending ? "; it has ended as truncated" : ""}`,
+      400,
+      "context_length_exceeded",
+    );
+    if (this.pending) throw this.truncate("max_total_tokens", error, req, next);
+    this.firstRefusal = `the first request is ${context.length} tokens, at or over maxTotalTokens ${this.o.maxTotalTokens}`;
+    throw error;
+  }
+
+  /** One sequence from the engine, stopped when the client closes the request or the episode ends. */
+  private async draw(context: number[], req: CompletionRequest, room: number): Promise<SampledSequence> {
+    const chat = this.o.chat;
+    const signal = req.signal ? AbortSignal.any([req.signal, this.closing.signal]) : this.closing.signal;
+    let res: Awaited<ReturnType<Engine["sample"]>>;
+    try {
+      res = await this.o.engine.sample(context, {
+        n: 1,
+        ...this.sampling(req, room),
+        stop: [chat.endOfTurnId, ...(req.stop ?? []).filter((s) => s.length > 0)],
+        ...(this.o.seed !== undefined ? { seed: new Rng(this.o.seed, this.completions).int(0x7fffffff) } : {}),
+        signal,
+      });
+    } catch (e) {
+      if (this.ended) throw this.endedError();
+      if (signal.aborted) throw new RecorderError("the client closed the request", 400, "request_cancelled");
+      throw e;
+    }
+    if (this.ended) throw this.endedError();
+    return res.sequences[0];
+  }
+
+  /** The sampled text (forced prefix included, cut at a stop string), its tool calls, and the assistant message it makes. */
+  private answerOf(seq: SampledSequence, forced: number[], req: CompletionRequest) {
+    const chat = this.o.chat;
+    const closed = seq.tokens[seq.tokens.length - 1] === chat.endOfTurnId;
+    const text = beforeStop(
+      chat.tokenizer.decode([...forced, ...(closed ? seq.tokens.slice(0, -1) : seq.tokens)]),
+      closed || seq.stopReason !== "stop" ? [] : (req.stop ?? []),
+    );
+    const calls = req.tools && req.tools.length > 0 ? extractToolCalls(text) : undefined;
+    const assistant: AgentMessage = calls
+      ? {
+          role: "assistant",
+          content: calls.content ?? "",
+          tool_calls: calls.toolCalls.map((c) => ({
+            type: "function",
+            function: {
+              name: c.function.name,
+              arguments: JSON.parse(c.function.arguments) as Record<string, unknown>,
+            },
+          })),
+        }
+      : { role: "assistant", content: text };
+    return { text, calls, assistant };
   }
 
   /** Ends the episode with the agent's reward: the trajectory, or undefined when the agent never called the model. */

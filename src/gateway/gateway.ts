@@ -21,7 +21,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { bearerKey, secretMatcher } from "../util/secret.js";
-import type { Engine } from "../engine/types.js";
 import type { AgentMessage } from "../agent/chat-setup.js";
 import { conversationText, rowQuotes } from "./row-quotes.js";
 import { registerGateway } from "./episode-fetch.js";

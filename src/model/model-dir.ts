@@ -9,7 +9,6 @@ import { join } from "node:path";
 import { parseModelConfig, type ModelConfig } from "./config.js";
 import { checkModelFits, checkWeightFiles } from "./model-limits.js";
 import {
-  checkFiniteTensors,
   loadModelWeights,
   loadModelWeightsRaw,
   weightsFile,
@@ -18,6 +17,7 @@ import {
   type HostTensor,
   type RawTensor,
 } from "./safetensors.js";
+import { checkFiniteTensors } from "./finite-weights.js";
 import { Tokenizer } from "./tokenizer.js";
 import { ModelFormatError } from "../util/errors.js";
 import { readTextInput } from "../util/read-file.js";

@@ -18,15 +18,8 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ModelConfig } from "./config.js";
-import {
-  checkFiniteTensor,
-  describeNonFinite,
-  firstNonFinite,
-  readSafetensorsFile,
-  writeSafetensorsFile,
-  type DType,
-  type HostTensor,
-} from "./safetensors.js";
+import { readSafetensorsFile, writeSafetensorsFile, type DType, type HostTensor } from "./safetensors.js";
+import { checkFiniteTensor, describeNonFinite, firstNonFinite } from "./finite-weights.js";
 import { writeDirectory } from "../util/atomic-write.js";
 import { InputError, ModelFormatError } from "../util/errors.js";
 import { Rng } from "../util/rng.js";

@@ -33,7 +33,8 @@ interface Choice {
   finishReason: FinishReason;
 }
 
-export async function chatCompletions(ctx: ServeContext, body: unknown, res: ServerResponse): Promise<void> {
+/** The request, parsed and checked against what this server supports. */
+function checkChatRequest(ctx: ServeContext, body: unknown): ChatRequest {
   const req = parseRequest(chatRequestSchema, body);
   ctx.checkModel(req.model);
   rejectUnsupported(req);
@@ -43,35 +44,46 @@ export async function chatCompletions(ctx: ServeContext, body: unknown, res: Ser
       "response_format",
     );
   if (req.top_logprobs && !req.logprobs) throw badRequest("top_logprobs requires logprobs: true", "top_logprobs");
+  return req;
+}
 
-  const tokenizer = ctx.engine.tokenizer;
-  const chat = ctx.chat();
-  const messages = templateMessages(req.messages);
+/** The prompt's tokens: the rendered conversation, then a forced tool call's opening (which starts each answer). */
+function chatPrompt(ctx: ServeContext, req: ChatRequest): { prompt: number[]; forced: string; useTools: boolean } {
   const choice = parseToolChoice(
     req.tool_choice,
     (req.tools ?? []).map((t) => t.function.name),
   );
   const useTools = (req.tools?.length ?? 0) > 0 && choice !== "none";
-  // A forced tool call: the call format's opening follows the generation prompt, and starts each answer.
   const forced = forcedOpening(choice);
-  const prompt = tokenizer.encode(
-    renderMessages(chat, messages, {
-      tools: useTools ? toolSchemas(req.tools!) : undefined,
-      addGenerationPrompt: true,
-    }) + forced,
-  );
-  const room = roomAfter(ctx, prompt.length, "messages");
-  const n = req.n ?? 1;
+  const text = renderMessages(ctx.chat(), templateMessages(req.messages), {
+    tools: useTools ? toolSchemas(req.tools!) : undefined,
+    addGenerationPrompt: true,
+  });
+  return { prompt: ctx.engine.tokenizer.encode(text + forced), forced, useTools };
+}
+
+/** New tokens per answer: left to the server, what fits the request token budget; asked for, it must fit. */
+function chatMaxTokens(ctx: ServeContext, req: ChatRequest, promptTokens: number, n: number): number {
+  const room = roomAfter(ctx, promptTokens, "messages");
   checkSequences(ctx.limits, 1, n);
-  // Left to the server, max_tokens is what fits the request token budget; asked for, it must fit.
   const asked = req.max_completion_tokens ?? req.max_tokens;
   const maxTokens = Math.min(
-    asked ?? Math.min(ctx.defaultMaxTokens ?? room, newTokensThatFit(ctx.limits, prompt.length, n)),
+    asked ?? Math.min(ctx.defaultMaxTokens ?? room, newTokensThatFit(ctx.limits, promptTokens, n)),
     room,
   );
   const param =
     req.max_completion_tokens != null ? "max_completion_tokens" : req.max_tokens != null ? "max_tokens" : "messages";
-  checkRequestTokens(ctx.limits, { promptTokens: prompt.length, newTokens: n * Math.max(maxTokens, 1) }, param);
+  checkRequestTokens(ctx.limits, { promptTokens, newTokens: n * Math.max(maxTokens, 1) }, param);
+  return maxTokens;
+}
+
+export async function chatCompletions(ctx: ServeContext, body: unknown, res: ServerResponse): Promise<void> {
+  const req = checkChatRequest(ctx, body);
+  const tokenizer = ctx.engine.tokenizer;
+  const chat = ctx.chat();
+  const { prompt, forced, useTools } = chatPrompt(ctx, req);
+  const n = req.n ?? 1;
+  const maxTokens = chatMaxTokens(ctx, req, prompt.length, n);
   const stops = resolveStops(req, [chat.endOfTurnId, tokenizer.eosTokenId]);
   const topLogprobs = req.logprobs ? (req.top_logprobs ?? 0) : 0;
 

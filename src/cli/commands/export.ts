@@ -33,7 +33,6 @@ import {
   type LoraSpec,
 } from "../../model/peft.js";
 import {
-  checkFiniteTensors,
   fromFloat32,
   loadModelWeightsRaw,
   readSafetensorsFileRaw,
@@ -44,6 +43,7 @@ import {
   type HostTensor,
   type RawTensor,
 } from "../../model/safetensors.js";
+import { checkFiniteTensors } from "../../model/finite-weights.js";
 import { isLoraDir, loraBaseDir } from "../../engine/native/lora-checkpoint.js";
 import { verifyCheckpoint } from "../../train/checkpoint.js";
 import { noPositionals, parseFlags, requireString, usageError, type FlagSpec } from "../args.js";

@@ -9,7 +9,8 @@
  * weight is float32 (an Adam update is far below bfloat16's resolution), with a float32 gradient.
  */
 import type { ModelConfig } from "../../model/config.js";
-import { checkFiniteTensor, toFloat32, type DType, type HostTensor, type RawTensor } from "../../model/safetensors.js";
+import { toFloat32, type DType, type HostTensor, type RawTensor } from "../../model/safetensors.js";
+import { checkFiniteTensor } from "../../model/finite-weights.js";
 import { parameterShapes } from "../../model/transformer.js";
 import { ropeInverseFrequencies } from "../../model/rope.js";
 import { ModelFormatError } from "../../util/errors.js";
@@ -31,16 +32,6 @@ const SLOTS_GLOBAL = 4,
 const SLOT = { embed: 0, head: 1, norm: 2, score: 3 } as const;
 export const LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] as const;
 export type LinearName = (typeof LINEARS)[number];
-const LINEAR_PREFIX: Record<LinearName, string> = {
-  q_proj: "self_attn.",
-  k_proj: "self_attn.",
-  v_proj: "self_attn.",
-  o_proj: "self_attn.",
-  gate_proj: "mlp.",
-  up_proj: "mlp.",
-  down_proj: "mlp.",
-};
-
 /** One parameter as the native model holds it. */
 export interface NativeParam {
   /** Hugging Face name. */

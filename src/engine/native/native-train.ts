@@ -35,13 +35,6 @@ export function tokenPlanner(maxTokens: number): MicroBatchPlanner {
   };
 }
 
-const concat = (rows: ArrayLike<number>[], pick: (row: ArrayLike<number>, t: number) => number) => {
-  const out = new Float32Array(rows.reduce((a, r) => a + r.length, 0));
-  let o = 0;
-  for (const r of rows) for (let t = 0; t < r.length; t++) out[o++] = pick(r, t);
-  return out;
-};
-
 export function nativePolicyPass(
   tr: NativeTrainable,
   datums: Datum[],

@@ -9,7 +9,8 @@
  * embedding (V, H)), so either engine resumes the other's checkpoints.
  */
 import { requireNative, type NativeAddon } from "../local/native.js";
-import { describeNonFinite, firstNonFinite, type HostTensor } from "../../model/safetensors.js";
+import type { HostTensor } from "../../model/safetensors.js";
+import { describeNonFinite, firstNonFinite } from "../../model/finite-weights.js";
 import type { AdamParams, OptimStepResult } from "../types.js";
 import { checkAdamParams } from "../optim-params.js";
 import { OPTIMIZER_FILE } from "../local/trainable-io.js";

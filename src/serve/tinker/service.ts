@@ -18,8 +18,8 @@
  * end without unload_model (as the SDK does) do not pile engines up. Requests are bounded as
  * limits.ts says, and checked (wire-input.ts) before anything runs.
  */
-import { existsSync, lstatSync, readdirSync, realpathSync } from "node:fs";
-import { dirname, join, resolve, sep } from "node:path";
+import { realpathSync } from "node:fs";
+import { resolve } from "node:path";
 import { randomUUID } from "node:crypto";
 import type { LocalEngine, LocalEngineOptions } from "../../engine/local/local-engine.js";
 import type { Datum } from "../../engine/types.js";
@@ -35,6 +35,7 @@ import { AgentR1Error, InputError } from "../../util/errors.js";
 import { makeDir } from "../../util/make-dir.js";
 import { Futures, type ResultKind, type Settled } from "./futures.js";
 import { SeqQueue } from "./seq-queue.js";
+import { CheckpointPaths } from "./checkpoint-paths.js";
 import { elementwiseLosses, SUPPORTED_LOSSES, wireDatums, wireLossSpec } from "./wire-loss.js";
 import { chunkConfig, checkRequestTokens, checkSamples, tinkerLimits, type TinkerLimits } from "./limits.js";
 import {
@@ -88,8 +89,6 @@ interface SamplingSession {
   shape: ModelShape;
 }
 
-type CheckpointKind = "weights" | "sampler_weights";
-
 /** A model directory's vocabulary and context window (config.json), as a 400 when it cannot be read. */
 function shapeOf(dir: string, what: string): ModelShape {
   try {
@@ -99,25 +98,6 @@ function shapeOf(dir: string, what: string): ModelShape {
     if (e instanceof AgentR1Error) throw new TinkerError(`${what}: ${e.message}`);
     throw e;
   }
-}
-
-/** Whether `p` exists, links included (a dangling link exists). */
-function present(p: string): boolean {
-  try {
-    lstatSync(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** A name of one path segment: letters, digits, '.', '_', '-', and not only dots. */
-function segment(x: string, what: string, where: string): string {
-  if (!/^[A-Za-z0-9._-]{1,128}$/.test(x) || /^\.+$/.test(x))
-    throw new TinkerError(
-      `${where}: ${what} '${x.slice(0, 40)}' must be letters, digits, '.', '_' and '-' (not only dots)`,
-    );
-  return x;
 }
 
 export class TinkerService {
@@ -133,13 +113,13 @@ export class TinkerService {
   /** Engines loaded from disk for sampling, by directory (loaded once). */
   private readonly diskEngines = new Map<string, Promise<LocalEngine>>();
   /** The state directory, links resolved: every checkpoint resolves inside it. */
-  private readonly stateDir: string;
+  private readonly checkpoints: CheckpointPaths;
   private readonly baseShapes = new Map<string, ModelShape>();
 
   constructor(private readonly o: TinkerServiceOptions) {
     this.limits = tinkerLimits(o);
     makeDir(resolve(o.stateDir), "serve --tinker: --state-dir");
-    this.stateDir = realpathSync(resolve(o.stateDir));
+    this.checkpoints = new CheckpointPaths(realpathSync(resolve(o.stateDir)));
     for (const [name, dir] of o.baseModels) this.baseShapes.set(name, shapeOf(dir, `base model '${name}'`));
     this.maxModels = positive(o.maxModels ?? 8, "maxModels");
     this.sessionTtlMs = positive(o.sessionTtlMs ?? 5 * 60_000, "sessionTtlMs");
@@ -422,59 +402,14 @@ export class TinkerService {
     });
   }
 
-  /** `dir` (and what is in it) resolves inside the state directory: no `..`, no link out of it. */
-  private checkInside(dir: string, where: string): void {
-    const outside = () => new TinkerError(`${where} leads outside this server's state directory`);
-    const inside = (p: string) => p.startsWith(this.stateDir + sep);
-    let probe = dir;
-    while (!present(probe) && dirname(probe) !== probe) probe = dirname(probe);
-    let real: string;
-    try {
-      real = realpathSync(probe);
-    } catch {
-      throw outside(); // a dangling link
-    }
-    if (!(inside(real) || (probe !== dir && real === this.stateDir))) throw outside();
-    if (probe !== dir) return;
-    for (const entry of readdirSync(dir, { recursive: true }) as string[]) {
-      let target: string;
-      try {
-        target = realpathSync(join(dir, entry));
-      } catch {
-        throw outside();
-      }
-      if (!inside(target)) throw outside();
-    }
-  }
-
-  /** Where a checkpoint of `modelId` named `name` is kept, checked to be inside the state directory. */
-  private checkpointDir(modelId: string, kind: CheckpointKind, name: string, where: string): string {
-    const dir = join(this.stateDir, segment(modelId, "the model id", where), kind, segment(name, "the name", where));
-    this.checkInside(dir, where);
-    return dir;
-  }
-
-  /** A tinker:// path of this server, as a directory under the state directory. */
-  private pathDir(path: string, field: string): string {
-    const m = /^tinker:\/\/([^/]+)\/(weights|sampler_weights)\/([^/]+)$/.exec(path);
-    if (!m)
-      throw new TinkerError(
-        `${field} '${path.slice(0, 200)}' is not tinker://<model_id>/weights/<name> or tinker://<model_id>/sampler_weights/<name>`,
-      );
-    const dir = this.checkpointDir(m[1], m[2] as CheckpointKind, m[3], `${field} '${path.slice(0, 200)}'`);
-    if (!existsSync(join(dir, "config.json")))
-      throw new TinkerError(`no checkpoint at ${path} on this server`, undefined, 404);
-    return dir;
-  }
-
   saveWeights(body: Record<string, unknown>, raw: string): string {
     const m = this.model(body.model_id);
     return this.ordered(m, body.seq_id, raw, "json", () => {
       const name = str(body.path, "path");
       const where = `path '${name.slice(0, 200)}'`;
-      const dir = this.checkpointDir(m.id, "weights", name, where);
+      const dir = this.checkpoints.dir(m.id, "weights", name, where);
       return async () => {
-        this.checkInside(dir, where);
+        this.checkpoints.checkInside(dir, where);
         await (await m.engine).save(dir);
         return { path: `tinker://${m.id}/weights/${name}`, type: "save_weights" };
       };
@@ -485,10 +420,10 @@ export class TinkerService {
     const m = this.model(body.model_id);
     return this.ordered(m, body.seq_id, raw, "json", () => {
       const path = str(body.path, "path");
-      const dir = this.pathDir(path, "path");
+      const dir = this.checkpoints.fromPath(path, "path");
       const shape = shapeOf(dir, path);
       return async () => {
-        this.checkInside(dir, `path '${path}'`);
+        this.checkpoints.checkInside(dir, `path '${path}'`);
         await (await m.engine).load(dir);
         m.version++;
         m.shape = shape;
@@ -503,9 +438,9 @@ export class TinkerService {
       return this.ordered(m, body.seq_id, raw, "json", () => {
         const name = str(body.path, "path");
         const where = `path '${name.slice(0, 200)}'`;
-        const dir = this.checkpointDir(m.id, "sampler_weights", name, where);
+        const dir = this.checkpoints.dir(m.id, "sampler_weights", name, where);
         return async () => {
-          this.checkInside(dir, where);
+          this.checkpoints.checkInside(dir, where);
           await (await m.engine).save(dir);
           return {
             path: `tinker://${m.id}/sampler_weights/${name}`,
@@ -537,7 +472,7 @@ export class TinkerService {
       shape = this.baseShapes.get(base)!;
     } else {
       const path = str(body.model_path, "model_path");
-      dir = this.pathDir(path, "model_path");
+      dir = this.checkpoints.fromPath(path, "model_path");
       shape = shapeOf(dir, path);
     }
     let engine = this.diskEngines.get(dir);
