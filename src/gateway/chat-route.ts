@@ -5,10 +5,10 @@
  * (sent once the completion is sampled).
  */
 import type { ServerResponse } from "node:http";
-import { randomBytes } from "node:crypto";
 import type { ChatSetup } from "../agent/chat-setup.js";
 import { ApiError, badRequest } from "../serve/errors.js";
 import { sendJson } from "../serve/http.js";
+import { newId } from "../serve/context.js";
 import { untilClosed } from "../serve/cancel-on-close.js";
 import { chatRequestSchema, parseRequest } from "../serve/schemas.js";
 import { templateMessages, toolSchemas } from "../serve/tool-calls.js";
@@ -61,7 +61,7 @@ export async function episodeChat(
   );
   if (!out) return;
   const head = {
-    id: `chatcmpl-${randomBytes(8).toString("hex")}`,
+    id: newId("chatcmpl-"),
     created: Math.floor(Date.now() / 1000),
     model: episode.model,
   };

@@ -181,6 +181,13 @@ function canonical(v: unknown): string {
 
 const toolsKey = (tools?: ToolSchema[]) => canonical(tools ?? []);
 
+/** Whether `b` asks exactly what `a` asked (a client's retry); the next turn has more messages, so it is told apart at once. */
+function sameRequest(a: CompletionRequest, b: CompletionRequest): boolean {
+  if (a.messages.length !== b.messages.length) return false;
+  const key = (r: CompletionRequest) => JSON.stringify([r.messages, r.tools ?? null, r.forced ?? "", r.stop ?? []]);
+  return key(a) === key(b);
+}
+
 export class EpisodeRecorder {
   private readonly rec: TrajectoryBuilder;
   /** The conversation before the pending action, in template form. */
@@ -203,7 +210,7 @@ export class EpisodeRecorder {
   /** Set when another conversation reached this episode: why it fails. */
   private mixedWhy?: string;
   /** The request just answered (messages and tools, as JSON) and its answer, for a client's retry. */
-  private last?: { key: string; out: Completion };
+  private last?: { req: CompletionRequest; out: Completion };
   /** Requests that repeated the one just answered, answered again without sampling. */
   replays = 0;
   /** Aborts a completion still sampling when the episode is closed. */
@@ -413,8 +420,7 @@ export class EpisodeRecorder {
         409,
         "episode_busy",
       );
-    const key = JSON.stringify([req.messages, req.tools ?? null, req.forced ?? "", req.stop ?? []]);
-    if (this.last?.key === key && this.pending) {
+    if (this.last && this.pending && sameRequest(this.last.req, req)) {
       this.replays++;
       return this.last.out;
     }
@@ -449,7 +455,7 @@ export class EpisodeRecorder {
         logprobs: seq.logprobs,
         promptTokens: context.length,
       };
-      this.last = { key, out };
+      this.last = { req, out };
       return out;
     } finally {
       this.busy = false;

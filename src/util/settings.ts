@@ -52,6 +52,9 @@ function integer(env: Env, name: string, min: number, max = Number.MAX_SAFE_INTE
 
 const flag = (env: Env, name: string) => Boolean(env[name]) && env[name] !== "0";
 
+/** AGENT_R1_NATIVE_DISABLE alone: asked on every use of the addon (a decode step), so it reads one variable, not all. */
+export const nativeDisabledSetting = (env: Env = process.env): boolean => flag(env, "AGENT_R1_NATIVE_DISABLE");
+
 export function settings(env: Env = process.env): Settings {
   return {
     backend: env.AGENT_R1_BACKEND || undefined,
@@ -60,7 +63,7 @@ export function settings(env: Env = process.env): Settings {
     blasThreads: integer(env, "AGENT_R1_BLAS_THREADS", 1),
     fused: env.AGENT_R1_FUSED !== "0",
     fusedThreads: integer(env, "AGENT_R1_FUSED_THREADS", 1, 16),
-    nativeDisabled: flag(env, "AGENT_R1_NATIVE_DISABLE"),
+    nativeDisabled: nativeDisabledSetting(env),
     debug: flag(env, "AGENT_R1_DEBUG"),
     apiKey: env.AGENT_R1_API_KEY || undefined,
     tinkerApiKey: env.TINKER_API_KEY || undefined,

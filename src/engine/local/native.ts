@@ -19,7 +19,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InputError } from "../../util/errors.js";
-import { settings } from "../../util/settings.js";
+import { nativeDisabledSetting, settings } from "../../util/settings.js";
 
 /** The own kernels' micro-kernels, best first. */
 export const GEMM_KERNELS = ["amx", "avx512", "avx2", "portable"] as const;
@@ -261,7 +261,7 @@ export function requireNative(): NativeAddon {
 
 /** Loads the addon once per thread; never throws. */
 export function loadNative(): NativeStatus {
-  if (settings().nativeDisabled) {
+  if (nativeDisabledSetting()) {
     return { ok: false, reason: "disabled by AGENT_R1_NATIVE_DISABLE" };
   }
   if (loaded) return loaded;
