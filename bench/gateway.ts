@@ -1,81 +1,66 @@
 /**
  * The recording gateway's cost: the multihop task from the committed base, played by the built-in
- * rollout (ToolEnv) and by an agent of its own through the gateway (the `openai` client, driving the
- * same ToolEnv for its tools and reward), the same rows, seeds and limits, alternating R times after
- * one warm-up run of each (not counted); the prefix cache is emptied before every run, so no run
+ * rollout (ToolEnv) and, through the gateway, by the same agent written with each client library
+ * (bench/gateway-clients.ts: the `openai` client, the AI SDK, the OpenAI Agents SDK, LangGraph),
+ * on the same rows, seeds and limits. After one warm-up run of each (not counted) they run R times,
+ * in an order that rotates each repeat; the prefix cache is emptied before every run, so no run
  * starts on what the one before it left. Throughput is sampled action tokens per second of wall
- * time. Prints one JSON line per run and
+ * time. Prints one JSON line per run, one per client:
+ *   {"client":"openai","tokens_per_s":y,"throughput_kept":y/x,"requests_per_episode":r,...}
+ * and last
  *   {"builtin_tokens_per_s":x,"gateway_tokens_per_s":y,"throughput_kept":y/x,"episodes":n}
- *   npm run bench:rollout -- --gateway [--rows 16] [--n 4] [--repeats 2]
+ * where the gateway's figure is the `openai` client's (the one whose loop hands calls to the same
+ * ToolEnv as the built-in rollout).
+ *   npm run bench:rollout -- --gateway [--rows 16] [--n 4] [--repeats 2] [--clients openai,ai-sdk,agents-sdk,langgraph]
  */
-import OpenAI from "openai";
 import { fileURLToPath } from "node:url";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { rollout } from "../src/agent/rollout.js";
-import { hermesFormat } from "../src/agent/formats/hermes.js";
-import type { ToolEnv } from "../src/agent/tool-env.js";
-import type { AgentMessage } from "../src/agent/chat-setup.js";
-import { agentRollout, type Agent } from "../src/gateway/agent-rollout.js";
-import { getTask, type TaskRow } from "../src/tasks/index.js";
+import { agentRollout } from "../src/gateway/agent-rollout.js";
+import { getTask } from "../src/tasks/index.js";
+import type { MultihopTask } from "../src/tasks/multihop/task.js";
+import { searchTool } from "../src/tasks/multihop/search.js";
+import { calculatorTool } from "../src/tasks/calc/calculator-tool.js";
+import { CLIENTS, clientAgent, type ClientName } from "./gateway-clients.js";
 
-export async function gatewayBench(o: { rows: number; n: number; repeats: number }): Promise<void> {
+type Mode = "builtin" | ClientName;
+
+export async function gatewayBench(o: { rows: number; n: number; repeats: number; clients?: string }): Promise<void> {
+  const clients = (o.clients ?? CLIENTS.join(",")).split(",") as ClientName[];
+  for (const c of clients)
+    if (!CLIENTS.includes(c)) throw new Error(`--clients: unknown client '${c}' (one of ${CLIENTS.join(", ")})`);
   const base = fileURLToPath(new URL("../../assets/base/multihop", import.meta.url));
   const engine = await LocalEngine.load(base);
-  const task = getTask("multihop");
+  const task = getTask("multihop") as MultihopTask;
+  const tools = [searchTool(task.index, task.options.topK), calculatorTool];
   const rows = task.rows("train").slice(0, o.rows);
   const limits = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024, temperature: 1 };
-
-  /** The multihop ToolEnv, driven by an openai-client loop: its tools run the calls, its reward ends the episode. */
-  const agent: Agent<TaskRow> = async (row, ctx) => {
-    const env = task.makeEnv(row) as ToolEnv<TaskRow>;
-    const first = (await env.reset(row)) as { messages: AgentMessage[] };
-    const client = new OpenAI({ baseURL: ctx.baseURL, apiKey: ctx.apiKey, maxRetries: 0 });
-    const messages = first.messages.map((m) => ({
-      role: m.role,
-      content: m.content,
-    })) as OpenAI.ChatCompletionMessageParam[];
-    const tools = env.tools as OpenAI.ChatCompletionTool[];
-    for (let turn = 0; turn < limits.maxTurns; turn++) {
-      const res = await client.chat.completions.create({
-        model: ctx.model,
-        messages,
-        tools,
-        max_tokens: limits.maxTokensPerTurn,
-      });
-      const msg = res.choices[0].message;
-      messages.push(msg);
-      const calls = (msg.tool_calls ?? []).filter((c) => c.type === "function");
-      const text = [
-        msg.content ?? "",
-        ...calls.map((c) => hermesFormat.write({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })),
-      ]
-        .filter(Boolean)
-        .join("\n");
-      const step = await env.step({ text, tokens: [], logprobs: [], stopReason: "stop", turn });
-      if (step.done) return step.reward;
-      const results = (step.observation as { messages?: AgentMessage[] }).messages ?? [];
-      results.forEach((m, i) =>
-        messages.push({ role: "tool", tool_call_id: calls[i]?.id ?? `call_${i}`, content: m.content }),
-      );
-    }
-    return 0;
-  };
+  const agents = new Map(clients.map((c) => [c, clientAgent(c, task, tools, limits)]));
+  const modes: Mode[] = ["builtin", ...clients];
 
   const tokens = (ts: { steps: { action: number[] }[] }[]) =>
     ts.reduce((s, t) => s + t.steps.reduce((a, x) => a + x.action.length, 0), 0);
-  const results = { builtin: [] as number[], gateway: [] as number[] };
+  const rates = new Map<Mode, number[]>(modes.map((m) => [m, []]));
+  const requests = new Map<Mode, number[]>(modes.map((m) => [m, []]));
   try {
     for (let r = -1; r < o.repeats; r++) {
-      for (const mode of r % 2 === 0 ? (["builtin", "gateway"] as const) : (["gateway", "builtin"] as const)) {
+      const shift = ((r % modes.length) + modes.length) % modes.length;
+      for (const mode of [...modes.slice(shift), ...modes.slice(0, shift)]) {
         await engine.clearPrefixCache();
         const t0 = performance.now();
+        const opts = { n: o.n, seed: r, ...limits };
         const res =
           mode === "builtin"
-            ? await rollout(engine, (row: TaskRow) => task.makeEnv(row), rows, { n: o.n, seed: r, ...limits })
-            : await agentRollout(engine, agent, rows, { n: o.n, seed: r, ...limits });
+            ? await rollout(engine, (row) => task.makeEnv(row), rows, opts)
+            : await agentRollout(engine, agents.get(mode)!, rows, { ...opts, log: () => {} });
         const s = (performance.now() - t0) / 1000;
         const tps = tokens(res.trajectories) / s;
-        if (r >= 0) results[mode].push(tps);
+        const episodes = res.trajectories.length + res.failed.length;
+        const gw = (res.metrics as { gateway?: { requests: number } }).gateway;
+        if (r >= 0) {
+          rates.get(mode)!.push(tps);
+          if (gw) requests.get(mode)!.push(gw.requests / Math.max(1, episodes));
+        }
         console.log(
           JSON.stringify({
             run: mode,
@@ -91,9 +76,18 @@ export async function gatewayBench(o: { rows: number; n: number; repeats: number
   } finally {
     await engine.dispose();
   }
-  const mean = (x: number[]) => x.reduce((a, b) => a + b, 0) / x.length;
-  const b = mean(results.builtin),
-    g = mean(results.gateway);
+  const mean = (x: number[]) => x.reduce((a, b) => a + b, 0) / Math.max(1, x.length);
+  const b = mean(rates.get("builtin")!);
+  for (const c of clients)
+    console.log(
+      JSON.stringify({
+        client: c,
+        tokens_per_s: Math.round(mean(rates.get(c)!)),
+        throughput_kept: Math.round((mean(rates.get(c)!) / b) * 1000) / 1000,
+        requests_per_episode: Math.round(mean(requests.get(c)!) * 100) / 100,
+      }),
+    );
+  const g = clients.includes("openai") ? mean(rates.get("openai")!) : NaN;
   console.log(
     JSON.stringify({
       builtin_tokens_per_s: Math.round(b),

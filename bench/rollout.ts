@@ -49,6 +49,7 @@ const { values: args } = parseArgs({
     gateway: { type: "boolean", default: false },
     rows: { type: "string", default: "16" },
     n: { type: "string", default: "4" },
+    clients: { type: "string" },
   },
 });
 const B = Number(args.trajectories),
@@ -237,7 +238,12 @@ function round<T>(x: T): T {
 
 (args.gateway
   ? import("./gateway.js").then((m) =>
-      m.gatewayBench({ rows: Number(args.rows), n: Number(args.n), repeats: Number(args.repeats) }),
+      m.gatewayBench({
+        rows: Number(args.rows),
+        n: Number(args.n),
+        repeats: Number(args.repeats),
+        clients: args.clients,
+      }),
     )
   : main()
 ).then(
