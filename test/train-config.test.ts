@@ -52,6 +52,10 @@ test("unknown keys, wrong types and out-of-range values name the key and what is
     /algorithm\.estimator: must be one of "grpo", "dr-grpo"/,
   );
   throwsLike(() => parseConfig({ model: { path: "x", preset: "tiny" } }), /either path or preset/);
+  throwsLike(
+    () => parseConfig({ algorithm: { kl: { target: 0.01 } } }),
+    /algorithm\.kl\.coef: an adaptive KL \(target\) needs a starting coef > 0/,
+  );
   throwsLike(() => applyOverride({}, "novalue"), /key\.path=value/);
   throwsLike(() => loadConfig("/nonexistent.yaml"), /recipe not found/);
   const f = join(tempDir(), "bad.yaml");

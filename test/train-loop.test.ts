@@ -125,3 +125,31 @@ test("export turns a checkpoint into a model directory the engine loads with the
   assert.equal(await runCli(["export", "--checkpoint", join(out, "nope"), "--out", dir], bad), 1);
   assert.match(bad.stderr[0], /nope: not found/);
 });
+
+test("an adaptive KL (algorithm.kl.target) moves the coefficient as verl's controller does, and a resumed run goes on from the checkpoint's", async () => {
+  const out = tempDir();
+  const kl = { coef: 0.1, target: 0.05, horizon: 20, inReward: true };
+  const cfg = (iterations: number) => {
+    const c = toyConfig(iterations);
+    return { ...c, algorithm: { ...c.algorithm, filterConstantGroups: false, kl: { ...c.algorithm.kl, ...kl } } };
+  };
+  const first = await Trainer.open(cfg(2), { out, task: toyTask(), engines: toyEngines() });
+  await first.run();
+  await first.close();
+  const resumed = await Trainer.open(cfg(3), { out, task: toyTask(), engines: toyEngines(), resume: true });
+  await resumed.run();
+  await resumed.close();
+  const m = metrics(out);
+  assert.equal(m[0].kl_coef, 0.1);
+  // Each iteration's batch is batchSize x n = 8 episodes (no group is dropped).
+  for (const i of [1, 2]) {
+    const error = Math.max(-0.2, Math.min(0.2, m[i - 1].kl_ref / kl.target - 1));
+    const expected = m[i - 1].kl_coef * (1 + (error * 8) / kl.horizon);
+    assert.ok(Math.abs(m[i].kl_coef - expected) < 1e-12, `iteration ${i + 1}: ${m[i].kl_coef} vs ${expected}`);
+  }
+  assert.notEqual(m[1].kl_coef, m[0].kl_coef);
+  const state = JSON.parse(readFileSync(join(out, "checkpoints", "step-3", "state.json"), "utf8"));
+  const last = m[2];
+  const error = Math.max(-0.2, Math.min(0.2, last.kl_ref / kl.target - 1));
+  assert.ok(Math.abs(state.klCoef - last.kl_coef * (1 + (error * 8) / kl.horizon)) < 1e-12);
+});

@@ -3,7 +3,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { Datum, Engine, ForwardBackwardResult } from "../src/engine/types.js";
 import { parseConfig } from "../src/train/load-config.js";
-import { updatePolicy } from "../src/train/update.js";
+import { lossSpec, updatePolicy } from "../src/train/update.js";
+import { Rng } from "../src/util/rng.js";
 
 /** Records the datums of each forwardBackward call; everything else is a no-op. */
 function recordingEngine(calls: Datum[][]): Engine {
@@ -46,7 +47,14 @@ test("mini-batches take whole sequences; each datum is trained once per epoch", 
     for (const seed of [0, 1, 2]) {
       const calls: Datum[][] = [];
       const cfg = parseConfig({ train: { miniBatches, ppoEpochs: 2 } });
-      await updatePolicy(recordingEngine(calls), datums, cfg, 0, 0, 10, seed);
+      await updatePolicy(recordingEngine(calls), datums, {
+        spec: lossSpec(cfg),
+        optim: cfg.optim,
+        schedule: { step: 0, totalSteps: 10 },
+        epochs: cfg.train.ppoEpochs,
+        miniBatches: cfg.train.miniBatches,
+        rng: new Rng(seed, 7),
+      });
       assert.equal(calls.length, 2 * miniBatches);
       for (const call of calls) {
         for (const d of call)

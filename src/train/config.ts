@@ -269,6 +269,22 @@ export const configSchema = z.strictObject({
             .boolean()
             .default(false)
             .describe("Subtract the KL from the reward instead of adding it to the loss."),
+          target: z
+            .number()
+            .positive()
+            .optional()
+            .describe(
+              "Adapt the coefficient toward this KL per token (verl's adaptive controller, starting at coef); unset keeps coef fixed.",
+            ),
+          horizon: z
+            .number()
+            .positive()
+            .default(10_000)
+            .describe("Episodes over which the adaptive coefficient may change by up to 20 %."),
+        })
+        .refine((k) => k.target === undefined || k.coef > 0, {
+          message: "an adaptive KL (target) needs a starting coef > 0",
+          path: ["coef"],
         })
         .prefault({}),
     })

@@ -7,4 +7,4 @@ export { playRows, summarizeEpisodes, type EpisodeSummary, type PlayOptions } fr
 export { learningRate } from "./lr-schedule.js";
 export { writeCheckpoint, latestCheckpoint, verifyCheckpoint } from "./checkpoint.js";
 export { prepareBatch } from "./prepare-batch.js";
-export { updatePolicy, updateCritic, lossSpec } from "./update.js";
+export { updatePolicy, updateCritic, lossSpec, withKlCoef, type PolicyUpdate } from "./update.js";

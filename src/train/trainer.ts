@@ -15,6 +15,8 @@ import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { z } from "zod";
 import type { EngineFactory, OwnedCritic, PolicyEngine } from "../engine/factory.js";
+import type { LossSpec } from "../engine/types.js";
+import { Rng } from "../util/rng.js";
 import { advantageEstimator } from "../rl/advantages/index.js";
 import { decodeTrajectory } from "../agent/trajectory-view.js";
 import type { Task, TaskRow } from "../tasks/types.js";
@@ -32,7 +34,8 @@ import { prepareBatch } from "./prepare-batch.js";
 import { toolBudgetWarning } from "./tool-budget.js";
 import { checkNewRunDir } from "./run-dir.js";
 import { clearDirectory } from "../util/out-path.js";
-import { updateCritic, updatePolicy } from "./update.js";
+import { lossSpec, updateCritic, updatePolicy, withKlCoef } from "./update.js";
+import { adaptiveKlController, fixedKlController, type KlController } from "../rl/kl.js";
 import { describeFailure, isAgentFailure, playRows, type EpisodeSummary } from "./evaluate.js";
 import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
 import type { Trajectory } from "../agent/trajectory.js";
@@ -45,12 +48,15 @@ export interface TrainState {
   iteration: number;
   cursor: DataCursor;
   optimizerSteps: number;
+  /** The adaptive KL coefficient after the last iteration (algorithm.kl.target); absent with a fixed one. */
+  klCoef?: number;
 }
 
 const trainStateSchema = z.strictObject({
   iteration: z.number().int().positive(),
   cursor: z.strictObject({ epoch: z.number().int().nonnegative(), position: z.number().int().nonnegative() }),
   optimizerSteps: z.number().int().nonnegative(),
+  klCoef: z.number().nonnegative().optional(),
 });
 
 /** A checkpoint's state.json, checked: the shape above, written at the iteration its directory names. */
@@ -105,18 +111,30 @@ function gatewayMetrics(g: RolloutMetrics["gateway"]): Record<string, number> {
   return out;
 }
 
+/** The recipe's KL coefficient: fixed, or verl's adaptive controller (from `resumed`, a checkpoint's coefficient). */
+function klController(kl: TrainConfig["algorithm"]["kl"], resumed?: number): KlController {
+  if (kl.target === undefined) return fixedKlController(kl.coef);
+  return adaptiveKlController({ initCoef: resumed ?? kl.coef, target: kl.target, horizon: kl.horizon });
+}
+
 export class Trainer {
   private state: TrainState = { iteration: 0, cursor: { epoch: 0, position: 0 }, optimizerSteps: 0 };
   private critic?: OwnedCritic;
   private reference?: PolicyEngine;
   private trainRows: TaskRow[] = [];
   private valRows: TaskRow[] = [];
+  /** The recipe's loss, built once; each iteration sets its KL coefficient. */
+  private readonly spec: LossSpec;
+  private kl: KlController;
 
   private constructor(
     readonly cfg: TrainConfig,
     private engine: PolicyEngine,
     private opts: TrainOptions,
-  ) {}
+  ) {
+    this.spec = lossSpec(cfg);
+    this.kl = klController(cfg.algorithm.kl);
+  }
 
   /**
    * Sets up (or reopens) the run directory and the models. Everything that
@@ -179,6 +197,7 @@ export class Trainer {
     writeFileSync(join(out, "config.yaml"), toYaml(cfg));
     if (found) {
       t.state = found.state;
+      t.kl = klController(cfg.algorithm.kl, found.state.klCoef);
       truncateMetrics(out, found.state.iteration);
       for (const n of removeUnfinishedCheckpoints(out))
         notes.push(`removed ${join(out, "checkpoints", n)} (a checkpoint write that never finished)`);
@@ -207,17 +226,19 @@ export class Trainer {
     const ro = await this.rolloutStage(rows, it);
     this.reportFailedEpisodes(it, rows, ro.result.trajectories, ro.result.failed);
     const t1 = performance.now();
-    const batch = await prepareBatch(ro.result.trajectories, this.cfg, this.batchModels(), this.cfg.algorithm.kl.coef);
-    const upd = await updatePolicy(
-      this.engine,
-      batch.datums,
-      this.cfg,
-      this.cfg.algorithm.kl.coef,
-      this.state.optimizerSteps,
-      this.totalSteps(),
-      this.cfg.train.seed * 7919 + it,
-    );
+    const klCoef = this.kl.coef;
+    const batch = await prepareBatch(ro.result.trajectories, this.cfg, this.batchModels(), klCoef);
+    const upd = await updatePolicy(this.engine, batch.datums, {
+      spec: withKlCoef(this.spec, klCoef),
+      optim: this.cfg.optim,
+      schedule: { step: this.state.optimizerSteps, totalSteps: this.totalSteps() },
+      epochs: this.cfg.train.ppoEpochs,
+      miniBatches: this.cfg.train.miniBatches,
+      rng: new Rng(this.cfg.train.seed * 7919 + it, 7),
+    });
     this.state.optimizerSteps += upd.steps;
+    if (batch.klRef !== undefined) this.kl = this.kl.update(batch.klRef, batch.kept.length);
+    if (this.cfg.algorithm.kl.target !== undefined) this.state.klCoef = this.kl.coef;
     const valueLoss = this.critic ? await updateCritic(this.critic, batch.valueDatums, this.cfg, it) : undefined;
     const t2 = performance.now();
     const val = this.validationDue(it) ? await this.validate(it) : undefined;
@@ -233,6 +254,7 @@ export class Trainer {
       ...(upd.clipFraction !== undefined ? { clip_fraction: upd.clipFraction } : {}),
       approx_kl: upd.approxKl ?? 0,
       ...(batch.klRef !== undefined ? { kl_ref: batch.klRef } : {}),
+      ...(this.cfg.algorithm.kl.target !== undefined ? { kl_coef: klCoef } : {}),
       ...(batch.tis
         ? {
             sampler_drift: batch.tis.drift,

@@ -10,6 +10,21 @@ import { Rng } from "../util/rng.js";
 import type { TrainConfig } from "./config.js";
 import { learningRate } from "./lr-schedule.js";
 
+/** What one policy update needs besides the engine and the datums. */
+export interface PolicyUpdate {
+  /** The loss, built once when the trainer opens (lossSpec), with this iteration's KL coefficient. */
+  spec: LossSpec;
+  /** AdamW's settings and the learning-rate schedule (the recipe's `optim`). */
+  optim: TrainConfig["optim"];
+  /** Optimizer steps taken before this update, and the run's planned total (the schedule's horizon). */
+  schedule: { step: number; totalSteps: number };
+  /** Passes over the batch and mini-batches per pass (the recipe's train.ppoEpochs, train.miniBatches). */
+  epochs: number;
+  miniBatches: number;
+  /** Orders the mini-batches. */
+  rng: Rng;
+}
+
 export interface UpdateResult {
   loss: number;
   /** Absent when the engine does not report entropy. */
@@ -49,7 +64,8 @@ function sequences(datums: Datum[]): Datum[][] {
   return out;
 }
 
-export function lossSpec(cfg: TrainConfig, klCoef: number): LossSpec {
+/** The recipe's loss; `klCoef` (default the recipe's algorithm.kl.coef) weighs the KL term when it is in the loss. */
+export function lossSpec(cfg: TrainConfig, klCoef = cfg.algorithm.kl.coef): LossSpec {
   const l = cfg.loss,
     kl = cfg.algorithm.kl;
   return {
@@ -65,35 +81,33 @@ export function lossSpec(cfg: TrainConfig, klCoef: number): LossSpec {
   };
 }
 
+/** The KL coefficient of a loss spec set to `coef` (no KL term stays none). */
+export function withKlCoef(spec: LossSpec, coef: number): LossSpec {
+  return spec.kl ? { ...spec, kl: { ...spec.kl, coef } } : spec;
+}
+
 /**
- * `step` is the optimizer step count before this update; `totalSteps` the run's planned total (for the schedule).
- * A mini-batch whose gradients are not finite leaves the weights as they were (the engine skips the step);
- * it is counted in `skippedSteps` and its (non-finite) loss and statistics are left out of the means.
+ * `epochs` passes over the datums in `miniBatches` mini-batches of whole sequences, one
+ * forwardBackward and optimStep each. A mini-batch whose gradients are not finite leaves the
+ * weights as they were (the engine skips the step); it is counted in `skippedSteps` and its
+ * (non-finite) loss and statistics are left out of the means.
  */
-export async function updatePolicy(
-  engine: Engine,
-  datums: Datum[],
-  cfg: TrainConfig,
-  klCoef: number,
-  step: number,
-  totalSteps: number,
-  seed: number,
-): Promise<UpdateResult> {
-  const rng = new Rng(seed, 7);
-  const spec = lossSpec(cfg, klCoef);
+export async function updatePolicy(engine: Engine, datums: Datum[], u: PolicyUpdate): Promise<UpdateResult> {
+  const { spec, optim, rng } = u;
+  let step = u.schedule.step;
   const acc = { loss: 0, entropy: 0, noEntropy: false, clip: 0, approxKl: 0, klRef: 0, gradNorm: 0, skipped: 0, n: 0 };
-  let lr = learningRate(cfg.optim, step, totalSteps);
-  for (let epoch = 0; epoch < cfg.train.ppoEpochs; epoch++) {
-    for (const mb of miniBatches(sequences(datums), cfg.train.miniBatches, rng).map((seqs) => seqs.flat())) {
+  let lr = learningRate(optim, step, u.schedule.totalSteps);
+  for (let epoch = 0; epoch < u.epochs; epoch++) {
+    for (const mb of miniBatches(sequences(datums), u.miniBatches, rng).map((seqs) => seqs.flat())) {
       if (mb.every((d) => d.weights.every((w) => w === 0))) continue;
-      lr = learningRate(cfg.optim, step, totalSteps);
+      lr = learningRate(optim, step, u.schedule.totalSteps);
       const fb = await engine.forwardBackward(mb, spec);
       const os = await engine.optimStep({
         lr,
-        beta1: cfg.optim.beta1,
-        beta2: cfg.optim.beta2,
-        weightDecay: cfg.optim.weightDecay,
-        gradClipNorm: cfg.optim.gradClipNorm,
+        beta1: optim.beta1,
+        beta2: optim.beta2,
+        weightDecay: optim.weightDecay,
+        gradClipNorm: optim.gradClipNorm,
       });
       if (os.skipped) {
         acc.skipped++;
