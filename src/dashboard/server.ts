@@ -2,7 +2,8 @@
  * A live dashboard over one run directory, on node:http alone.
  *
  *   GET /                  the page (static/page.ts)
- *   GET /app.js            its script (static/app.ts)
+ *   GET /app.js            its script: browser/app.ts, compiled by tsconfig.browser.json to
+ *                          dist/browser/app.js (`npm run build`) and read once at start
  *   GET /chart.js          Chart.js's UMD build, from the installed package
  *   GET /api/info          { run, runDir, config }: the directory and its config.yaml text
  *   GET /api/metrics?after=N[&gen=G]
@@ -27,6 +28,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, join, resolve } from "node:path";
 import { InputError } from "../util/errors.js";
+import { packageRoot } from "../util/package-root.js";
 import { HostGuard } from "../util/host-guard.js";
 import { bearerKey, secretMatcher } from "../util/secret.js";
 import { parseRequestTarget } from "../util/request-target.js";
@@ -34,7 +36,6 @@ import { JsonlTail } from "./jsonl-tail.js";
 import { readSamples, sampleIterations } from "./samples.js";
 import { readRunFile, runFile } from "./run-files.js";
 import { PAGE_HTML } from "./static/page.js";
-import { APP_JS } from "./static/app.js";
 
 export interface DashboardOptions {
   runDir: string;
@@ -110,16 +111,30 @@ export function chartJsPath(): string {
   return umd;
 }
 
+/**
+ * Where the page's compiled script is: dist/browser/app.js in the package (the same file whether
+ * this module runs from dist/src/ or from src/ under tsx). Throws an InputError when it was not built.
+ */
+export function appJsPath(): string {
+  const file = join(packageRoot(), "dist", "browser", "app.js");
+  if (!existsSync(file))
+    throw new InputError(
+      `dashboard: the page's script ${file} is missing`,
+      "run npm run build: it compiles src/dashboard/browser/ with tsconfig.browser.json",
+    );
+  return file;
+}
+
 type Route = (req: IncomingMessage, url: URL, res: ServerResponse) => void;
 
 /** The dashboard's fixed routes: its page, its script, chart.js, and the run's info and metrics. */
-function dashboardRoutes(runDir: string, chartJs: Buffer): Record<string, Route> {
+function dashboardRoutes(runDir: string, appJs: Buffer, chartJs: Buffer): Record<string, Route> {
   const tail = new JsonlTail(join(runDir, "metrics.jsonl"), { within: runDir });
   const absolute = resolve(runDir);
   return {
     "/": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
     "/index.html": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
-    "/app.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", APP_JS),
+    "/app.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", appJs),
     "/chart.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", chartJs, "public, max-age=3600"),
     "/api/info": (_q, _u, res) =>
       json(res, 200, {
@@ -183,7 +198,7 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
     opts.apiKey !== undefined
       ? secretMatcher(opts.apiKey, "dashboard", "--api-key (or AGENT_R1_DASHBOARD_KEY)")
       : undefined;
-  const routes = dashboardRoutes(runDir, readFileSync(chartJsPath()));
+  const routes = dashboardRoutes(runDir, readFileSync(appJsPath()), readFileSync(chartJsPath()));
 
   const server = createServer((req, res) => {
     try {

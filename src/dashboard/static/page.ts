@@ -1,7 +1,8 @@
 /**
  * The dashboard's page: plain HTML and CSS, kept as a string so it ships inside dist/
- * with the compiled server (no asset copying). Its script is ./app.ts; Chart.js is served
- * from the installed package at /chart.js.
+ * with the compiled server (no asset copying). Its script, loaded as a classic <script> from
+ * /app.js, is ../browser/app.ts (compiled to dist/browser/app.js); Chart.js is served from the
+ * installed package at /chart.js and loaded first, as the global the script draws with.
  */
 export const PAGE_HTML = String.raw`<!doctype html>
 <html lang="en">
