@@ -1,5 +1,5 @@
 /**
- * A live dashboard over one run directory, on node:http alone.
+ * A live dashboard over one run directory: routes and an error mapper on the HTTP kit (src/http/).
  *
  *   GET /                  the page (static/page.ts)
  *   GET /app.js            its script: browser/app.ts, compiled by tsconfig.browser.json to
@@ -23,7 +23,7 @@
  * the key and redirects to the same path without it, so the page's own requests carry the cookie
  * and the key leaves the address bar. Without the key: 401.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, join, resolve } from "node:path";
@@ -31,7 +31,10 @@ import { InputError } from "../util/errors.js";
 import { packageRoot } from "../util/package-root.js";
 import { HostGuard } from "../util/host-guard.js";
 import { bearerKey, secretMatcher } from "../util/secret.js";
-import { parseRequestTarget } from "../util/request-target.js";
+import { HttpError } from "../http/errors.js";
+import { admit } from "../http/guards.js";
+import { RouteTable, type Handler } from "../http/routes.js";
+import { startHttpServer } from "../http/server.js";
 import { JsonlTail } from "./jsonl-tail.js";
 import { readSamples, sampleIterations } from "./samples.js";
 import { readRunFile, runFile } from "./run-files.js";
@@ -125,24 +128,24 @@ export function appJsPath(): string {
   return file;
 }
 
-type Route = (req: IncomingMessage, url: URL, res: ServerResponse) => void;
+type Route = (url: URL, res: ServerResponse, params: Record<string, string>) => void;
 
-/** The dashboard's fixed routes: its page, its script, chart.js, and the run's info and metrics. */
-function dashboardRoutes(runDir: string, appJs: Buffer, chartJs: Buffer): Record<string, Route> {
+/** The dashboard's routes: its page, its script, chart.js, and the run's info, metrics and samples; each answers HEAD too. */
+function dashboardRoutes(runDir: string, appJs: Buffer, chartJs: Buffer): RouteTable<URL> {
   const tail = new JsonlTail(join(runDir, "metrics.jsonl"), { within: runDir });
   const absolute = resolve(runDir);
-  return {
-    "/": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
-    "/index.html": (_q, _u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
-    "/app.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", appJs),
-    "/chart.js": (_q, _u, res) => send(res, 200, "text/javascript; charset=utf-8", chartJs, "public, max-age=3600"),
-    "/api/info": (_q, _u, res) =>
+  const routes: Record<string, Route> = {
+    "/": (_u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
+    "/index.html": (_u, res) => send(res, 200, "text/html; charset=utf-8", PAGE_HTML),
+    "/app.js": (_u, res) => send(res, 200, "text/javascript; charset=utf-8", appJs),
+    "/chart.js": (_u, res) => send(res, 200, "text/javascript; charset=utf-8", chartJs, "public, max-age=3600"),
+    "/api/info": (_u, res) =>
       json(res, 200, {
         run: basename(absolute),
         runDir: absolute,
         config: readRunFile(runDir, join(runDir, "config.yaml")) ?? null,
       }),
-    "/api/metrics": (_q, url, res) => {
+    "/api/metrics": (url, res) => {
       tail.refresh();
       const gen = url.searchParams.get("gen");
       const reset = gen !== null && Number(gen) !== tail.generation;
@@ -157,11 +160,23 @@ function dashboardRoutes(runDir: string, appJs: Buffer, chartJs: Buffer): Record
         records: records.slice(after),
       });
     },
-    "/favicon.ico": (_q, _u, res) => {
+    "/favicon.ico": (_u, res) => {
       res.writeHead(204).end();
     },
-    "/api/samples": (_q, _u, res) => json(res, 200, { iterations: sampleIterations(runDir) }),
+    "/api/samples": (_u, res) => json(res, 200, { iterations: sampleIterations(runDir) }),
+    "/api/samples/:n": (url, res, p) => {
+      if (!/^\d+$/.test(p.n)) return json(res, 404, { error: `not found: ${url.pathname}` });
+      const s = readSamples(runDir, Number(p.n));
+      return s ? json(res, 200, s) : json(res, 404, { error: `no samples for iteration ${p.n}` });
+    },
   };
+  const table: Record<string, Handler<URL>> = {};
+  for (const [path, route] of Object.entries(routes)) {
+    const handler: Handler<URL> = (_req, res, params, url) => route(url, res, params);
+    table[`GET ${path}`] = handler;
+    table[`HEAD ${path}`] = handler;
+  }
+  return new RouteTable(table);
 }
 
 /**
@@ -191,8 +206,6 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
   checkRunDir(runDir);
   const host = opts.host ?? DEFAULT_HOST;
   const port = opts.port ?? DEFAULT_PORT;
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new InputError(`dashboard: port must be an integer from 0 to 65535, got ${port}`);
   const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
   const keyMatches =
     opts.apiKey !== undefined
@@ -200,63 +213,26 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
       : undefined;
   const routes = dashboardRoutes(runDir, readFileSync(appJsPath()), readFileSync(chartJsPath()));
 
-  const server = createServer((req, res) => {
-    try {
-      const url = parseRequestTarget(req.url);
-      if (!url) return json(res, 400, { error: `malformed request target '${req.url}'` });
-      const verdict = guard.check(req.headers);
-      if (!verdict.ok) return json(res, 403, { error: verdict.message });
-      for (const [k, v] of Object.entries(verdict.headers)) res.setHeader(k, v);
+  const http = await startHttpServer({
+    name: "dashboard",
+    host,
+    port,
+    drainMs: 0,
+    async handle(req, res) {
+      const { url } = admit(req, res, guard);
       if (keyMatches && url.pathname !== "/favicon.ico" && !keyMatches(keyOf(req)))
         return refuseOrLogIn(keyMatches, url, res);
-      if (req.method !== "GET" && req.method !== "HEAD") {
-        res.setHeader("Allow", "GET, HEAD");
-        return json(res, 405, { error: "method not allowed" });
-      }
-      const route = routes[url.pathname];
-      if (route) return route(req, url, res);
-      const m = /^\/api\/samples\/(\d+)$/.exec(url.pathname);
-      if (m) {
-        const s = readSamples(runDir, Number(m[1]));
-        return s ? json(res, 200, s) : json(res, 404, { error: `no samples for iteration ${m[1]}` });
-      }
-      json(res, 404, { error: `not found: ${url.pathname}` });
-    } catch (e) {
-      json(res, 500, { error: (e as Error).message });
-    }
+      if (req.method !== "GET" && req.method !== "HEAD")
+        throw new HttpError(405, "method not allowed", null, { Allow: "GET, HEAD" });
+      await routes.run(req, res, url.pathname, (_m, p) => `not found: ${p}`, url);
+    },
+    answerError(e, _req, res) {
+      const status = e instanceof HttpError ? e.status : 500;
+      for (const [k, v] of Object.entries(e instanceof HttpError ? e.headers : {})) res.setHeader(k, v);
+      json(res, status, { error: (e as Error).message });
+    },
   });
-
-  await new Promise<void>((ok, fail) => {
-    const onError = (e: NodeJS.ErrnoException) => {
-      if (e.code === "EADDRINUSE")
-        fail(
-          new InputError(
-            `dashboard: port ${port} on ${host} is already in use`,
-            "pick another --port, or --port 0 for a free one",
-          ),
-        );
-      else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND")
-        fail(new InputError(`dashboard: cannot listen on host ${host} (${e.code})`));
-      else fail(e);
-    };
-    server.once("error", onError);
-    server.listen(port, host, () => {
-      server.off("error", onError);
-      ok();
-    });
-  });
-  const address = server.address();
-  const actualPort = typeof address === "object" && address ? address.port : port;
-  const urlHost = host.includes(":") ? `[${host}]` : host;
-  return {
-    url: `http://${urlHost}:${actualPort}`,
-    port: actualPort,
-    close: () =>
-      new Promise<void>((ok) => {
-        server.close(() => ok());
-        server.closeAllConnections();
-      }),
-  };
+  return { url: http.url, port: http.port, close: () => http.close() };
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string | Buffer, cache = "no-store"): void {

@@ -7,7 +7,7 @@
  * or not, logprobs), POST /responses (the Responses API, ./responses-route.ts: its items recorded as the
  * equivalent chat messages), GET /models. The request body is checked as `agent-r1 serve` checks
  * it (src/serve/schemas.ts, src/serve/responses-schema.ts); errors are OpenAI error objects. Bound
- * to loopback by default.
+ * to loopback by default, on the HTTP kit (src/http/), whose Host/Origin check it shares.
  *
  * Each episode has a key of its own (`EpisodeHandle.apiKey`, compared in constant time): a request to
  * an episode's URL with another episode's key is a 401, so an agent reaches only its own episode even
@@ -17,16 +17,18 @@
  * (episode-recorder.ts): past maxTurns a 400 `max_turns_reached`, past maxTotalTokens a 400
  * `context_length_exceeded`.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { randomBytes } from "node:crypto";
 import { bearerKey, secretMatcher } from "../util/secret.js";
+import { HostGuard } from "../util/host-guard.js";
+import { admit } from "../http/guards.js";
+import { RouteTable } from "../http/routes.js";
+import { startHttpServer, type HttpServer } from "../http/server.js";
 import type { AgentMessage } from "../agent/chat-setup.js";
 import { conversationText, rowQuotes } from "./row-quotes.js";
 import { registerGateway } from "./episode-fetch.js";
 import { ApiError, toApiError } from "../serve/errors.js";
 import { readJsonBody, sendJson } from "../serve/http.js";
-import { parseRequestTarget } from "../util/request-target.js";
 import { ResponseStore } from "../serve/responses-store.js";
 import { EpisodeRecorder, RecorderError, type RecorderOptions } from "./episode-recorder.js";
 import { episodeResponses } from "./responses-route.js";
@@ -51,20 +53,22 @@ export interface EpisodeHandle {
   recorder: EpisodeRecorder;
 }
 
+/** A live episode: its recorder, the check of its own key, and its Responses-API responses. */
+interface LiveEpisode {
+  recorder: EpisodeRecorder;
+  keyMatches: (given?: string) => boolean;
+  responses: ResponseStore;
+  rowIndex: number;
+  /** What the episode's row says, to tell its conversation from another row's (row-quotes.ts). */
+  quotes: string[];
+}
+
+/** An episode's body limit: a long conversation with its tools fits. */
+const BODY_LIMIT = 4 << 20;
+
 export class Gateway {
-  /** Live episodes, each with the check of its own key and its Responses-API responses. */
-  private readonly episodes = new Map<
-    string,
-    {
-      recorder: EpisodeRecorder;
-      keyMatches: (given?: string) => boolean;
-      responses: ResponseStore;
-      rowIndex: number;
-      /** What the episode's row says, to tell its conversation from another row's (row-quotes.ts). */
-      quotes: string[];
-    }
-  >();
-  private server?: Server;
+  private readonly episodes = new Map<string, LiveEpisode>();
+  private server?: HttpServer;
   private base = "";
   readonly model: string;
 
@@ -79,21 +83,21 @@ export class Gateway {
 
   async start(): Promise<this> {
     const host = this.o.host ?? "127.0.0.1";
-    const server = createServer((req, res) => {
-      this.handle(req, res).catch((e: unknown) => {
+    const guard = new HostGuard({ bound: host });
+    const log = this.o.log ?? ((l: string) => process.stderr.write(l + "\n"));
+    this.server = await startHttpServer({
+      name: "gateway",
+      host,
+      port: this.o.port ?? 0,
+      drainMs: 0,
+      handle: (req, res) => this.handle(guard, req, res),
+      answerError(e, req, res) {
         const err = e instanceof RecorderError ? new ApiError(e.status, e.message, { code: e.code }) : toApiError(e);
-        if (err.status >= 500)
-          (this.o.log ?? ((l) => process.stderr.write(l + "\n")))(`gateway: ${req.url}: ${(e as Error).stack ?? e}`);
-        if (!res.headersSent) sendJson(res, err.status, err.body());
-        else res.end();
-      });
+        if (err.status >= 500) log(`gateway: ${req.url}: ${(e as Error).stack ?? e}`);
+        sendJson(res, err.status, err.body(), err.opts.headers);
+      },
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(this.o.port ?? 0, host, () => resolve());
-    });
-    this.server = server;
-    this.base = `http://${host}:${(server.address() as AddressInfo).port}`;
+    this.base = this.server.url;
     registerGateway(this.base);
     return this;
   }
@@ -138,15 +142,32 @@ export class Gateway {
   async stop(): Promise<void> {
     const s = this.server;
     this.server = undefined;
-    if (!s) return;
-    const closed = new Promise<void>((r) => s.close(() => r()));
-    s.closeAllConnections();
-    await closed;
+    await s?.close();
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const target = parseRequestTarget(req.url);
-    const m = target && /^\/episodes\/([A-Za-z0-9-]+)\/v1(\/.*)$/.exec(target.pathname.replace(/\/+$/, ""));
+  /** The routes under an episode's base URL, given the episode. */
+  private readonly routes = new RouteTable<LiveEpisode>({
+    "GET /models": (_req, res) =>
+      sendJson(res, 200, { object: "list", data: [{ id: this.model, object: "model", owned_by: "agent-r1" }] }),
+    "POST /responses": async (req, res, _p, entry) =>
+      episodeResponses(
+        { recorder: entry.recorder, store: entry.responses, model: this.model, temperature: this.o.temperature },
+        await readJsonBody(req, BODY_LIMIT),
+        res,
+        req.headers["user-agent"],
+      ),
+    "POST /chat/completions": async (req, res, _p, entry) =>
+      episodeChat(
+        { recorder: entry.recorder, model: this.model, chat: this.o.chat },
+        await readJsonBody(req, BODY_LIMIT),
+        res,
+        req.headers["user-agent"],
+      ),
+  });
+
+  private async handle(guard: HostGuard, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { path } = admit(req, res, guard);
+    const m = /^\/episodes\/([A-Za-z0-9-]+)\/v1(\/.*)$/.exec(path);
     if (!m)
       throw new ApiError(404, `Unknown route: ${req.method} ${req.url}; episodes live under /episodes/{id}/v1`, {
         code: "unknown_url",
@@ -164,30 +185,13 @@ export class Gateway {
         `the API key is missing or is not episode ${m[1]}'s (each episode has its own: pass the apiKey the rollout gave this episode's agent)`,
         { code: "invalid_api_key" },
       );
-    const episode = entry.recorder;
-    const route = `${req.method} ${m[2]}`;
-    if (route === "GET /models")
-      return sendJson(res, 200, { object: "list", data: [{ id: this.model, object: "model", owned_by: "agent-r1" }] });
-    if (route === "POST /responses")
-      return episodeResponses(
-        { recorder: episode, store: entry.responses, model: this.model, temperature: this.o.temperature },
-        await readJsonBody(req, 4 << 20),
-        res,
-        req.headers["user-agent"],
-      );
-    if (route !== "POST /chat/completions")
-      throw new ApiError(
-        404,
-        `Unknown route: ${req.method} ${m[2]}; the gateway serves POST /chat/completions, POST /responses and GET /models`,
-        {
-          code: "unknown_url",
-        },
-      );
-    return episodeChat(
-      { recorder: episode, model: this.model, chat: this.o.chat },
-      await readJsonBody(req, 4 << 20),
+    await this.routes.run(
+      req,
       res,
-      req.headers["user-agent"],
+      m[2],
+      (method, p) =>
+        `Unknown route: ${method} ${p}; the gateway serves POST /chat/completions, POST /responses and GET /models`,
+      entry,
     );
   }
 }

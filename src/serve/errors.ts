@@ -4,6 +4,7 @@
  * library (InputError and friends) becomes a 400; anything else is a 500.
  */
 import { AgentR1Error } from "../util/errors.js";
+import { HttpError } from "../http/errors.js";
 
 export type ApiErrorType = "invalid_request_error" | "server_error";
 
@@ -42,6 +43,7 @@ export function badRequest(message: string, param: string | null = null, code: s
 /** Any thrown value as an ApiError: library input errors are the client's fault, the rest is ours. */
 export function toApiError(e: unknown): ApiError {
   if (e instanceof ApiError) return e;
+  if (e instanceof HttpError) return new ApiError(e.status, e.message, { code: e.code, headers: e.headers });
   if (e instanceof AgentR1Error) return badRequest(e.message);
   return new ApiError(500, `internal error: ${e instanceof Error ? e.message : String(e)}`);
 }

@@ -1,6 +1,6 @@
 /**
- * The OpenAI-compatible HTTP server over one LocalEngine (node:http, no
- * framework). Every request goes straight to the engine, so concurrent
+ * The OpenAI-compatible HTTP server over one LocalEngine: its routes and its error mapper on
+ * the HTTP kit (src/http/: listen, guards, body reader, route table, drain on close). Every request goes straight to the engine, so concurrent
  * requests share its continuous batching. Routes:
  *   POST /v1/chat/completions, POST /v1/completions (with vLLM's token-id fields),
  *   POST /v1/responses (the Responses API, ./responses.ts), GET and DELETE /v1/responses/{id},
@@ -15,19 +15,19 @@
  * need `Content-Type: application/json` (415). Per-request limits on
  * sequences, tokens and response bytes are in request-limits.ts.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { basename, resolve } from "node:path";
 import type { LocalEngine, LocalEngineOptions } from "../engine/local/local-engine.js";
 import { InputError } from "../util/errors.js";
 import { HostGuard, preflightHeaders } from "../util/host-guard.js";
-import { decodePathPart, parseRequestTarget } from "../util/request-target.js";
-import { ApiKey } from "./api-key.js";
+import { admit, keyGate, type KeyGate } from "../http/guards.js";
+import { RouteTable } from "../http/routes.js";
+import { checkPort, startHttpServer } from "../http/server.js";
 import { chatCompletions } from "./chat-completions.js";
 import { generate, updateWeightsFromDisk } from "./sglang.js";
 import { completions } from "./completions.js";
 import { ServeContext, type ServedEngine } from "./context.js";
-import { ApiError, badRequest, toApiError } from "./errors.js";
+import { ApiError, toApiError } from "./errors.js";
 import { DEFAULT_BODY_LIMIT, readJsonBody, sendJson } from "./http.js";
 import { requestLimits, type RequestLimits } from "./request-limits.js";
 import { deleteResponse, responses, retrieveResponse } from "./responses.js";
@@ -73,8 +73,6 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-type Handler = (ctx: ServeContext, req: IncomingMessage, res: ServerResponse) => Promise<void>;
-
 /** Imported only when the server loads a model itself, so serving a given engine never loads TF.js. */
 async function loadLocalEngine(dir: string, options: LocalEngineOptions | undefined): Promise<LocalEngine> {
   const { LocalEngine } = await import("../engine/local/local-engine.js");
@@ -87,119 +85,100 @@ function sourceDirectoryOf(engine: ServedEngine): string | undefined {
   return typeof dir === "string" ? dir : undefined;
 }
 
+/** The OpenAI-compatible routes over one engine. */
+function serveRoutes(ctx: ServeContext, stored: ResponseStore, limit: number, weightsFrom?: string): RouteTable {
+  const body = (req: IncomingMessage) => readJsonBody(req, limit);
+  return new RouteTable({
+    "POST /v1/chat/completions": async (req, res) => chatCompletions(ctx, await body(req), res),
+    "POST /v1/completions": async (req, res) => completions(ctx, await body(req), res),
+    "POST /v1/responses": async (req, res) => responses(ctx, stored, await body(req), res),
+    "GET /v1/responses/:id": (_req, res, p) => retrieveResponse(stored, p.id, res),
+    "DELETE /v1/responses/:id": (_req, res, p) => deleteResponse(stored, p.id, res),
+    "GET /v1/models": (_req, res) => sendJson(res, 200, { object: "list", data: [modelCard(ctx)] }),
+    "GET /v1/models/*id": (_req, res, p) => {
+      ctx.checkModel(p.id);
+      sendJson(res, 200, modelCard(ctx));
+    },
+    "GET /health": (_req, res) => sendJson(res, 200, { status: "ok", model: ctx.modelId }),
+    "POST /generate": async (req, res) => generate(ctx, await body(req), res),
+    "POST /update_weights_from_disk": async (req, res) => updateWeightsFromDisk(ctx, await body(req), res, weightsFrom),
+    "POST /v1/load_lora_adapter": () => {
+      throw new ApiError(
+        400,
+        "this server serves full weights and loads no LoRA adapters (use /update_weights_from_disk)",
+        { code: "lora_not_supported" },
+      );
+    },
+  });
+}
+
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   if (!opts.engine && !opts.model) throw new InputError("serve: a model directory (or a loaded engine) is required");
   const host = opts.host ?? "127.0.0.1";
   const port = opts.port ?? 8000;
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new InputError(`serve: the port must be an integer in [0, 65535], got ${port}`);
+  checkPort(port, "serve");
   const limits = requestLimits(opts);
   const guard = new HostGuard({ bound: host, allowHosts: opts.allowHosts, allowOrigins: opts.allowOrigins });
-  const apiKey = opts.apiKey !== undefined ? new ApiKey(opts.apiKey, "serve") : undefined;
+  const apiKey =
+    opts.apiKey !== undefined
+      ? keyGate(opts.apiKey, {
+          server: "serve",
+          missing:
+            "this server requires an API key: send it as 'Authorization: Bearer KEY' (the openai client's apiKey)",
+          wrong: "the API key is not the one this server was started with",
+        })
+      : undefined;
   const loaded = opts.engine ? undefined : await loadLocalEngine(opts.model!, opts.engineOptions);
   const engine: ServedEngine = opts.engine ?? loaded!;
   const dir = opts.model ?? sourceDirectoryOf(engine);
   const modelId = opts.name ?? (dir !== undefined ? basename(resolve(dir)) : "model");
   const ctx = new ServeContext(modelId, engine, opts.defaultMaxTokens, limits);
-  const limit = opts.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const log = opts.log ?? ((line: string) => process.stderr.write(line + "\n"));
-  const stored = new ResponseStore();
+  const routes = serveRoutes(ctx, new ResponseStore(), opts.bodyLimit ?? DEFAULT_BODY_LIMIT, opts.weightsFrom);
 
-  const routes: Record<string, Partial<Record<string, Handler>>> = {
-    "/v1/chat/completions": { POST: async (c, req, res) => chatCompletions(c, await readJsonBody(req, limit), res) },
-    "/v1/completions": { POST: async (c, req, res) => completions(c, await readJsonBody(req, limit), res) },
-    "/v1/responses": { POST: async (c, req, res) => responses(c, stored, await readJsonBody(req, limit), res) },
-    "/v1/models": { GET: async (c, _req, res) => sendJson(res, 200, { object: "list", data: [modelCard(c)] }) },
-    "/health": { GET: async (_c, _req, res) => sendJson(res, 200, { status: "ok", model: modelId }) },
-    "/generate": { POST: async (c, req, res) => generate(c, await readJsonBody(req, limit), res) },
-    "/update_weights_from_disk": {
-      POST: async (c, req, res) => updateWeightsFromDisk(c, await readJsonBody(req, limit), res, opts.weightsFrom),
-    },
-    "/v1/load_lora_adapter": {
-      POST: async () => {
-        throw new ApiError(
-          400,
-          "this server serves full weights and loads no LoRA adapters (use /update_weights_from_disk)",
-          {
-            code: "lora_not_supported",
-          },
-        );
-      },
-    },
-  };
-
-  let inFlight = 0;
-  let idle: (() => void) | undefined;
-  const server = createServer((req, res) => {
-    inFlight++;
-    res.on("close", () => {
-      inFlight--;
-      if (inFlight === 0) idle?.();
-    });
-    handle({ ctx, routes, guard, apiKey, stored }, req, res).catch((e) => {
-      const err = toApiError(e);
-      if (err.status >= 500)
-        log(`serve: ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-      if (!res.headersSent) sendJson(res, err.status, err.body(), err.opts.headers);
-      else res.end();
-    });
-  });
-
+  let http;
   try {
-    await listen(server, port, host);
+    http = await startHttpServer({
+      name: "serve",
+      host,
+      port,
+      handle: (req, res) => handle(routes, guard, apiKey, req, res),
+      answerError(e, req, res) {
+        const err = toApiError(e);
+        if (err.status >= 500)
+          log(`serve: ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+        sendJson(res, err.status, err.body(), err.opts.headers);
+      },
+    });
   } catch (e) {
     await loaded?.dispose();
     throw e;
   }
-  const actual = (server.address() as AddressInfo).port;
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${host.includes(":") ? `[${host}]` : host}:${actual}`,
+    url: http.url,
     host,
-    port: actual,
+    port: http.port,
     modelId,
     engine,
     close() {
-      closing ??= (async () => {
-        const closed = new Promise<void>((r) => server.close(() => r()));
-        server.closeIdleConnections();
-        if (inFlight > 0) {
-          await Promise.race([new Promise<void>((r) => (idle = r)), new Promise((r) => setTimeout(r, 5000).unref())]);
-        }
-        server.closeAllConnections();
-        await closed;
-        await loaded?.dispose();
-      })();
+      closing ??= http.close().then(() => loaded?.dispose());
       return closing;
     },
   };
 }
 
-interface Served {
-  ctx: ServeContext;
-  routes: Record<string, Partial<Record<string, Handler>>>;
-  guard: HostGuard;
-  apiKey?: ApiKey;
-  /** The responses kept for previous_response_id and GET /v1/responses/{id}. */
-  stored: ResponseStore;
-}
-
 async function handle(
-  { ctx, routes, guard, apiKey, stored }: Served,
+  routes: RouteTable,
+  guard: HostGuard,
+  apiKey: KeyGate | undefined,
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
-  const target = parseRequestTarget(req.url);
-  if (!target)
-    throw badRequest(`malformed request target '${req.url}'; expected a path such as /v1/models`, null, "invalid_url");
-  const verdict = guard.check(req.headers);
-  if (!verdict.ok) throw new ApiError(403, verdict.message, { code: "forbidden" });
-  for (const [k, v] of Object.entries(verdict.headers)) res.setHeader(k, v);
-  const path = target.pathname.replace(/\/+$/, "") || "/";
-  const method = req.method ?? "GET";
+  const { path } = admit(req, res, guard);
   // A CORS preflight (it carries no credentials); the guard has already vetted its Origin.
   if (
-    method === "OPTIONS" &&
+    req.method === "OPTIONS" &&
     req.headers.origin !== undefined &&
     req.headers["access-control-request-method"] !== undefined
   ) {
@@ -207,28 +186,7 @@ async function handle(
     return;
   }
   if (apiKey && path !== "/health") apiKey.check(req.headers);
-  if (path.startsWith("/v1/models/") && method === "GET") {
-    const id = decodePathPart(path.slice("/v1/models/".length));
-    if (id === undefined)
-      throw badRequest(`malformed percent-encoding in the model id of '${path}'`, null, "invalid_url");
-    ctx.checkModel(id);
-    return sendJson(res, 200, modelCard(ctx));
-  }
-  if (path.startsWith("/v1/responses/") && (method === "GET" || method === "DELETE")) {
-    const id = decodePathPart(path.slice("/v1/responses/".length));
-    if (id === undefined)
-      throw badRequest(`malformed percent-encoding in the response id of '${path}'`, null, "invalid_url");
-    return method === "GET" ? retrieveResponse(stored, id, res) : deleteResponse(stored, id, res);
-  }
-  const route = routes[path];
-  if (!route) throw new ApiError(404, `Unknown route: ${method} ${path}`, { code: "unknown_url" });
-  const handler = route[method];
-  if (!handler) {
-    const allowed = Object.keys(route).join(", ");
-    res.setHeader("Allow", allowed);
-    throw new ApiError(405, `${path} accepts ${allowed}, not ${method}`, { code: "method_not_allowed" });
-  }
-  await handler(ctx, req, res);
+  await routes.run(req, res, path, (method, p) => `Unknown route: ${method} ${p}`, undefined);
 }
 
 function modelCard(ctx: ServeContext) {
@@ -239,33 +197,4 @@ function modelCard(ctx: ServeContext) {
     owned_by: "agent-r1",
     max_model_len: ctx.engine.config.maxPositionEmbeddings,
   };
-}
-
-function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise((resolvePromise, reject) => {
-    const onError = (e: NodeJS.ErrnoException) => {
-      if (e.code === "EADDRINUSE")
-        reject(
-          new InputError(
-            `serve: port ${port} on ${host} is already in use`,
-            "pick another --port, or --port 0 for a free one",
-          ),
-        );
-      else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND")
-        reject(new InputError(`serve: cannot listen on host '${host}' (${e.code})`));
-      else if (e.code === "EACCES")
-        reject(
-          new InputError(
-            `serve: no permission to listen on port ${port}`,
-            "ports below 1024 need privileges; pick another --port",
-          ),
-        );
-      else reject(e);
-    };
-    server.once("error", onError);
-    server.listen(port, host, () => {
-      server.off("error", onError);
-      resolvePromise();
-    });
-  });
 }

@@ -1,5 +1,6 @@
 /**
- * `agent-r1 serve --tinker`: the local engine behind the Tinker HTTP protocol (node:http), so a
+ * `agent-r1 serve --tinker`: the local engine behind the Tinker HTTP protocol (routes and an error
+ * mapper on the HTTP kit, src/http/), so a
  * trainer on one machine can use an engine on another, and so the Tinker client is tested end to
  * end. Both wire generations: JSON bodies and results (SDK ≤ 0.24.1), and protobuf forward_backward
  * bodies (optionally zstd) with protobuf sample and forward_backward results for a client that
@@ -15,14 +16,16 @@
  * decompressed, get 413 (a zstd body is bounded before it is inflated); a body that does not
  * decode, 422; a field of the wrong type or range, 400 naming it; the server keeps serving.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { secretMatcher } from "../../util/secret.js";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { InputError } from "../../util/errors.js";
 import { HostGuard } from "../../util/host-guard.js";
-import { parseRequestTarget } from "../../util/request-target.js";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
-import { DecompressLimitError, zstdDecompress } from "../../engine/remote/zstd.js";
+import { HttpError } from "../../http/errors.js";
+import { mediaType, parseJson, readBody } from "../../http/body.js";
+import { admit, keyGate } from "../../http/guards.js";
+import { RouteTable } from "../../http/routes.js";
+import { sendBytes, sendJson } from "../../http/send.js";
+import { checkPort, startHttpServer } from "../../http/server.js";
 import {
   decodeForwardBackwardProto,
   encodeForwardBackwardOutputProto,
@@ -61,65 +64,20 @@ interface Body {
   proto?: Uint8Array;
 }
 
-function send(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
-  res.end(text);
-}
+const send = (res: ServerResponse, status: number, body: unknown) => sendJson(res, status, body);
+const sendProto = (res: ServerResponse, bytes: Uint8Array) => sendBytes(res, 200, "application/x-protobuf", bytes);
 
-function sendBytes(res: ServerResponse, bytes: Uint8Array): void {
-  res.writeHead(200, { "Content-Type": "application/x-protobuf", "Content-Length": bytes.byteLength });
-  res.end(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-}
-
-const tooLarge = (limit: number, what = "is larger than") =>
-  new TinkerError(`the request body ${what} ${limit} bytes, this server's limit (bodyLimit)`, undefined, 413);
-
-async function readBody(req: IncomingMessage, limit: number): Promise<Body> {
-  const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const c of req) {
-      size += (c as Buffer).length;
-      if (size > limit) throw tooLarge(limit);
-      chunks.push(c as Buffer);
-    }
-  } catch (e) {
-    if (e instanceof TinkerError) throw e;
-    // The client went away mid-body: nothing to answer, and not an error of the server.
-    throw new TinkerError(`the request body was cut off: ${(e as Error).message}`);
-  }
-  let bytes: Uint8Array = Buffer.concat(chunks);
-  const encoding = (req.headers["content-encoding"] ?? "identity").toLowerCase();
-  if (encoding === "zstd") {
-    try {
-      // Bounded before it allocates: a frame declaring more than the limit is refused unread.
-      bytes = await zstdDecompress(bytes, limit);
-    } catch (e) {
-      if (e instanceof DecompressLimitError) throw tooLarge(limit, "decompresses to more than");
-      throw new TinkerError(`the zstd body does not decompress: ${(e as Error).message}`, undefined, 422);
-    }
-  } else if (encoding !== "identity")
-    throw new TinkerError(`Content-Encoding '${encoding}' is not accepted (zstd is)`, undefined, 415);
-  const type = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
+/** A POST body: JSON (an object) or protobuf bytes, zstd-compressed or not. */
+async function readTinkerBody(req: IncomingMessage, limit: number): Promise<Body> {
+  const bytes = await readBody(req, limit, { zstd: true });
+  const type = mediaType(req);
   if (type === "application/x-protobuf") return { raw: bytes, proto: bytes };
   if (type !== "application/json")
-    throw new TinkerError(
-      `the body must be application/json or application/x-protobuf, got '${type || "none"}'`,
-      undefined,
-      415,
-    );
-  const text = Buffer.from(bytes).toString("utf8");
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new TinkerError(`the body is not valid JSON: ${(e as Error).message}`, undefined, 422);
-  }
+    throw new HttpError(415, `the body must be application/json or application/x-protobuf, got '${type || "none"}'`);
+  const text = bytes.toString("utf8");
+  const json = parseJson(text, 422);
   if (!json || typeof json !== "object" || Array.isArray(json))
-    throw new TinkerError("the body must be a JSON object", undefined, 422);
+    throw new HttpError(422, "the body must be a JSON object");
   return { raw: text, json: json as Record<string, unknown> };
 }
 
@@ -131,18 +89,58 @@ const jsonOf = (b: Body, route: string): Record<string, unknown> => {
 export async function startTinkerServer(o: TinkerServerOptions): Promise<RunningTinkerServer> {
   const host = o.host ?? "127.0.0.1";
   const port = o.port ?? 8000;
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new InputError(`serve --tinker: the port must be an integer in [0, 65535], got ${port}`);
+  checkPort(port, "serve --tinker");
   if (o.baseModels.size === 0) throw new InputError("serve --tinker: give at least one --model directory");
   const guard = new HostGuard({ bound: host, allowHosts: o.allowHosts, allowOrigins: o.allowOrigins });
-  const keyMatches = o.apiKey !== undefined ? secretMatcher(o.apiKey, "serve --tinker") : undefined;
+  const key =
+    o.apiKey !== undefined
+      ? keyGate(o.apiKey, {
+          server: "serve --tinker",
+          header: "x-api-key",
+          missing: "this server requires its API key as X-API-Key",
+        })
+      : undefined;
   const limit = o.bodyLimit ?? 64 << 20;
   const pollMs = o.pollMs ?? 30_000;
   const log = o.log ?? ((line: string) => process.stderr.write(line + "\n"));
   const service = new TinkerService({ ...o, log });
 
+  const routes = tinkerRoutes(service, limit, pollMs);
+
+  const http = await startHttpServer({
+    name: "serve --tinker",
+    host,
+    port,
+    async handle(req, res) {
+      const { path } = admit(req, res, guard);
+      if (key && path.startsWith("/api/")) key.check(req.headers);
+      await routes.run(req, res, path, (method, p) => `Not Found: ${method} ${p}`, undefined);
+    },
+    answerError(e, req, res) {
+      const status =
+        e instanceof TinkerError || e instanceof HttpError ? e.status : e instanceof InputError ? 400 : 500;
+      const message = e instanceof Error ? e.message : String(e);
+      if (status >= 500)
+        log(`serve --tinker: ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? message) : message}`);
+      send(res, status, { detail: status >= 500 ? `internal error: ${message}` : message });
+    },
+  });
+  let closing: Promise<void> | undefined;
+  return {
+    url: http.url,
+    port: http.port,
+    service,
+    close() {
+      closing ??= http.close().then(() => service.close());
+      return closing;
+    },
+  };
+}
+
+/** The protocol's routes over the service; each reads its body first (a POST's), then runs. */
+function tinkerRoutes(service: TinkerService, limit: number, pollMs: number): RouteTable {
   const future = (request_id: string) => ({ request_id });
-  const routes: Record<string, (b: Body, req: IncomingMessage, res: ServerResponse) => Promise<void> | void> = {
+  const table: Record<string, (b: Body, req: IncomingMessage, res: ServerResponse) => Promise<void> | void> = {
     "GET /api/v1/healthz": (_b, _q, res) => send(res, 200, { status: "ok" }),
     "GET /api/v1/get_server_capabilities": (_b, _q, res) => send(res, 200, service.capabilities()),
     "POST /api/v1/client/config": (_b, _q, res) => send(res, 200, service.clientConfig()),
@@ -178,79 +176,26 @@ export async function startTinkerServer(o: TinkerServerOptions): Promise<Running
       const proto = (req.headers.accept ?? "").includes("application/x-protobuf");
       if (settled.kind === "sample")
         return proto
-          ? sendBytes(res, encodeSampleResponseProto(settled.value as SampleResponse))
+          ? sendProto(res, encodeSampleResponseProto(settled.value as SampleResponse))
           : send(res, 200, sampleResponseToJson(settled.value as SampleResponse));
       if (settled.kind === "forward_backward")
         return proto
-          ? sendBytes(res, encodeForwardBackwardOutputProto(settled.value as ForwardBackwardOutput))
+          ? sendProto(res, encodeForwardBackwardOutputProto(settled.value as ForwardBackwardOutput))
           : send(res, 200, forwardBackwardOutputToJson(settled.value as ForwardBackwardOutput));
       return send(res, 200, settled.value);
     },
   };
 
-  let inFlight = 0;
-  const server: Server = createServer((req, res) => {
-    inFlight++;
-    res.on("close", () => inFlight--);
-    handle(req, res).catch((e: unknown) => {
-      const status = e instanceof TinkerError ? e.status : e instanceof InputError ? 400 : 500;
-      const message = e instanceof Error ? e.message : String(e);
-      if (status >= 500)
-        log(`serve --tinker: ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? message) : message}`);
-      if (!res.headersSent) send(res, status, { detail: status >= 500 ? `internal error: ${message}` : message });
-      else res.end();
-    });
-  });
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const target = parseRequestTarget(req.url);
-    if (!target) throw new TinkerError(`malformed request target '${req.url}'`);
-    const verdict = guard.check(req.headers);
-    if (!verdict.ok) throw new TinkerError(verdict.message, undefined, 403);
-    const path = target.pathname.replace(/\/+$/, "");
-    if (keyMatches && path.startsWith("/api/")) {
-      const given = req.headers["x-api-key"];
-      if (!keyMatches(typeof given === "string" ? given : undefined))
-        throw new TinkerError("this server requires its API key as X-API-Key", undefined, 401);
-    }
-    const route = routes[`${req.method} ${path}`];
-    if (!route) throw new TinkerError(`Not Found: ${req.method} ${path}`, undefined, 404);
-    const body: Body = req.method === "POST" ? await readBody(req, limit) : { raw: "" };
-    await route(body, req, res);
-  }
-
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (e: NodeJS.ErrnoException) =>
-      reject(
-        e.code === "EADDRINUSE"
-          ? new InputError(
-              `serve --tinker: port ${port} on ${host} is already in use`,
-              "pick another --port, or --port 0",
-            )
-          : e,
-      ),
-    );
-    server.listen(port, host, () => resolve());
-  });
-  const actual = (server.address() as AddressInfo).port;
-  let closing: Promise<void> | undefined;
-  return {
-    url: `http://${host.includes(":") ? `[${host}]` : host}:${actual}`,
-    port: actual,
-    service,
-    close() {
-      closing ??= (async () => {
-        const closed = new Promise<void>((r) => server.close(() => r()));
-        server.closeIdleConnections();
-        const t0 = Date.now();
-        while (inFlight > 0 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 20));
-        server.closeAllConnections();
-        await closed;
-        await service.close();
-      })();
-      return closing;
-    },
-  };
+  // Every route reads its body first (POST), then runs.
+  return new RouteTable(
+    Object.fromEntries(
+      Object.entries(table).map(([route, run]) => [
+        route,
+        async (req: IncomingMessage, res: ServerResponse) =>
+          run(req.method === "POST" ? await readTinkerBody(req, limit) : { raw: "" }, req, res),
+      ]),
+    ),
+  );
 }
 
 /** A protobuf forward_backward body; anything that does not decode (whatever the decoder throws) is a 422. */
