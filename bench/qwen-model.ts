@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseModelConfig } from "../src/model/config.js";
 import { f32BitsToBF16, saveModelWeights, type RawTensor } from "../src/model/safetensors.js";
-import { parameterShapes } from "../src/model/transformer.js";
+import { parameterShapes } from "../src/model/parameter-shapes.js";
 import { Rng } from "../src/util/rng.js";
 
 /** Qwen/Qwen2.5-0.5B's config.json, as published. */

@@ -13,7 +13,7 @@ import { dirname, join } from "node:path";
 import { initModel } from "../src/model/init-model.js";
 import { parseModelConfig, presetConfigJson } from "../src/model/config.js";
 import { readModelConfig } from "../src/model/model-dir.js";
-import { randomHostWeights } from "../src/model/transformer.js";
+import { randomHostWeights } from "../src/model/parameter-shapes.js";
 import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, writePeftAdapter, type LoraSpec } from "../src/model/peft.js";
 import { readSafetensorsFile, writeSafetensorsFile, type DType, type HostTensor } from "../src/model/safetensors.js";
 import { NativeDecoder } from "../src/engine/native/decoder.js";

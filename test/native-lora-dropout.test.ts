@@ -8,7 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { parseModelConfig, presetConfigJson, type ModelConfig } from "../src/model/config.js";
-import { randomHostWeights } from "../src/model/transformer.js";
+import { randomHostWeights } from "../src/model/parameter-shapes.js";
 import type { LoraSpec } from "../src/model/peft.js";
 import { NativeDecoder } from "../src/engine/native/decoder.js";
 import { Rng } from "../src/util/rng.js";

@@ -130,7 +130,7 @@ test("scale, Tinker's switches and the modules they adapt", () => {
 });
 
 test("the module shapes agree with the transformer's parameterShapes", async () => {
-  const { parameterShapes } = await import("../src/model/transformer.js");
+  const { parameterShapes } = await import("../src/model/parameter-shapes.js");
   const config = parseModelConfig({
     ...presetConfigJson("tiny", 70, { tie_word_embeddings: false }),
     model_type: "llama",

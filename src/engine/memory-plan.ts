@@ -14,7 +14,7 @@
  * weights first train; TF.js: a replica's 4 GiB heap before its first training pass).
  */
 import { totalmem } from "node:os";
-import { parameterShapes } from "../model/transformer.js";
+import { parameterShapes } from "../model/parameter-shapes.js";
 import type { ModelConfig } from "../model/config.js";
 import { InputError } from "../util/errors.js";
 

@@ -1,10 +1,9 @@
 /** Writes a randomly initialized model directory in Hugging Face format for a preset. */
 import { join } from "node:path";
 import { existsSync } from "node:fs";
-import { initBackend } from "../engine/local/tf-backend.js";
 import { parseModelConfig, presetConfigJson, PRESETS, type PresetName } from "./config.js";
 import { Tokenizer } from "./tokenizer.js";
-import { Transformer } from "./transformer.js";
+import { randomHostWeights } from "./parameter-shapes.js";
 import { writeModelDir } from "./model-dir.js";
 import { defaultTokenizerDir } from "./default-tokenizer.js";
 import { InputError, ModelFormatError } from "../util/errors.js";
@@ -33,14 +32,9 @@ export async function initModel(o: InitModelOptions): Promise<{ dir: string; par
     ...o.overrides,
   });
   const config = parseModelConfig(raw, "(preset)");
-  await initBackend();
-  const model = Transformer.random(config, o.seed ?? 0);
-  try {
-    writeModelDir(o.out, { config: raw, weights: model.toHostWeights(), tokenizerFrom: tokDir });
-    let parameters = 0;
-    for (const v of model.params.values()) parameters += v.size;
-    return { dir: o.out, parameters };
-  } finally {
-    model.dispose();
-  }
+  const weights = randomHostWeights(config, o.seed ?? 0);
+  writeModelDir(o.out, { config: raw, weights, tokenizerFrom: tokDir });
+  let parameters = 0;
+  for (const w of weights.values()) parameters += w.data.length;
+  return { dir: o.out, parameters };
 }

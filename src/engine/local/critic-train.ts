@@ -12,6 +12,7 @@ import type { Transformer } from "../../model/transformer.js";
 import { padRows, padTokenRows } from "./padding.js";
 import type { MicroBatchPlanner } from "../micro-batches.js";
 import type { ValueDatum } from "../types.js";
+import type { RawValuePass } from "./replica-api.js";
 
 function run(m: Transformer, tokens: Int32Array, B: number, T: number): tf.Tensor1D {
   const { hidden } = m.forward(tf.tensor2d(tokens, [B, T], "int32"));
@@ -30,14 +31,6 @@ export function criticValues(m: Transformer, sequences: number[][], plan: MicroB
     group.forEach((s, b) => (out[idx[b]] = Array.from(data.subarray(b * T, b * T + s.length))));
   }
   return out;
-}
-
-export interface RawValuePass {
-  values: number[][];
-  lossSum: number;
-  /** Weighted positions, and how many of them the value clip bound. */
-  tokens: number;
-  clipped: number;
 }
 
 /** Accumulates the value-loss gradient; `total` is Σ w over the whole call. */

@@ -4,7 +4,7 @@
  */
 import type { LocalEngine } from "./local-engine.js";
 import { gather } from "./local-engine.js";
-import type { ReplicaApi } from "./replica.js";
+import type { ReplicaApi } from "./replica-api.js";
 import { splitByCost } from "./routing.js";
 import type { AdamParams, Critic, OptimStepResult, ValueDatum } from "../types.js";
 import { InputError } from "../../util/errors.js";

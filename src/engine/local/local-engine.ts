@@ -13,7 +13,8 @@
 import { availableParallelism } from "node:os";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { Replica, type ReplicaApi, type ReplicaOptions, type ReplicaStats, type Role } from "./replica.js";
+import { Replica } from "./replica.js";
+import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "./replica-api.js";
 import { WorkerReplica } from "./worker-replica.js";
 import { NativeReplica } from "../native/native-replica.js";
 import { isLoraDir } from "../native/lora-checkpoint.js";

@@ -15,14 +15,7 @@ import { LOG_RATIO_CLAMP, type ResolvedLoss } from "../../rl/policy-loss.js";
 import { padRows, padTokenRows } from "./padding.js";
 import { toPlanner, type MicroBatchPlanner } from "../micro-batches.js";
 import { tokenLogprobs } from "./train-ops.js";
-
-/** What one replica's pass over its datums returns; `summarizeForwardBackward` turns passes into metrics. */
-export interface RawForwardBackward {
-  logprobs: number[][];
-  lossSum: number;
-  /** Sum of next-token entropies over weighted tokens. */
-  entropySum: number;
-}
+import type { RawForwardBackward } from "./replica-api.js";
 
 /**
  * Accumulates the gradient of Σ c·l over `datums` into `tr`. `coef` are the

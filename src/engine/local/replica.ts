@@ -6,21 +6,12 @@
  */
 import { join } from "node:path";
 import { claimBackend, initBackend, tf } from "./tf-backend.js";
-import {
-  defaultBlasThreads,
-  resolveTfjsKernels,
-  type BackendChoice,
-  type BackendName,
-  type BlasChoice,
-  type Bf16Products,
-  type TfjsKernels,
-} from "./native.js";
+import { defaultBlasThreads, resolveTfjsKernels, type BackendName } from "./native.js";
 import { Trainable } from "./trainable.js";
-import { Scheduler, type SchedulerOptions, type SchedulerStats } from "./scheduler.js";
+import { Scheduler } from "./scheduler.js";
 import { TfDecodeCompute } from "./tf-decode.js";
-import type { LoraSpec } from "../../model/peft.js";
-import { computeLogprobs, policyPass, type RawForwardBackward } from "./policy-train.js";
-import { criticPass, criticValues, type RawValuePass } from "./critic-train.js";
+import { computeLogprobs, policyPass } from "./policy-train.js";
+import { criticPass, criticValues } from "./critic-train.js";
 import { loadTrainableState, saveTrainable } from "./trainable-io.js";
 import { checkTrainingHeap, largestMicroBatch } from "./heap-plan.js";
 import { Transformer, type KVCache } from "../../model/transformer.js";
@@ -29,73 +20,7 @@ import type { Tokenizer } from "../../model/tokenizer.js";
 import { memoryPlanner, DEFAULT_ACTIVATION_BUDGET, type MicroBatchPlanner } from "../micro-batches.js";
 import type { ResolvedLoss } from "../../rl/policy-loss.js";
 import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../types.js";
-import type { PrefixCacheStats } from "./prefix-cache.js";
-
-export type Role = "policy" | "critic";
-
-export interface ReplicaOptions extends SchedulerOptions {
-  /** Cap on padded tokens per micro-batch. Default: none. */
-  microBatchTokens?: number;
-  /** Bytes of activations the gradient tape may hold per micro-batch. Default 640 MiB (the wasm heap is 4 GiB). */
-  microBatchBytes?: number;
-  /** The engine: native (the C decoder, ../native/), tfjs (TensorFlow.js) or auto. Default: env AGENT_R1_BACKEND, else auto. */
-  backend?: BackendChoice;
-  /**
-   * The TF.js engine's kernels: the addon's matrix products and fused kernels ("addon"), wasm only
-   * ("wasm"), or "auto" (the addon when it loads). Default auto.
-   */
-  tfjsKernels?: TfjsKernels;
-  /**
-   * Train LoRA adapters instead of the full weights (native engine only): the spec, the seed of
-   * the adapters' initialization, or a PEFT adapter directory to start from.
-   */
-  lora?: { spec: LoraSpec; seed?: number; adapter?: string };
-  /**
-   * The native engine's memory budget, GiB: loading and training are refused in one line when the
-   * memory plan (../memory-plan.ts) exceeds it. Default: 75% of physical memory.
-   */
-  memoryGb?: number;
-  /** BLAS threads per matrix product on the native backend. Default: cores / replicas (env AGENT_R1_BLAS_THREADS overrides). */
-  blasThreads?: number;
-  /** The native backend's matrix products: own kernels, the system BLAS, or auto. Default: env AGENT_R1_BLAS, else auto. */
-  blas?: BlasChoice;
-  /** Products with a bfloat16 weight on the native backend: AMX tiles, exact float32, or auto (tiles where the CPU has them). */
-  bf16Products?: Bf16Products;
-}
-
-export interface ReplicaStats {
-  /** The engine this replica runs: native, or tfjs. */
-  backend: BackendName;
-  liveTensors: number;
-  /** Tensors held by the prefix cache and the running decode batch. */
-  cacheTensors: number;
-  prefixCache: PrefixCacheStats;
-  scheduler: SchedulerStats;
-}
-
-/** The replica interface, as the engine calls it in-process or over a worker channel. */
-export interface ReplicaApi {
-  sample(prompt: number[], params: SamplingParams, firstStream: number): Promise<SampleResult>;
-  computeLogprobs(sequences: number[][], temperature: number): Promise<(number | null)[][]>;
-  forwardBackward(datums: Datum[], loss: ResolvedLoss, coef: number[][]): Promise<RawForwardBackward>;
-  createCritic(): Promise<void>;
-  disposeCritic(): Promise<void>;
-  criticValues(sequences: number[][]): Promise<number[][]>;
-  criticForwardBackward(datums: ValueDatum[], clip: number, total: number): Promise<RawValuePass>;
-  /** Single replica: apply the accumulated gradients. */
-  optimStep(role: Role, params: AdamParams): Promise<OptimStepResult>;
-  /** Several replicas: write gradients to `target`; then apply the sum of every replica's. */
-  exportGradients(role: Role, target: Float32Array): Promise<boolean>;
-  optimStepWithSum(role: Role, sources: Float32Array[], params: AdamParams): Promise<OptimStepResult>;
-  gradientSize(role: Role): Promise<number>;
-  save(role: Role, dir: string, tokenizerFrom: string): Promise<void>;
-  load(role: Role, dir: string): Promise<void>;
-  zeroGrad(role: Role): Promise<void>;
-  weightsChecksum(role: Role): Promise<number>;
-  clearPrefixCache(): Promise<void>;
-  stats(): Promise<ReplicaStats>;
-  dispose(): Promise<void>;
-}
+import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "./replica-api.js";
 
 export class Replica implements ReplicaApi {
   private critic?: Trainable;

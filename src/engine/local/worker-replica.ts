@@ -2,7 +2,7 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
-import type { ReplicaApi, ReplicaOptions } from "./replica.js";
+import type { ReplicaApi, ReplicaOptions } from "./replica-api.js";
 import type { SamplingParams, TokenEvent } from "../types.js";
 import { AgentR1Error, InputError, ModelFormatError } from "../../util/errors.js";
 

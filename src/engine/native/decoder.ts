@@ -11,7 +11,7 @@
 import type { ModelConfig } from "../../model/config.js";
 import { toFloat32, type DType, type HostTensor, type RawTensor } from "../../model/safetensors.js";
 import { checkFiniteTensor } from "../../model/finite-weights.js";
-import { parameterShapes } from "../../model/transformer.js";
+import { parameterShapes } from "../../model/parameter-shapes.js";
 import { ropeInverseFrequencies } from "../../model/rope.js";
 import { ModelFormatError } from "../../util/errors.js";
 import { modelAddon, type ModelAddon, type NativeHandle } from "./addon.js";

@@ -11,7 +11,7 @@ import type { ModelConfig } from "../../model/config.js";
 import { checkMemoryPlan, memoryBudget, planMemory, type MemoryNeeds } from "../memory-plan.js";
 import type { Tokenizer } from "../../model/tokenizer.js";
 import { Scheduler } from "../local/scheduler.js";
-import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "../local/replica.js";
+import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "../local/replica-api.js";
 import { hasOptimizerState, loadTrainableState, saveTrainable } from "../local/trainable-io.js";
 import { isLoraDir, loraBaseDir, readLoraDir, saveLoraTrainable } from "./lora-checkpoint.js";
 import {
