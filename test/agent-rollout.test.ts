@@ -146,14 +146,46 @@ test("a failing env is left out and counted; the others go on", async () => {
 });
 
 test("tool waits of one trajectory do not block the others", async () => {
+  // A lookup waits until all six trajectories are inside a lookup at once (or, failing that,
+  // 200 ms, so that a product that runs them one by one fails quickly instead of hanging). The
+  // six first lookups start right after the six first samples, whose 10 ms sleeps all end before
+  // any 200 ms one can: when trajectories overlap, all six are in a lookup together, however
+  // fast or slow the machine. Counted, not timed.
+  const trajectories = rows.length * 2;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const started: string[] = [];
+  let allWaiting!: () => void;
+  const everyoneWaits = new Promise<void>((r) => (allWaiting = r));
+  const gated = defineTool({
+    name: "lookup",
+    description: "Upper-cases a word once every trajectory is waiting on a lookup.",
+    inputSchema: z.object({ word: z.string() }),
+    execute: async ({ word }, ctx) => {
+      started.push(word);
+      maxInFlight = Math.max(maxInFlight, ++inFlight);
+      if (inFlight === trajectories) allWaiting();
+      await Promise.race([everyoneWaits, sleep(200)]);
+      inFlight--;
+      return { text: word.toUpperCase(), reward: ctx.groundTruth === word.toUpperCase() ? 0.1 : 0 };
+    },
+  });
   const engine = wordEngine(10);
-  const t0 = performance.now();
-  const res = await rollout(engine, envOf(200), rows, { n: 2 });
-  const ms = performance.now() - t0;
-  // Each trajectory waits 2 x 200 ms on tools; six one after another would take 2.4 s.
-  assert.ok(ms < 1_000, `rollout took ${ms.toFixed(0)} ms`);
+  const res = await rollout(
+    engine,
+    () => new ToolEnv({ tools: [gated], outcomeReward: ({ answer, groundTruth }) => Number(answer === groundTruth) }),
+    rows,
+    { n: 2 },
+  );
+  assert.equal(maxInFlight, trajectories, "all six trajectories waited on a tool at the same time");
+  assert.deepEqual(started.slice(0, trajectories).sort(), ["alpha", "alpha", "beta", "beta", "gamma", "gamma"]);
+  assert.equal(started.length, 2 * trajectories, "two lookups per trajectory");
   assert.ok(engine.maxInFlight >= 6, `sample calls overlapped (max ${engine.maxInFlight} in flight)`);
   assert.equal(res.metrics.trajectories, 6);
+  assert.deepEqual(
+    res.trajectories.map((t) => t.reward),
+    Array(trajectories).fill(1.2),
+  );
 });
 
 test("concurrency caps the trajectories in flight", async () => {

@@ -164,25 +164,38 @@ test("each error kind becomes its own observation text", async () => {
   }
 });
 
-test("a timeout fires, aborts the signal, and does not wait for the tool", async () => {
-  let aborted: AbortSignal | undefined;
+test("a timeout fires, aborts the signal, and does not wait for the tool", async (t) => {
+  // A mocked clock: the 50 ms timeout is counted in ticks, not waited for.
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  const turns = () => new Promise((r) => setImmediate(r)); // setImmediate is not mocked
+  let signal: AbortSignal | undefined;
+  let bodySettled = false;
   const slow = defineTool({
     name: "slow",
-    description: "Sleeps.",
+    description: "Never answers.",
     timeoutMs: 50,
     inputSchema: z.object({}),
-    execute: (_, c) => (
-      (aborted = c.signal),
-      new Promise<string>((res) => setTimeout(() => res("late"), 2_000).unref())
-    ),
+    execute: (_, c) => {
+      signal = c.signal;
+      // Never settles: the runner can only return by giving up on it.
+      return new Promise<string>(() => {}).finally(() => (bodySettled = true));
+    },
   });
-  const t0 = performance.now();
-  const r = await runToolCall(ok("slow", {}), new Map([["slow", slow as AnyTool]]), ctx);
-  const ms = performance.now() - t0;
+  let record: Awaited<ReturnType<typeof runToolCall>> | undefined;
+  const pending = runToolCall(ok("slow", {}), new Map([["slow", slow as AnyTool]]), ctx).then((r) => (record = r));
+  await turns();
+  assert.equal(signal?.aborted, false, "the tool is running and its signal is not aborted yet");
+  t.mock.timers.tick(49);
+  await turns();
+  assert.equal(record, undefined, "no timeout before 50 ms");
+  assert.equal(signal!.aborted, false);
+  t.mock.timers.tick(1);
+  const r = await pending;
   assert.equal(r.error?.kind, "timeout");
   assert.equal(r.text, "Error: tool 'slow' timed out after 50 ms.");
-  assert.ok(ms >= 45 && ms < 1_000, `took ${ms} ms`);
-  assert.equal(aborted?.aborted, true);
+  assert.equal(signal!.aborted, true);
+  assert.match(String((signal!.reason as Error).message), /^tool 'slow' timed out after 50 ms$/);
+  assert.equal(bodySettled, false, "the runner returned while the tool's own body was still pending");
 });
 
 test("long responses are truncated with a marker", async () => {

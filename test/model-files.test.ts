@@ -3,9 +3,10 @@
  * process or spend seconds and gigabytes before failing. Each probe ends in a one-line
  * ModelFormatError naming the file and field, in bounded time.
  */
-import { test } from "node:test";
+import { mock, test } from "node:test";
 import assert from "node:assert/strict";
-import { closeSync, openSync, readFileSync, rmSync, writeFileSync, ftruncateSync } from "node:fs";
+import fs, { closeSync, openSync, readFileSync, rmSync, writeFileSync, ftruncateSync } from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import {
@@ -30,29 +31,43 @@ import { captureIO, tempDir } from "./helpers.js";
 
 const user: ChatMessage[] = [{ role: "user", content: "hi" }];
 
-/** Runs `f`, which must throw a ModelFormatError on tokenizer_config.json (chat_template); returns it and the time taken. */
-function templateError(f: () => unknown): { message: string; ms: number } {
-  const t0 = performance.now();
+/**
+ * Runs `f`, which must throw a ModelFormatError on tokenizer_config.json (chat_template); returns it
+ * and how often the render read the clock. The clock is a counter: each read is one virtual
+ * millisecond later than the last, so a time limit is counted in deadline checks (one every few
+ * hundred evaluation steps), the same on every machine. A render that read it 100,000 times is
+ * stopped as runaway.
+ */
+function templateError(f: () => unknown): { message: string; clockReads: number } {
+  let clockReads = 0;
+  const clock = mock.method(performance, "now", () => {
+    if (++clockReads > 100_000) throw new Error("runaway render: the clock was read 100000 times");
+    return clockReads;
+  });
   let err: unknown;
   try {
     f();
   } catch (e) {
     err = e;
+  } finally {
+    clock.mock.restore();
   }
-  const ms = performance.now() - t0;
   assert.ok(err instanceof ModelFormatError, `expected a ModelFormatError, got ${String(err)}`);
   assert.equal(err.file, "tokenizer_config.json");
   assert.equal(err.field, "chat_template");
   assert.ok(!err.message.includes("\n"), "one line");
-  return { message: err.message, ms };
+  return { message: err.message, clockReads };
 }
 
 test("a template looping over range(1e9) fails at once instead of running the heap out", () => {
-  const { message, ms } = templateError(() =>
+  const { message, clockReads } = templateError(() =>
     renderChatTemplate("{% for i in range(1000000000) %}x{% endfor %}", { messages: user }),
   );
   assert.match(message, /range\(\) of 1000000000 items is over the 1048576-item limit/);
-  assert.ok(ms < 1000, `${ms} ms`);
+  // At once: the clock was read when the render began and never again, so the render stopped
+  // before its first deadline check, i.e. before a single loop pass (the loop body alone would be
+  // a billion steps).
+  assert.equal(clockReads, 1, "deadline checks before the refusal");
   assert.equal(
     renderChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}", { messages: user }),
     "hi",
@@ -62,9 +77,17 @@ test("a template looping over range(1e9) fails at once instead of running the he
 
 test("nested loops stop at the time limit", () => {
   const nested = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
-  const { message, ms } = templateError(() => renderChatTemplate(nested, { messages: user, limits: { timeMs: 100 } }));
-  assert.match(message, /rendering ran past the 100 ms limit/);
-  assert.ok(ms < 1000, `${ms} ms`);
+  const { message, clockReads } = templateError(() =>
+    renderChatTemplate(nested, { messages: user, limits: { timeMs: 100 } }),
+  );
+  assert.match(message, /rendering ran past the 100 ms limit \(\d+ steps\)/);
+  // Stopped at the first deadline check past the limit: one read at the start, then 101 checks
+  // (each a virtual millisecond), the 101st past 100 ms.
+  assert.equal(clockReads, 1 + 101);
+  // And checked often, inside the inner loop: at most 1,000 steps between checks (checked only
+  // per outer pass, it would be 100,000 steps and more).
+  const steps = Number(/\((\d+) steps\)/.exec(message)![1]);
+  assert.ok(steps <= 1000 * 101, `${steps} steps for 101 deadline checks`);
 });
 
 test("output growth stops at the size limits: a loop's output, a doubled string, kept copies", () => {
@@ -89,7 +112,13 @@ test("output growth stops at the size limits: a loop's output, a doubled string,
     ),
   );
   assert.match(kept.message, /string operations built over 134217728 characters in one render/);
-  for (const e of [loop, doubled, kept]) assert.ok(e.ms < 2000, `${e.ms} ms`);
+  // Each stopped at a size limit, long before the default 2 s time limit could stop it: counted
+  // in deadline checks (virtual milliseconds, one per few hundred steps), not in time.
+  assert.deepEqual(
+    [loop, doubled, kept].map((e) => e.clockReads < 1000),
+    [true, true, true],
+    `deadline checks: ${[loop, doubled, kept].map((e) => e.clockReads).join(", ")}`,
+  );
 });
 
 test("every limit is enforced where it claims (the interpreter's overrides are called)", () => {
@@ -224,15 +253,21 @@ async function modelWithConfig(patch: Record<string, unknown>): Promise<string> 
   return dir;
 }
 
-async function generateError(dir: string): Promise<{ line: string; ms: number }> {
+/**
+ * `agent-r1 generate` on `dir`, which must fail with one line on stderr. The directory's tokenizer
+ * and weights are removed first: loading reads config.json, then the tokenizer, then the weights,
+ * so an error about config.json proves the refusal came before anything else was read (reading
+ * either would have failed with "file not found" instead), in this process or in a worker.
+ */
+async function generateError(dir: string): Promise<{ line: string }> {
+  for (const f of ["tokenizer.json", "model.safetensors"]) rmSync(join(dir, f));
   const io = captureIO();
-  const t0 = performance.now();
   const code = await runCli(["generate", "--model", dir, "--prompt", "hi", "--max-tokens", "2"], io);
-  const ms = performance.now() - t0;
   assert.equal(code, 1);
   assert.equal(io.stderr.length, 1, io.stderr.join("\n"));
   assert.ok(!io.stderr[0].includes("\n"), "one line");
-  return { line: io.stderr[0], ms };
+  assert.doesNotMatch(io.stderr[0], /tokenizer|safetensors|not found/);
+  return { line: io.stderr[0] };
 }
 
 test("absurd sizes in config.json: one line naming the file and field, in well under a second", async () => {
@@ -243,7 +278,6 @@ test("absurd sizes in config.json: one line naming the file and field, in well u
     ["max_position_embeddings", 1e12],
   ];
   for (const [field, value] of cases) {
-    const t0 = performance.now();
     assert.throws(
       () => parseModelConfig(presetConfigJson("tiny", 1024, { [field]: value })),
       (e: unknown) =>
@@ -254,10 +288,10 @@ test("absurd sizes in config.json: one line naming the file and field, in well u
           e.message,
         ),
     );
-    assert.ok(performance.now() - t0 < 1000);
-    const { line, ms } = await generateError(await modelWithConfig({ [field]: value }));
+    // In well under a second, counted as work not time: refused from config.json alone, before the
+    // tokenizer or any weight is read (see generateError).
+    const { line } = await generateError(await modelWithConfig({ [field]: value }));
     assert.match(line, new RegExp(`^error: \\S+config\\.json \\(${field}\\): ${value} is out of range`));
-    assert.ok(ms < 1000, `${field}: ${ms} ms`);
   }
 });
 
@@ -311,12 +345,13 @@ test("a model too large for a replica's 4 GiB is refused before loading, naming 
     process.env.AGENT_R1_WORKERS = workers;
     process.env.AGENT_R1_BACKEND = "tfjs";
     try {
-      const { line, ms } = await generateError(await modelWithConfig(llama405b));
+      // Before loading: before the tokenizer or any weight is read, and (with workers) before a
+      // worker starts, since the main thread reads the tokenizer before it starts them.
+      const { line } = await generateError(await modelWithConfig(llama405b));
       assert.match(
         line,
         /config\.json \(hidden_size\): .* this engine holds at most 4 GiB of weights per replica \(hint: /,
       );
-      assert.ok(ms < 1000, `workers ${workers}: ${ms} ms`);
     } finally {
       delete process.env.AGENT_R1_WORKERS;
       delete process.env.AGENT_R1_BACKEND;
@@ -324,14 +359,39 @@ test("a model too large for a replica's 4 GiB is refused before loading, naming 
   }
   // The native engine (the default where the addon loads): the memory plan against its budget.
   if (loadNative().ok) {
-    const { line, ms } = await generateError(await modelWithConfig(llama405b));
+    const { line } = await generateError(await modelWithConfig(llama405b));
     assert.match(
       line,
       /^error: \S+: loading needs \d+\.\d GiB \(weights .*\), over the budget of .*; use a smaller model/,
     );
-    assert.ok(ms < 1000, `native: ${ms} ms`);
   }
 });
+
+/**
+ * Runs `f` (synchronous) and returns the weight files (*.safetensors) it opened or read through
+ * node:fs. The product imports fs functions by name, so the wrappers go on the module object and
+ * syncBuiltinESMExports() hands them to those imports; both are undone before returning.
+ */
+function weightFileOpens(f: () => void): string[] {
+  const seen: string[] = [];
+  const fsObject = fs as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const names = ["openSync", "readFileSync", "createReadStream"];
+  const originals = names.map((n) => fsObject[n]);
+  names.forEach((n, i) => {
+    fsObject[n] = function (this: unknown, ...args: unknown[]) {
+      if (/\.safetensors$/.test(String(args[0]))) seen.push(`${n} ${String(args[0]).split("/").at(-1)}`);
+      return originals[i].apply(this, args);
+    };
+  });
+  syncBuiltinESMExports();
+  try {
+    f();
+  } finally {
+    names.forEach((n, i) => (fsObject[n] = originals[i]));
+    syncBuiltinESMExports();
+  }
+  return seen;
+}
 
 test("weight files far larger than config.json describes are refused before they are read", async () => {
   const dir = await modelWithConfig({});
@@ -339,14 +399,13 @@ test("weight files far larger than config.json describes are refused before they
   const fd = openSync(join(dir, "model.safetensors"), "w");
   ftruncateSync(fd, 256 * 2 ** 20);
   closeSync(fd);
-  const t0 = performance.now();
-  assert.throws(
-    () => loadModelDir(dir),
-    (e: unknown) =>
-      e instanceof ModelFormatError &&
-      e.file.endsWith("model.safetensors") &&
-      /268 MB of weights on disk, but config\.json describes at most/.test(e.message),
-  );
+  const refused = (label: string) => (e: unknown) =>
+    e instanceof ModelFormatError &&
+    e.file.endsWith(label) &&
+    /268 MB of weights on disk, but config\.json describes at most/.test(e.message);
+  // Before they are read, counted: no weight file is opened or read (their sizes come from stat).
+  const opened = weightFileOpens(() => assert.throws(() => loadModelDir(dir), refused("model.safetensors")));
+  assert.deepEqual(opened, []);
   // The same as shards named by an index.
   rmSync(join(dir, "model.safetensors"));
   for (const shard of ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]) {
@@ -361,12 +420,8 @@ test("weight files far larger than config.json describes are refused before they
     },
   };
   writeFileSync(join(dir, "model.safetensors.index.json"), JSON.stringify(index));
-  assert.throws(
-    () => loadModelDir(dir),
-    (e: unknown) =>
-      e instanceof ModelFormatError &&
-      e.file.endsWith("model.safetensors.index.json") &&
-      /268 MB of weights on disk/.test(e.message),
+  const openedShards = weightFileOpens(() =>
+    assert.throws(() => loadModelDir(dir), refused("model.safetensors.index.json")),
   );
-  assert.ok(performance.now() - t0 < 1000);
+  assert.deepEqual(openedShards, []);
 });

@@ -277,7 +277,11 @@ test("streamed chat chunks concatenate to the non-streamed greedy answer", async
   assert.equal(events.at(-1), "data: [DONE]");
 });
 
-/** Reads an SSE response as it arrives: each event's payload with the time its read completed, and when the stream ended. */
+/** A logical clock for ordering events of this process: each tick is later than the last (order, not time). */
+let ticks = 0;
+const tick = () => ++ticks;
+
+/** Reads an SSE response as it arrives: each event's payload with the tick its read completed, and when the stream ended. */
 async function readEvents(res: Response): Promise<{ events: { at: number; data: string }[]; endedAt: number }> {
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
@@ -285,7 +289,7 @@ async function readEvents(res: Response): Promise<{ events: { at: number; data: 
   let buf = "";
   for (;;) {
     const { done, value } = await reader.read();
-    const at = performance.now();
+    const at = tick();
     if (done) return { events, endedAt: at };
     buf += decoder.decode(value, { stream: true });
     let cut: number;
@@ -304,7 +308,7 @@ test("streaming sends chunks while the answer is still being sampled", async () 
     computeLogprobs: (s, o) => engine.computeLogprobs(s, o),
     sample: async (prompt, params) => {
       const r = await engine.sample(prompt, params);
-      resolvedAt = performance.now();
+      resolvedAt = tick();
       return r;
     },
   };
