@@ -47,7 +47,7 @@ import { DEFAULT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
 import { initModel } from "../src/model/init-model.js";
 import { parameterCount, parseModelConfig, presetConfigJson } from "../src/model/config.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { loadNative, parseBackend, parseBlas, resolveBackend, resolveBlas } from "../src/engine/local/native.js";
+import { loadNative, parseBackend, parseBlas, resolveBackend, resolveBlas } from "../src/engine/local/addon.js";
 import type { Datum } from "../src/engine/types.js";
 import { Rng } from "../src/util/rng.js";
 import { targetsFromTinker, type LoraSpec } from "../src/model/peft.js";

@@ -16,7 +16,7 @@
  * Without a system BLAS only the own figures are printed.
  */
 import { parseArgs } from "node:util";
-import { loadNative, type NativeAddon } from "../src/engine/local/native.js";
+import { loadNative, type NativeAddon } from "../src/engine/local/addon.js";
 import { f32BitsToBF16, f32BitsToF16 } from "../src/model/safetensors.js";
 import { Rng } from "../src/util/rng.js";
 

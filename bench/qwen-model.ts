@@ -1,7 +1,7 @@
 /**
  * The Qwen2.5-0.5B-shaped model of `bench/engine.ts --model qwen2.5-0.5b`: Qwen2.5-0.5B's own
  * config.json and random bf16 weights under the names and shapes the loader expects
- * (src/model/transformer.ts parameterShapes), about 988 MB in model.safetensors.
+ * (src/model/parameter-shapes.ts), about 988 MB in model.safetensors.
  *
  * The weights are drawn tensor by tensor straight into bf16 bit patterns (a Uint16Array each),
  * never as float32: every value is an entry of a 65536-entry table of normal draws (std 0.02,

@@ -15,7 +15,7 @@ import { initModel } from "../src/model/init-model.js";
 import { LocalEngine, type EngineStats } from "../src/engine/local/local-engine.js";
 import { startServer, type RunningServer } from "../src/serve/server.js";
 import { InputError } from "../src/util/errors.js";
-import { tf } from "../src/engine/local/tf-backend.js";
+import { tf } from "../src/engine/local/tfjs/tf-backend.js";
 import type { SampleResult } from "../src/engine/types.js";
 
 let root: string;

@@ -3,8 +3,8 @@
  * native), so the same tests run on both: weights and moments as host tensors, the accumulated
  * gradients and the parameters in the engine's own layout, and weight sharpening.
  */
-import { tf } from "../src/engine/local/tf-backend.js";
-import { loadNative } from "../src/engine/local/native.js";
+import { tf } from "../src/engine/local/tfjs/tf-backend.js";
+import { loadNative } from "../src/engine/local/addon.js";
 import type { LocalEngine } from "../src/engine/local/local-engine.js";
 import { toFloat32, type HostTensor } from "../src/model/safetensors.js";
 

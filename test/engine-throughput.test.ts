@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { initModel } from "../src/model/init-model.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { tf } from "../src/engine/local/tf-backend.js";
+import { tf } from "../src/engine/local/tfjs/tf-backend.js";
 import type { Datum, SampledSequence } from "../src/engine/types.js";
 import { splitByCost, splitCount } from "../src/engine/local/routing.js";
 

@@ -1,6 +1,6 @@
 /**
  * Training that cannot fit the 4 GiB TF.js wasm heap is refused before any tensor work, with one
- * line naming the size and the fix (src/engine/local/heap-plan.ts); sampling still works.
+ * line naming the size and the fix (src/engine/local/tfjs/heap-plan.ts); sampling still works.
  * The plan's arithmetic on Qwen2.5-0.5B's real config, each hint, and one cheap end-to-end probe.
  */
 import { test, before, after } from "node:test";
@@ -14,10 +14,10 @@ import {
   largestMicroBatch,
   trainingHeapBytes,
   type HeapPlanInput,
-} from "../src/engine/local/heap-plan.js";
+} from "../src/engine/local/tfjs/heap-plan.js";
 import { initModel } from "../src/model/init-model.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { tf } from "../src/engine/local/tf-backend.js";
+import { tf } from "../src/engine/local/tfjs/tf-backend.js";
 import { InputError } from "../src/util/errors.js";
 import type { Datum } from "../src/engine/types.js";
 import { tempDir } from "./helpers.js";

@@ -5,13 +5,13 @@
  */
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
-import { initBackend, tf } from "../src/engine/local/tf-backend.js";
+import { initBackend, tf } from "../src/engine/local/tfjs/tf-backend.js";
 import { parseModelConfig, type ModelConfig } from "../src/model/config.js";
-import { Transformer } from "../src/model/transformer.js";
+import { Transformer } from "../src/engine/local/tfjs/transformer.js";
 import { parameterShapes } from "../src/model/parameter-shapes.js";
 import type { HostTensor } from "../src/model/safetensors.js";
-import { Trainable } from "../src/engine/local/trainable.js";
-import { computeLogprobs, policyForwardBackward } from "../src/engine/local/policy-train.js";
+import { Trainable } from "../src/engine/local/tfjs/trainable.js";
+import { computeLogprobs, policyForwardBackward } from "../src/engine/local/tfjs/policy-train.js";
 import { aggregationCoefficients } from "../src/rl/aggregation.js";
 import { klValue } from "../src/rl/kl.js";
 import { policyTokenLoss, resolvedLoss, type ResolvedLoss } from "../src/rl/policy-loss.js";

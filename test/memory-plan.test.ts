@@ -1,5 +1,5 @@
 /**
- * The memory plan (src/engine/memory-plan.ts): Qwen2.5-0.5B's figures by hand, the one-line
+ * The memory plan (src/engine/local/native/memory-plan.ts): Qwen2.5-0.5B's figures by hand, the one-line
  * refusal, and the native engine end to end: a budget too small to load, one that samples but
  * refuses to train the full weights (LoRA then fits), and sampling rows held back by what the
  * plan leaves for their keys and values.
@@ -11,11 +11,11 @@ import os from "node:os";
 import path from "node:path";
 import { parseModelConfig } from "../src/model/config.js";
 import { QWEN25_05B_CONFIG } from "../bench/qwen-model.js";
-import { checkMemoryPlan, planMemory, type MemoryNeeds } from "../src/engine/memory-plan.js";
+import { checkMemoryPlan, planMemory, type MemoryNeeds } from "../src/engine/local/native/memory-plan.js";
 import { initModel } from "../src/model/init-model.js";
 import { readModelConfig } from "../src/model/model-dir.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { memoryNeeds } from "../src/engine/native/native-replica.js";
+import { memoryNeeds } from "../src/engine/local/native/native-replica.js";
 import type { LoraSpec } from "../src/model/peft.js";
 import { InputError } from "../src/util/errors.js";
 import { ENGINES } from "./engine-internals.js";

@@ -26,7 +26,7 @@ import { startServer } from "../src/serve/server.js";
 import { runCli } from "../src/cli/main.js";
 import { ModelFormatError } from "../src/util/errors.js";
 import { LLAMA3_TEST_TEMPLATE } from "../src/testing/index.js";
-import { loadNative } from "../src/engine/local/native.js";
+import { loadNative } from "../src/engine/local/addon.js";
 import { captureIO, tempDir } from "./helpers.js";
 
 const user: ChatMessage[] = [{ role: "user", content: "hi" }];

@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { loadNative, type BackendName } from "../src/engine/local/native.js";
+import { loadNative, type BackendName } from "../src/engine/local/addon.js";
 import {
   broadcastBatch,
   fusedOpsActive,
@@ -22,7 +22,7 @@ import {
   setFusedOps,
   setMatmulBackend,
   tf,
-} from "../src/engine/local/tf-backend.js";
+} from "../src/engine/local/tfjs/tf-backend.js";
 import {
   attentionSoftmax,
   biasAdd,
@@ -31,8 +31,8 @@ import {
   rmsNorm,
   rope,
   swiglu,
-} from "../src/engine/local/fused-ops.js";
-import { Transformer } from "../src/model/transformer.js";
+} from "../src/engine/local/tfjs/fused-ops.js";
+import { Transformer } from "../src/engine/local/tfjs/transformer.js";
 import { parseModelConfig, presetConfigJson } from "../src/model/config.js";
 import { InputError } from "../src/util/errors.js";
 import { runCli } from "../src/cli/main.js";
@@ -222,7 +222,7 @@ test("BatchMatMul on native: two-sided broadcasting (2,1) x (1,3), and a bad sha
 });
 
 // ---------------------------------------------------------------------------
-// Fused element-wise kernels (native/fused_ops.c via src/engine/local/fused-ops.ts)
+// Fused element-wise kernels (native/fused_ops.c via src/engine/local/tfjs/fused-ops.ts)
 // ---------------------------------------------------------------------------
 
 /** A causal additive mask (G*T, S) as the model builds it: row g*T+t sees keys 0..start+t. */

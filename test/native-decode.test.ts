@@ -6,8 +6,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { disposeCache, type KVCache } from "../src/model/transformer.js";
-import { tf } from "../src/engine/local/tf-backend.js";
+import { disposeCache, type KVCache } from "../src/engine/local/tfjs/transformer.js";
+import { tf } from "../src/engine/local/tfjs/tf-backend.js";
 import { Rng } from "../src/util/rng.js";
 import { assertClose, native, tinyModelFixture } from "./native-helpers.js";
 

@@ -1,19 +1,19 @@
 /**
- * The native engine's decoder (native/model/, src/engine/native/decoder.ts) against the TF.js
- * decoder (src/model/transformer.ts), the reference: logits, token log-probabilities, the gradient
+ * The native engine's decoder (native/model/, src/engine/local/native/decoder.ts) against the TF.js
+ * decoder (src/engine/local/tfjs/transformer.ts), the reference: logits, token log-probabilities, the gradient
  * of every parameter, KV-cached decoding (one sequence token by token, and sequences of different
  * cached lengths in one pass), the value head and its gradient; and the native backward against
  * central finite differences of the native forward.
  */
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
-import { initBackend, tf } from "../src/engine/local/tf-backend.js";
-import { tokenLogprobs } from "../src/engine/local/train-ops.js";
+import { initBackend, tf } from "../src/engine/local/tfjs/tf-backend.js";
+import { tokenLogprobs } from "../src/engine/local/tfjs/train-ops.js";
 import { parseModelConfig, presetConfigJson, type ModelConfig } from "../src/model/config.js";
-import { Transformer } from "../src/model/transformer.js";
+import { Transformer } from "../src/engine/local/tfjs/transformer.js";
 import { parameterShapes, randomHostWeights } from "../src/model/parameter-shapes.js";
 import type { HostTensor } from "../src/model/safetensors.js";
-import { NativeDecoder, transpose } from "../src/engine/native/decoder.js";
+import { NativeDecoder, transpose } from "../src/engine/local/native/decoder.js";
 import { Rng } from "../src/util/rng.js";
 
 before(async () => {

@@ -6,7 +6,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { loadNative, type NativeAddon } from "../src/engine/local/native.js";
+import { loadNative, type NativeAddon } from "../src/engine/local/addon.js";
 import { drawToken } from "../src/engine/sampling.js";
 import { Rng } from "../src/util/rng.js";
 import { native } from "./native-helpers.js";

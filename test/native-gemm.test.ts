@@ -10,7 +10,7 @@
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { loadNative, type NativeAddon } from "../src/engine/local/native.js";
+import { loadNative, type NativeAddon } from "../src/engine/local/addon.js";
 import { f32BitsToBF16, f32BitsToF16 } from "../src/model/safetensors.js";
 import { Rng } from "../src/util/rng.js";
 import { native } from "./native-helpers.js";

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { initModel } from "../src/model/init-model.js";
-import { fusedOpsActive, initBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
+import { fusedOpsActive, initBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tfjs/tf-backend.js";
 import { Rng } from "../src/util/rng.js";
 import { tempDir } from "./helpers.js";
 

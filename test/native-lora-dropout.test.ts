@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { parseModelConfig, presetConfigJson, type ModelConfig } from "../src/model/config.js";
 import { randomHostWeights } from "../src/model/parameter-shapes.js";
 import type { LoraSpec } from "../src/model/peft.js";
-import { NativeDecoder } from "../src/engine/native/decoder.js";
+import { NativeDecoder } from "../src/engine/local/native/decoder.js";
 import { Rng } from "../src/util/rng.js";
 import { ENGINES } from "./engine-internals.js";
 import { randomAdapters } from "./model-fixtures.js";

@@ -1,13 +1,13 @@
 /**
- * The native training kernels (native/train_ops.c via src/engine/local/train-ops.ts): token
+ * The native training kernels (native/train_ops.c via src/engine/local/tfjs/train-ops.ts): token
  * log-probabilities with entropy and their gradient, AdamW, the squared gradient norm, against
  * the TF.js compositions they replace; and ten optimizer steps of a whole engine on both backends.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { loadNative } from "../src/engine/local/native.js";
-import { fusedOpsActive, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tf-backend.js";
+import { loadNative } from "../src/engine/local/addon.js";
+import { fusedOpsActive, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tfjs/tf-backend.js";
 import {
   adamwUpdate,
   addInPlace,
@@ -16,7 +16,7 @@ import {
   tokenLogprobs,
   TRAIN_KERNELS,
   type AdamWStep,
-} from "../src/engine/local/train-ops.js";
+} from "../src/engine/local/tfjs/train-ops.js";
 import { Rng } from "../src/util/rng.js";
 import type { Datum } from "../src/engine/types.js";
 import { assertClose, diff, fusedVsReference, kernelsRun, native, normal, tinyModelFixture } from "./native-helpers.js";

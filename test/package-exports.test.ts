@@ -11,7 +11,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
@@ -125,7 +125,7 @@ function staticImports(entry: string): { files: Map<string, string | undefined>;
 
 /** TF.js itself, and the two files that load a backend (TF.js wasm, the native addon). */
 const HEAVY = /^@tensorflow\//;
-const HEAVY_FILES = ["src/engine/local/tf-backend.ts", "src/engine/local/native.ts"];
+const HEAVY_FILES = ["src/engine/local/tfjs/tf-backend.ts", "src/engine/local/addon.ts"];
 
 for (const sub of Object.keys(SUBPATHS)) {
   test(`agent-r1/${sub}: no import that loads at run time reaches TensorFlow.js`, () => {
@@ -140,6 +140,30 @@ for (const sub of Object.keys(SUBPATHS)) {
       assert.ok(!files.has(join(root, heavy)), `${heavy} reached: ${chain(join(root, heavy))}`);
   });
 }
+
+test("the C engine's files (src/engine/local/native/) reach no TensorFlow.js module by static imports", () => {
+  const dir = join(root, "src", "engine", "local", "native");
+  const entries = readdirSync(dir).filter((f) => f.endsWith(".ts"));
+  assert.ok(entries.length >= 5, entries.join(", "));
+  for (const f of entries) {
+    const { files, bare } = staticImports(join(dir, f));
+    for (const [name, file] of bare) assert.ok(!HEAVY.test(name), `${f}: ${name} imported by ${relative(root, file)}`);
+    assert.ok(!files.has(join(root, "src/engine/local/tfjs/tf-backend.ts")), `${f} reaches the TF.js backend`);
+  }
+});
+
+test("src/model/ imports nothing from src/engine/ (models are formats; engines compute them)", () => {
+  const modelDir = join(root, "src", "model");
+  for (const f of readdirSync(modelDir, { recursive: true }) as string[]) {
+    if (!f.endsWith(".ts")) continue;
+    const { files } = staticImports(join(modelDir, f));
+    for (const reached of files.keys())
+      assert.ok(
+        !reached.startsWith(join(root, "src", "engine") + "/"),
+        `src/model/${f} reaches ${relative(root, reached)}`,
+      );
+  }
+});
 
 test("the static walk sees TF.js behind the main entry (the check can fail)", () => {
   const { bare } = staticImports(join(root, "src", "index.ts"));

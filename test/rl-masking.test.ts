@@ -5,11 +5,11 @@
  */
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
-import { initBackend, tf } from "../src/engine/local/tf-backend.js";
+import { initBackend, tf } from "../src/engine/local/tfjs/tf-backend.js";
 import { parseModelConfig } from "../src/model/config.js";
-import { Transformer } from "../src/model/transformer.js";
-import { Trainable } from "../src/engine/local/trainable.js";
-import { policyPass } from "../src/engine/local/policy-train.js";
+import { Transformer } from "../src/engine/local/tfjs/transformer.js";
+import { Trainable } from "../src/engine/local/tfjs/trainable.js";
+import { policyPass } from "../src/engine/local/tfjs/policy-train.js";
 import { resolvedLoss } from "../src/rl/policy-loss.js";
 import { grpoAdvantages } from "../src/rl/advantages/grpo.js";
 import type { Datum } from "../src/engine/types.js";

@@ -5,9 +5,9 @@
  */
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
-import { initBackend, tf } from "../src/engine/local/tf-backend.js";
+import { initBackend, tf } from "../src/engine/local/tfjs/tf-backend.js";
 import { parseModelConfig, type ModelConfig } from "../src/model/config.js";
-import { Transformer, disposeCache, type KVCache } from "../src/model/transformer.js";
+import { Transformer, disposeCache, type KVCache } from "../src/engine/local/tfjs/transformer.js";
 import { parameterShapes } from "../src/model/parameter-shapes.js";
 import { ropeInverseFrequencies } from "../src/model/rope.js";
 import type { HostTensor } from "../src/model/safetensors.js";

@@ -6,7 +6,7 @@
  * uniforms, and how many of its tokens match.
  */
 import { drawToken } from "../../src/engine/sampling.js";
-import { loadNative } from "../../src/engine/local/native.js";
+import { loadNative } from "../../src/engine/local/addon.js";
 import { Rng } from "../../src/util/rng.js";
 import { required } from "./usage.js";
 

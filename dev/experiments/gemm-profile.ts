@@ -4,7 +4,7 @@
  * alternating order, each with its own clock), grouped by shape. One in-process replica, one
  * thread. WHAT=train (one forward-backward of 8 x 256 tokens) or sample (32 prompts, 32 tokens).
  */
-import { loadNative, type NativeAddon } from "../../src/engine/local/native.js";
+import { loadNative, type NativeAddon } from "../../src/engine/local/addon.js";
 import { LocalEngine } from "../../src/engine/local/local-engine.js";
 import { modelDir, prompts, SHAPES, trainDatums } from "./fused-common.js";
 import { required } from "./usage.js";

@@ -6,7 +6,7 @@
  * attribute to kernels. Environment: SHAPE, REPS (2), THREADS (1), ROWS (8), BACKEND (native|tfjs), TOP (30).
  */
 import { LocalEngine } from "../../src/engine/local/local-engine.js";
-import { tf } from "../../src/engine/local/tf-backend.js";
+import { tf } from "../../src/engine/local/tfjs/tf-backend.js";
 import { modelDir, trainDatums, SHAPES } from "./fused-common.js";
 import { required } from "./usage.js";
 

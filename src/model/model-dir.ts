@@ -85,7 +85,7 @@ export interface RawModelDir extends Omit<LoadedModelDir, "weights"> {
 
 /**
  * Reads a model directory keeping every weight in its stored dtype (the native engine's way):
- * no float32 copy, and no TF.js heap limit; the caller checks memory (engine/memory-plan.ts)
+ * no float32 copy, and no TF.js heap limit; the caller checks memory (engine/local/native/memory-plan.ts)
  * between `config` and `load`.
  */
 export function openModelDirRaw(dir: string): { config: ModelConfig; load(): RawModelDir } {

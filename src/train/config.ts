@@ -4,7 +4,7 @@
  * unknown keys are errors.
  */
 import { z } from "zod";
-import { BACKEND_CHOICES, BF16_PRODUCT_CHOICES, BLAS_CHOICES } from "../engine/local/native.js";
+import { BACKEND_CHOICES, BF16_PRODUCT_CHOICES, BLAS_CHOICES } from "../engine/local/addon.js";
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();

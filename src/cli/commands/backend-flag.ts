@@ -1,5 +1,5 @@
 /** The --backend flag of the commands that load models, and the one line printed when auto falls back to tfjs. */
-import { BACKEND_CHOICES, fallbackLine, resolveBackend, type BackendChoice } from "../../engine/local/native.js";
+import { BACKEND_CHOICES, fallbackLine, resolveBackend, type BackendChoice } from "../../engine/local/addon.js";
 import { usageError, type FlagSpec, type Parsed } from "../args.js";
 import type { CommandIO } from "../command.js";
 

@@ -44,7 +44,7 @@ import {
   type RawTensor,
 } from "../../model/safetensors.js";
 import { checkFiniteTensors } from "../../model/finite-weights.js";
-import { isLoraDir, loraBaseDir } from "../../engine/native/lora-checkpoint.js";
+import { isLoraDir, loraBaseDir } from "../../engine/local/native/lora-checkpoint.js";
 import { verifyCheckpoint } from "../../train/checkpoint.js";
 import { noPositionals, parseFlags, requireString, usageError, type FlagSpec } from "../args.js";
 import { InputError } from "../../util/errors.js";

@@ -1,8 +1,8 @@
 /**
  * What the sampling scheduler (./scheduler.ts) and the prefix cache (./prefix-cache.ts) need
  * from a compute backend: a prompt's prefill, the running batch's decode steps, and the keys and
- * values of contexts as opaque values `KV` (TF.js tensors in ./tf-decode.ts; native buffers in
- * ../native/native-decode.ts). The scheduler keeps the policy (which rows run, what they sample,
+ * values of contexts as opaque values `KV` (TF.js tensors in ./tfjs/tf-decode.ts; native buffers in
+ * ./native/native-decode.ts). The scheduler keeps the policy (which rows run, what they sample,
  * when they stop); the backend keeps the tensors.
  */
 import type { TokenDraw } from "../sampling.js";

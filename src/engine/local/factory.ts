@@ -9,7 +9,7 @@ import { readModelConfig } from "../../model/model-dir.js";
 import { readTrainerStep } from "./trainable-io.js";
 import { InputError } from "../../util/errors.js";
 import { LocalEngine, type LocalEngineOptions } from "./local-engine.js";
-import type { BackendChoice, Bf16Products, BlasChoice } from "./native.js";
+import type { BackendChoice, Bf16Products, BlasChoice } from "./addon.js";
 import { targetsFromTinker } from "../../model/peft.js";
 
 /** A recipe's `engine` section, as the local engine reads it. */

@@ -1,7 +1,9 @@
 /**
- * The in-process engine on TensorFlow.js (wasm). It runs one replica of the
- * models per worker thread (each with its own wasm instance, so both cores
- * work) or a single replica in this thread, and splits every call across them:
+ * The in-process engine, over one of two backends: the C engine (./native/, the default where the
+ * addon loads: one replica in this thread, whose kernels use every core) or TensorFlow.js wasm
+ * (./tfjs/: one replica per worker thread, each with its own wasm instance, or a single one in
+ * this thread). Replicas are called through one interface (./replica-api.ts), and every call is
+ * split across them:
  *  - sample: n sequences split across replicas (sequence i keeps random stream
  *    i wherever it runs); a single sequence goes to the replica whose prefix
  *    cache already holds the longest part of its prompt, else the least loaded;
@@ -13,19 +15,19 @@
 import { availableParallelism } from "node:os";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { Replica } from "./replica.js";
+import { Replica } from "./tfjs/replica.js";
 import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "./replica-api.js";
 import { WorkerReplica } from "./worker-replica.js";
-import { NativeReplica } from "../native/native-replica.js";
-import { isLoraDir } from "../native/lora-checkpoint.js";
-import type { NativeTrainable } from "../native/native-trainable.js";
+import { NativeReplica } from "./native/native-replica.js";
+import { isLoraDir } from "./native/lora-checkpoint.js";
+import type { NativeTrainable } from "./native/native-trainable.js";
 import { LocalCritic } from "./critic.js";
 import { readModelConfig } from "../../model/model-dir.js";
 import { checkModelFits } from "../../model/model-limits.js";
 import { Tokenizer } from "../../model/tokenizer.js";
 import type { ModelConfig } from "../../model/config.js";
-import type { Transformer } from "../../model/transformer.js";
-import type { Trainable } from "./trainable.js";
+import type { Transformer } from "./tfjs/transformer.js";
+import type { Trainable } from "./tfjs/trainable.js";
 import { aggregationCoefficients } from "../../rl/aggregation.js";
 import { summarizeForwardBackward } from "../../rl/loss-metrics.js";
 import { resolvedLoss } from "../../rl/policy-loss.js";
@@ -47,7 +49,7 @@ import { checkRequestOptions } from "./sampling-params.js";
 import { randomSeed } from "../../util/rng.js";
 import { AffinityRouter, splitByCost, splitCount } from "./routing.js";
 import { readTrainerStep } from "./trainable-io.js";
-import { backendLabel, defaultBlasThreads, resolveBackend, type BackendName } from "./native.js";
+import { backendLabel, defaultBlasThreads, resolveBackend, type BackendName } from "./addon.js";
 import { checkAdamParams } from "../optim-params.js";
 
 export interface LocalEngineOptions extends ReplicaOptions {

@@ -1,9 +1,9 @@
 /**
  * The replica interface: what the local engine calls on one copy of its models, in this thread or
- * over a worker channel, whichever backend computes (TF.js: ./replica.ts; the C engine:
- * ../native/native-replica.ts). Every method is async so the two are interchangeable.
+ * over a worker channel, whichever backend computes (TF.js: ./tfjs/replica.ts; the C engine:
+ * ./native/native-replica.ts). Every method is async so the two are interchangeable.
  */
-import type { BackendChoice, BackendName, BlasChoice, Bf16Products, TfjsKernels } from "./native.js";
+import type { BackendChoice, BackendName, BlasChoice, Bf16Products, TfjsKernels } from "./addon.js";
 import type { SchedulerOptions, SchedulerStats } from "./scheduler.js";
 import type { PrefixCacheStats } from "./prefix-cache.js";
 import type { LoraSpec } from "../../model/peft.js";

@@ -2,15 +2,15 @@
  * forwardBackward, computeLogprobs and the critic's passes on the native decoder. Datums are
  * packed into micro-batches by tokens (no padding: a pass takes sequences of any lengths); the
  * loss is Σ c·l with the aggregation coefficients c of the whole call, as on the TF.js engine
- * (../local/policy-train.ts), and its derivative in each logprob (src/rl tokenLossGrad) is where
+ * (../tfjs/policy-train.ts), and its derivative in each logprob (src/rl tokenLossGrad) is where
  * the native backward starts.
  */
-import type { Datum } from "../types.js";
-import type { ValueDatum } from "../types.js";
-import { aggregationCoefficients } from "../../rl/aggregation.js";
-import { tokenLossGrad, type ResolvedLoss } from "../../rl/policy-loss.js";
-import type { RawForwardBackward, RawValuePass } from "../local/replica-api.js";
-import type { MicroBatchPlanner } from "../micro-batches.js";
+import type { Datum } from "../../types.js";
+import type { ValueDatum } from "../../types.js";
+import { aggregationCoefficients } from "../../../rl/aggregation.js";
+import { tokenLossGrad, type ResolvedLoss } from "../../../rl/policy-loss.js";
+import type { RawForwardBackward, RawValuePass } from "../replica-api.js";
+import type { MicroBatchPlanner } from "../../micro-batches.js";
 import type { NativeDecoder } from "./decoder.js";
 import type { NativeTrainable } from "./native-trainable.js";
 
@@ -130,7 +130,7 @@ export function nativeCriticValues(model: NativeDecoder, sequences: number[][], 
 }
 
 /**
- * The value loss of ../local/critic-train.ts, ½ · Σ_t w_t / total · max((V - R)², (clip(V) - R)²),
+ * The value loss of ../tfjs/critic-train.ts, ½ · Σ_t w_t / total · max((V - R)², (clip(V) - R)²),
  * and its gradient, accumulated into `tr`.
  */
 export function nativeCriticPass(

@@ -8,8 +8,8 @@
  * others in the batch.
  */
 import { tf } from "./tf-backend.js";
-import { disposeCache, type KVCache, type Transformer } from "../../model/transformer.js";
-import type { DecodeBatch, DecodeCompute } from "./decode-compute.js";
+import { disposeCache, type KVCache, type Transformer } from "./transformer.js";
+import type { DecodeBatch, DecodeCompute } from "../decode-compute.js";
 
 export class TfDecodeCompute implements DecodeCompute<KVCache> {
   constructor(readonly model: Transformer) {}

@@ -18,7 +18,7 @@
  * each a full pass over the activations.
  */
 import { fusedOpsActive, tf, type KernelFn, type TensorInfo, type WasmBackend } from "./tf-backend.js";
-import { loadNative, type NativeAddon } from "./native.js";
+import { loadNative, type NativeAddon } from "../addon.js";
 
 /** Kernel names, prefixed so they never collide with TF.js's own. */
 export const FUSED_KERNELS = {

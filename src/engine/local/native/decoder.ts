@@ -8,15 +8,15 @@
  * Weights keep the dtype they came in (float32, bfloat16 or float16) unless they train: a trained
  * weight is float32 (an Adam update is far below bfloat16's resolution), with a float32 gradient.
  */
-import type { ModelConfig } from "../../model/config.js";
-import { toFloat32, type DType, type HostTensor, type RawTensor } from "../../model/safetensors.js";
-import { checkFiniteTensor } from "../../model/finite-weights.js";
-import { parameterShapes } from "../../model/parameter-shapes.js";
-import { ropeInverseFrequencies } from "../../model/rope.js";
-import { ModelFormatError } from "../../util/errors.js";
-import { modelAddon, type ModelAddon, type NativeHandle } from "./addon.js";
-import { loraModules, type LoraAdapters, type LoraSpec } from "../../model/peft.js";
-import { checkLoraScale } from "../../model/peft-config.js";
+import type { ModelConfig } from "../../../model/config.js";
+import { toFloat32, type DType, type HostTensor, type RawTensor } from "../../../model/safetensors.js";
+import { checkFiniteTensor } from "../../../model/finite-weights.js";
+import { parameterShapes } from "../../../model/parameter-shapes.js";
+import { ropeInverseFrequencies } from "../../../model/rope.js";
+import { ModelFormatError } from "../../../util/errors.js";
+import { modelAddon, type ModelAddon, type NativeHandle } from "./model-addon.js";
+import { loraModules, type LoraAdapters, type LoraSpec } from "../../../model/peft.js";
+import { checkLoraScale } from "../../../model/peft-config.js";
 
 export type WeightData = Float32Array | Uint16Array;
 /** A tensor as loaded: float32, or 16-bit bits with their dtype. */

@@ -1,18 +1,18 @@
 /**
  * The native engine's models and compute, behind the same replica interface as the TF.js
- * engine's (../local/replica.ts), so LocalEngine, the critic and every command run on it
+ * engine's (../tfjs/replica.ts), so LocalEngine, the critic and every command run on it
  * unchanged. One replica per process: the weights exist once, and the matrix products and
  * element-wise kernels use every core through the addon's threads.
  */
 import { join } from "node:path";
 import { availableParallelism } from "node:os";
-import { openModelDirRaw } from "../../model/model-dir.js";
-import type { ModelConfig } from "../../model/config.js";
-import { checkMemoryPlan, memoryBudget, planMemory, type MemoryNeeds } from "../memory-plan.js";
-import type { Tokenizer } from "../../model/tokenizer.js";
-import { Scheduler } from "../local/scheduler.js";
-import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "../local/replica-api.js";
-import { hasOptimizerState, loadTrainableState, saveTrainable } from "../local/trainable-io.js";
+import { openModelDirRaw } from "../../../model/model-dir.js";
+import type { ModelConfig } from "../../../model/config.js";
+import { checkMemoryPlan, memoryBudget, planMemory, type MemoryNeeds } from "./memory-plan.js";
+import type { Tokenizer } from "../../../model/tokenizer.js";
+import { Scheduler } from "../scheduler.js";
+import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "../replica-api.js";
+import { hasOptimizerState, loadTrainableState, saveTrainable } from "../trainable-io.js";
 import { isLoraDir, loraBaseDir, readLoraDir, saveLoraTrainable } from "./lora-checkpoint.js";
 import {
   describeTargets,
@@ -21,14 +21,14 @@ import {
   readPeftSpec,
   type LoraAdapters,
   type LoraSpec,
-} from "../../model/peft.js";
-import { InputError } from "../../util/errors.js";
-import { applyBf16Products, requireNative, resolveBlas } from "../local/native.js";
-import { settings } from "../../util/settings.js";
-import type { ResolvedLoss } from "../../rl/policy-loss.js";
-import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../types.js";
-import type { MicroBatchPlanner } from "../micro-batches.js";
-import { checkAdamParams } from "../optim-params.js";
+} from "../../../model/peft.js";
+import { InputError } from "../../../util/errors.js";
+import { applyBf16Products, requireNative, resolveBlas } from "../addon.js";
+import { settings } from "../../../util/settings.js";
+import type { ResolvedLoss } from "../../../rl/policy-loss.js";
+import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../../types.js";
+import type { MicroBatchPlanner } from "../../micro-batches.js";
+import { checkAdamParams } from "../../optim-params.js";
 import { NativeDecoder } from "./decoder.js";
 import { NativeTrainable } from "./native-trainable.js";
 import { NativeDecodeCompute, type NativeKv } from "./native-decode.js";

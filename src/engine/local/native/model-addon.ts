@@ -1,11 +1,11 @@
 /**
  * The native engine's part of the addon (native/model/model_napi.c): the decoder over native
- * buffers. Loaded with the rest of the addon (../local/native.ts); the handles are opaque, each
+ * buffers. Loaded with the rest of the addon (../addon.ts); the handles are opaque, each
  * tagged with its kind in C: a handle of the wrong kind (or any other value) is a TypeError naming
  * the argument, a freed pass an Error, and freeing a pass twice does nothing.
  */
-import { loadNative } from "../local/native.js";
-import { InputError } from "../../util/errors.js";
+import { loadNative } from "../addon.js";
+import { InputError } from "../../../util/errors.js";
 
 /** An addon-side model or pass (an N-API external). */
 export type NativeHandle = { readonly __native: unique symbol };

@@ -6,21 +6,21 @@
  */
 import { join } from "node:path";
 import { claimBackend, initBackend, tf } from "./tf-backend.js";
-import { defaultBlasThreads, resolveTfjsKernels, type BackendName } from "./native.js";
+import { defaultBlasThreads, resolveTfjsKernels, type BackendName } from "../addon.js";
 import { Trainable } from "./trainable.js";
-import { Scheduler } from "./scheduler.js";
+import { Scheduler } from "../scheduler.js";
 import { TfDecodeCompute } from "./tf-decode.js";
 import { computeLogprobs, policyPass } from "./policy-train.js";
 import { criticPass, criticValues } from "./critic-train.js";
-import { loadTrainableState, saveTrainable } from "./trainable-io.js";
+import { loadTrainableState, saveTrainable } from "../trainable-io.js";
 import { checkTrainingHeap, largestMicroBatch } from "./heap-plan.js";
-import { Transformer, type KVCache } from "../../model/transformer.js";
-import { loadModelDir } from "../../model/model-dir.js";
-import type { Tokenizer } from "../../model/tokenizer.js";
-import { memoryPlanner, DEFAULT_ACTIVATION_BUDGET, type MicroBatchPlanner } from "../micro-batches.js";
-import type { ResolvedLoss } from "../../rl/policy-loss.js";
-import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../types.js";
-import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "./replica-api.js";
+import { Transformer, type KVCache } from "./transformer.js";
+import { loadModelDir } from "../../../model/model-dir.js";
+import type { Tokenizer } from "../../../model/tokenizer.js";
+import { memoryPlanner, DEFAULT_ACTIVATION_BUDGET, type MicroBatchPlanner } from "../../micro-batches.js";
+import type { ResolvedLoss } from "../../../rl/policy-loss.js";
+import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../../types.js";
+import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "../replica-api.js";
 
 export class Replica implements ReplicaApi {
   private critic?: Trainable;

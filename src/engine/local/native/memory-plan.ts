@@ -14,9 +14,9 @@
  * weights first train; TF.js: a replica's 4 GiB heap before its first training pass).
  */
 import { totalmem } from "node:os";
-import { parameterShapes } from "../model/parameter-shapes.js";
-import type { ModelConfig } from "../model/config.js";
-import { InputError } from "../util/errors.js";
+import { parameterShapes } from "../../../model/parameter-shapes.js";
+import type { ModelConfig } from "../../../model/config.js";
+import { InputError } from "../../../util/errors.js";
 
 /** The default budget of the native engine: this share of physical memory. */
 export const DEFAULT_MEMORY_SHARE = 0.75;

@@ -8,11 +8,11 @@
  */
 import { tf } from "./tf-backend.js";
 import type { Trainable } from "./trainable.js";
-import type { Transformer } from "../../model/transformer.js";
+import type { Transformer } from "./transformer.js";
 import { padRows, padTokenRows } from "./padding.js";
-import type { MicroBatchPlanner } from "../micro-batches.js";
-import type { ValueDatum } from "../types.js";
-import type { RawValuePass } from "./replica-api.js";
+import type { MicroBatchPlanner } from "../../micro-batches.js";
+import type { ValueDatum } from "../../types.js";
+import type { RawValuePass } from "../replica-api.js";
 
 function run(m: Transformer, tokens: Int32Array, B: number, T: number): tf.Tensor1D {
   const { hidden } = m.forward(tf.tensor2d(tokens, [B, T], "int32"));

@@ -1,20 +1,20 @@
 /**
  * The native decoder plus what training needs around it: the gradients its passes accumulate,
  * and AdamW with global-norm clipping, run by the addon's kernels on the parameters in place.
- * The same rules as the TF.js engine's Trainable (../local/trainable.ts): a step whose gradient
+ * The same rules as the TF.js engine's Trainable (../tfjs/trainable.ts): a step whose gradient
  * is not finite is skipped (weights and moments unchanged, gradients dropped); weight decay
  * applies to matrices only; nothing accumulated means no step.
  *
  * Optimizer moments are saved in the TF.js engine's in-memory layout (matrices (in, out), the
  * embedding (V, H)), so either engine resumes the other's checkpoints.
  */
-import { requireNative, type NativeAddon } from "../local/native.js";
-import type { HostTensor } from "../../model/safetensors.js";
-import { describeNonFinite, firstNonFinite } from "../../model/finite-weights.js";
-import type { AdamParams, OptimStepResult } from "../types.js";
-import { checkAdamParams } from "../optim-params.js";
-import { OPTIMIZER_FILE } from "../local/trainable-io.js";
-import { ModelFormatError } from "../../util/errors.js";
+import { requireNative, type NativeAddon } from "../addon.js";
+import type { HostTensor } from "../../../model/safetensors.js";
+import { describeNonFinite, firstNonFinite } from "../../../model/finite-weights.js";
+import type { AdamParams, OptimStepResult } from "../../types.js";
+import { checkAdamParams } from "../../optim-params.js";
+import { OPTIMIZER_FILE } from "../trainable-io.js";
+import { ModelFormatError } from "../../../util/errors.js";
 import { transpose, type NativeDecoder, type TrainedTensor } from "./decoder.js";
 
 export class NativeTrainable {

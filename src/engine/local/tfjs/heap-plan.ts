@@ -18,10 +18,10 @@
  *    XNNPACK's packed copies of both; activations 2.75x.
  * (micro-batches.ts `activationBytes` counts the tape's main tensors only, hence the factors.)
  */
-import { InputError } from "../../util/errors.js";
-import { MAX_WEIGHT_BYTES } from "../../model/model-limits.js";
-import { activationBytes, type ActivationShape, type MicroBatchPlanner } from "../micro-batches.js";
-import type { BackendName } from "./native.js";
+import { InputError } from "../../../util/errors.js";
+import { MAX_WEIGHT_BYTES } from "../../../model/model-limits.js";
+import { activationBytes, type ActivationShape, type MicroBatchPlanner } from "../../micro-batches.js";
+import type { BackendName } from "../addon.js";
 
 export const HEAP_BYTES = MAX_WEIGHT_BYTES;
 /** Kept free: the wasm module's own data and stack, and allocator slack. */

@@ -1,14 +1,14 @@
 /**
- * The native engine's sampling compute (../local/decode-compute.ts). Every sequence keeps its
+ * The native engine's sampling compute (../decode-compute.ts). Every sequence keeps its
  * own cache, a Float32Array (L, 2, cap, kv·hd) holding its context's keys and values in rows
  * 0 .. len-1: a decode step appends one row per sequence, with no padding between sequences of
  * different lengths, and a sequence's results never depend on the others in the batch. A full
  * cache is replaced by one twice as large (capped at the model's positions).
  */
-import type { DecodeBatch, DecodeCompute } from "../local/decode-compute.js";
+import type { DecodeBatch, DecodeCompute } from "../decode-compute.js";
 import type { NativeDecoder } from "./decoder.js";
-import { requireNative } from "../local/native.js";
-import type { TokenDraw } from "../sampling.js";
+import { requireNative } from "../addon.js";
+import type { TokenDraw } from "../../sampling.js";
 
 /** One context's keys and values. */
 export interface NativeKv {

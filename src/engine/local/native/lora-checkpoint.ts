@@ -7,19 +7,19 @@
  */
 import { existsSync, writeFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
-import { copyTokenizerFiles, readJsonFile } from "../../model/model-dir.js";
+import { copyTokenizerFiles, readJsonFile } from "../../../model/model-dir.js";
 import {
   ADAPTER_CONFIG_FILE,
   readPeftAdapter,
   writePeftAdapter,
   type LoraAdapters,
   type LoraSpec,
-} from "../../model/peft.js";
-import type { ModelConfig } from "../../model/config.js";
-import { SINGLE_FILE, INDEX_FILE, writeSafetensorsFile } from "../../model/safetensors.js";
-import { OPTIMIZER_FILE, STATE_FILE } from "../local/trainable-io.js";
-import { writeDirectory } from "../../util/atomic-write.js";
-import { ModelFormatError } from "../../util/errors.js";
+} from "../../../model/peft.js";
+import type { ModelConfig } from "../../../model/config.js";
+import { SINGLE_FILE, INDEX_FILE, writeSafetensorsFile } from "../../../model/safetensors.js";
+import { OPTIMIZER_FILE, STATE_FILE } from "../trainable-io.js";
+import { writeDirectory } from "../../../util/atomic-write.js";
+import { ModelFormatError } from "../../../util/errors.js";
 import type { NativeTrainable } from "./native-trainable.js";
 
 /** A directory of adapters without base weights: a LoRA checkpoint, or a PEFT adapter. */

@@ -1,10 +1,9 @@
 /**
- * The native addon (native/agent_r1_native.c, built by node-gyp at install into
- * build/Release/agent_r1_native.node) and the choice of compute backend:
- *  - "tfjs": every kernel on TensorFlow.js's wasm backend;
- *  - "native": matrix products through the addon's sgemm, and the decoder's
- *    RMSNorm, RoPE, attention softmax and SwiGLU as fused C kernels (./fused-ops.ts),
- *    zero-copy on the wasm heap (the other kernels still run on the wasm backend);
+ * The addon (native/agent_r1_native.c, built by node-gyp at install into
+ * build/Release/agent_r1_native.node): its loader, its typed interface, and the choice of backend:
+ *  - "native": the C engine (./native/), which runs the whole decoder in the addon;
+ *  - "tfjs": the TF.js engine (./tfjs/), whose matrix products and fused kernels
+ *    (./tfjs/fused-ops.ts) run on the addon where it loads (tfjsKernels), else on wasm alone;
  *  - "auto": native when the addon loads, else tfjs.
  * The choice is the engine option `backend`, else env AGENT_R1_BACKEND, else auto.
  * AGENT_R1_NATIVE_DISABLE=1 makes the loader act as if the addon failed to load.

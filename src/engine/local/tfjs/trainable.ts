@@ -9,9 +9,9 @@
  * matrices only (rank ≥ 2), not to norms and biases.
  */
 import { heapView, tf } from "./tf-backend.js";
-import type { Transformer } from "../../model/transformer.js";
-import type { AdamParams, OptimStepResult } from "../types.js";
-import type { HostTensor } from "../../model/safetensors.js";
+import type { Transformer } from "./transformer.js";
+import type { AdamParams, OptimStepResult } from "../../types.js";
+import type { HostTensor } from "../../../model/safetensors.js";
 import { adamwUpdate, addInPlace, squaredNorm, sumFlat } from "./train-ops.js";
 
 export class Trainable {

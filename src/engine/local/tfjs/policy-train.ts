@@ -6,16 +6,16 @@
  */
 import { tf } from "./tf-backend.js";
 import type { Trainable } from "./trainable.js";
-import type { Transformer } from "../../model/transformer.js";
-import type { Datum, ForwardBackwardResult } from "../types.js";
-import { aggregationCoefficients } from "../../rl/aggregation.js";
-import { KL_CLAMP } from "../../rl/kl.js";
-import { summarizeForwardBackward } from "../../rl/loss-metrics.js";
-import { LOG_RATIO_CLAMP, type ResolvedLoss } from "../../rl/policy-loss.js";
+import type { Transformer } from "./transformer.js";
+import type { Datum, ForwardBackwardResult } from "../../types.js";
+import { aggregationCoefficients } from "../../../rl/aggregation.js";
+import { KL_CLAMP } from "../../../rl/kl.js";
+import { summarizeForwardBackward } from "../../../rl/loss-metrics.js";
+import { LOG_RATIO_CLAMP, type ResolvedLoss } from "../../../rl/policy-loss.js";
 import { padRows, padTokenRows } from "./padding.js";
-import { toPlanner, type MicroBatchPlanner } from "../micro-batches.js";
+import { toPlanner, type MicroBatchPlanner } from "../../micro-batches.js";
 import { tokenLogprobs } from "./train-ops.js";
-import type { RawForwardBackward } from "./replica-api.js";
+import type { RawForwardBackward } from "../replica-api.js";
 
 /**
  * Accumulates the gradient of Σ c·l over `datums` into `tr`. `coef` are the

@@ -15,9 +15,9 @@
  */
 import * as tf from "@tensorflow/tfjs";
 import "@tensorflow/tfjs-backend-wasm";
-import { loadNative, resolveBlas, type BackendName, type BlasChoice, type NativeAddon } from "./native.js";
-import { InputError } from "../../util/errors.js";
-import { settings } from "../../util/settings.js";
+import { loadNative, resolveBlas, type BackendName, type BlasChoice, type NativeAddon } from "../addon.js";
+import { InputError } from "../../../util/errors.js";
+import { settings } from "../../../util/settings.js";
 
 export type TensorInfo = { dataId: object; shape: number[]; dtype: string };
 // The wasm backend's kernel-level API, typed only as far as we use it.

@@ -10,14 +10,14 @@
  * Shapes: B batch, T new tokens, S keys (cache + new), H hidden, nh query heads,
  * kv key/value heads, G = nh / kv, hd head dim, F ffn size, V vocab.
  */
-import { matmulBackend, recordingGradients, tf } from "../engine/local/tf-backend.js";
-import { attentionSoftmax, biasAdd, rmsNorm, rope, swiglu } from "../engine/local/fused-ops.js";
-import type { ModelConfig } from "./config.js";
-import type { HostTensor } from "./safetensors.js";
-import { ModelFormatError } from "../util/errors.js";
-import { ropeInverseFrequencies } from "./rope.js";
-import { checkModelFits } from "./model-limits.js";
-import { parameterShapes, randomHostWeights } from "./parameter-shapes.js";
+import { matmulBackend, recordingGradients, tf } from "./tf-backend.js";
+import { attentionSoftmax, biasAdd, rmsNorm, rope, swiglu } from "./fused-ops.js";
+import type { ModelConfig } from "../../../model/config.js";
+import type { HostTensor } from "../../../model/safetensors.js";
+import { ModelFormatError } from "../../../util/errors.js";
+import { ropeInverseFrequencies } from "../../../model/rope.js";
+import { checkModelFits } from "../../../model/model-limits.js";
+import { parameterShapes, randomHostWeights } from "../../../model/parameter-shapes.js";
 
 /** Keys and values of every layer for the tokens seen so far: (B, kv, S, hd) each. */
 export interface KVCache {
