@@ -15,7 +15,7 @@ import { checkMemoryPlan, planMemory, type MemoryNeeds } from "../src/engine/loc
 import { initModel } from "../src/model/init-model.js";
 import { readModelConfig } from "../src/model/model-dir.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { memoryNeeds } from "../src/engine/local/native/native-replica.js";
+import { memoryNeeds } from "../src/engine/local/native/native-backend.js";
 import type { LoraSpec } from "../src/model/peft.js";
 import { InputError } from "../src/util/errors.js";
 import { ENGINES } from "./engine-internals.js";

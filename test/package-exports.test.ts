@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { repoRoot } from "./repo-root.js";
 
@@ -165,17 +165,26 @@ test("src/model/ imports nothing from src/engine/ (models are formats; engines c
   }
 });
 
-test("the static walk sees TF.js behind the main entry (the check can fail)", () => {
-  const { bare } = staticImports(join(root, "src", "index.ts"));
-  assert.ok([...bare.keys()].some((n) => HEAVY.test(n)));
+test("the static walk sees TF.js behind the TF.js backend, and not behind the main entry, which loads a backend only when an engine opens", () => {
+  const tfjs = staticImports(join(root, "src", "engine", "local", "tfjs", "tfjs-backend.ts"));
+  assert.ok(
+    [...tfjs.bare.keys()].some((n) => HEAVY.test(n)),
+    "the check can fail",
+  );
+  const main = staticImports(join(root, "src", "index.ts"));
+  assert.ok(![...main.bare.keys()].some((n) => HEAVY.test(n)));
 });
 
-test("importing each subpath by name in a fresh process resolves no @tensorflow module; the main entry does", async () => {
+test("importing each subpath and the main entry by name in a fresh process resolves no @tensorflow module; the TF.js backend does", async () => {
   const js = fileURLToPath(new URL("./fixtures/import-entries.js", import.meta.url));
   const script = existsSync(js) ? js : js.replace(/\.js$/, ".ts");
+  // The backend module beside this test's build: dist/src/... from dist/test, src/... under tsx.
+  const built = fileURLToPath(new URL("../src/engine/local/tfjs/tfjs-backend.js", import.meta.url));
+  const tfjsBackend = existsSync(built) ? built : built.replace(/\.js$/, ".ts");
   const specs = [
     ...Object.entries(SUBPATHS).map(([sub, value]) => `${pkg.name}/${sub}:${value}`),
     `${pkg.name}:LocalEngine`,
+    `${pathToFileURL(tfjsBackend)}:openBackend`,
   ];
   const child = spawn(process.execPath, [...process.execArgv, script, ...specs], {
     cwd: root,
@@ -189,9 +198,10 @@ test("importing each subpath by name in a fresh process resolves no @tensorflow 
   assert.equal(code, 0, err);
   const results = JSON.parse(out) as Record<string, string>;
   for (const sub of Object.keys(SUBPATHS)) assert.equal(results[`${pkg.name}/${sub}`], "ok", `${pkg.name}/${sub}`);
+  assert.equal(results[pkg.name], "ok", "the main entry loads no backend until an engine opens");
   assert.match(
-    results[pkg.name],
+    results[pathToFileURL(tfjsBackend).href],
     /loads TensorFlow\.js: @tensorflow\//,
-    "the main entry loads TF.js (so the probe can see it)",
+    "the TF.js backend loads TF.js (so the probe can see it)",
   );
 });

@@ -15,10 +15,9 @@
 import { availableParallelism } from "node:os";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { Replica } from "./tfjs/replica.js";
+import { Replica } from "./replica.js";
 import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "./replica-api.js";
 import { WorkerReplica } from "./worker-replica.js";
-import { NativeReplica } from "./native/native-replica.js";
 import { isLoraDir } from "./native/lora-checkpoint.js";
 import type { NativeTrainable } from "./native/native-trainable.js";
 import { LocalCritic } from "./critic.js";
@@ -106,7 +105,7 @@ export class LocalEngine implements Engine {
     }
     if (backend === "native") {
       // One replica: the weights exist once, and the addon's threads use every core.
-      const r = await NativeReplica.load(dir, { ...options, backend });
+      const r = await Replica.load(dir, { ...options, backend });
       return new LocalEngine([r], r.tokenizer, r.trainable.model.config, dir, backend, fallback);
     }
     if (options.lora)
@@ -151,18 +150,18 @@ export class LocalEngine implements Engine {
   /** @internal The in-process replica's policy (single-replica TF.js engines only; tests). */
   get trainable(): Trainable {
     const r = this.replicas[0];
-    if (r instanceof NativeReplica)
-      throw new Error("internal: a native engine has no TF.js model (see nativeTrainable)");
     if (!(r instanceof Replica))
       throw new Error("the model lives in worker threads; load with { workers: 0 } to reach it");
-    return r.trainable;
+    if (r.backend.name !== "tfjs")
+      throw new Error("internal: a native engine has no TF.js model (see nativeTrainable)");
+    return r.trainable as Trainable;
   }
 
   /** @internal The native engine's policy (tests). */
   get nativeTrainable(): NativeTrainable {
     const r = this.replicas[0];
-    if (!(r instanceof NativeReplica)) throw new Error("internal: not a native engine");
-    return r.trainable;
+    if (!(r instanceof Replica) || r.backend.name !== "native") throw new Error("internal: not a native engine");
+    return r.trainable as NativeTrainable;
   }
 
   /** @internal The in-process policy model (single-replica engines only). */

@@ -1,7 +1,7 @@
 /**
- * The replica interface: what the local engine calls on one copy of its models, in this thread or
- * over a worker channel, whichever backend computes (TF.js: ./tfjs/replica.ts; the C engine:
- * ./native/native-replica.ts). Every method is async so the two are interchangeable.
+ * The replica interface: what the local engine calls on one copy of its models, in this thread
+ * (./replica.ts, over either backend) or over a worker channel (./worker-replica.ts). Every method
+ * is async so the two are interchangeable.
  */
 import type { BackendChoice, BackendName, BlasChoice, Bf16Products, TfjsKernels } from "./addon.js";
 import type { SchedulerOptions, SchedulerStats } from "./scheduler.js";

@@ -1,6 +1,6 @@
-/** Worker-thread entry: one Replica with its own TF.js wasm instance, driven by messages from the engine. */
+/** Worker-thread entry: one Replica (its own TF.js wasm instance, for the TF.js backend), driven by messages from the engine. */
 import { parentPort, workerData } from "node:worker_threads";
-import { Replica } from "./tfjs/replica.js";
+import { Replica } from "./replica.js";
 import type { ReplicaOptions } from "./replica-api.js";
 import type { SamplingParams, TokenEvent } from "../types.js";
 

@@ -27,7 +27,14 @@ export class NativeTrainable {
   private passes = 0;
   private readonly addon: NativeAddon;
 
-  constructor(readonly model: NativeDecoder) {
+  /**
+   * `baseDir`: the directory of the base weights (a LoRA run saves adapters that point there; for
+   * full weights, the directory they were read from).
+   */
+  constructor(
+    readonly model: NativeDecoder,
+    readonly baseDir = "",
+  ) {
     this.addon = requireNative();
   }
 
@@ -38,6 +45,30 @@ export class NativeTrainable {
   hasGradients(): boolean {
     return this.accumulated;
   }
+
+  /** Writes the accumulated gradients to `target`, tensor after tensor; whether there were any. */
+  exportGradients(target: Float32Array): boolean {
+    let o = 0;
+    for (const { grad } of this.model.trainedTensors()) {
+      target.set(grad, o);
+      o += grad.length;
+    }
+    return this.hasGradients();
+  }
+
+  /** Sets the gradients to the sum of several replicas' exports (laid out as exportGradients writes them). */
+  setGradientsFromSum(sources: Float32Array[]): void {
+    let o = 0;
+    for (const { grad } of this.model.trainedTensors()) {
+      grad.fill(0);
+      for (const s of sources) for (let i = 0; i < grad.length; i++) grad[i] += s[o + i];
+      o += grad.length;
+    }
+    this.accumulated = true;
+  }
+
+  /** Nothing to free: the parameters are typed arrays the collector takes back. */
+  dispose(): void {}
 
   /**
    * The seed of the next training pass's LoRA dropout masks: the optimizer step and the pass's

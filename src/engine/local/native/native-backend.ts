@@ -1,0 +1,263 @@
+/**
+ * The C engine as a backend (../backend.ts): the decoder in native memory (./decoder.ts), full
+ * weights or LoRA adapters in PEFT's format, checked against a memory plan (./memory-plan.ts)
+ * before it loads and before full weights first train. The engine runs one replica per process:
+ * the weights exist once, and the matrix products and element-wise kernels use every core through
+ * the addon's threads.
+ */
+import { join } from "node:path";
+import { availableParallelism } from "node:os";
+import { openModelDirRaw } from "../../../model/model-dir.js";
+import type { ModelConfig } from "../../../model/config.js";
+import { checkMemoryPlan, memoryBudget, planMemory, type MemoryNeeds } from "./memory-plan.js";
+import type { Tokenizer } from "../../../model/tokenizer.js";
+import type { ReplicaOptions, Role } from "../replica-api.js";
+import type { Backend, Models, OpenedBackend } from "../backend.js";
+import { hasOptimizerState, loadTrainableState, saveTrainable } from "../trainable-io.js";
+import { isLoraDir, loraBaseDir, readLoraDir, saveLoraTrainable } from "./lora-checkpoint.js";
+import {
+  describeTargets,
+  initAdapters,
+  loraModules,
+  readPeftSpec,
+  type LoraAdapters,
+  type LoraSpec,
+} from "../../../model/peft.js";
+import { InputError } from "../../../util/errors.js";
+import { applyBf16Products, requireNative, resolveBlas } from "../addon.js";
+import { settings } from "../../../util/settings.js";
+import type { ResolvedLoss } from "../../../rl/policy-loss.js";
+import type { Datum, ValueDatum } from "../../types.js";
+import type { MicroBatchPlanner } from "../../micro-batches.js";
+import { NativeDecoder } from "./decoder.js";
+import { NativeTrainable } from "./native-trainable.js";
+import { NativeDecodeCompute, type NativeKv } from "./native-decode.js";
+import {
+  nativeCriticPass,
+  nativeCriticValues,
+  nativeLogprobs,
+  nativePolicyPass,
+  tokenPlanner,
+} from "./native-train.js";
+
+/** Bytes of activations a training micro-batch may hold by default. */
+export const DEFAULT_NATIVE_ACTIVATION_BUDGET = 2 ** 30;
+
+/** Bytes per token of a training pass: what the forward keeps, and the backward's scratch. */
+export function nativeBytesPerToken(model: NativeDecoder): number {
+  const c = model.config,
+    qd = c.numHeads * c.headDim,
+    kvd = c.numKvHeads * c.headDim;
+  const scratch = 4 * (2 * c.hiddenSize + 2 * qd + 2 * kvd + 2 * c.intermediateSize);
+  return model.passBytes(1024, 1, true) / 1024 + scratch;
+}
+
+/** Threads for the native engine: every core unless AGENT_R1_BLAS_THREADS says otherwise. */
+function engineThreads(opts: ReplicaOptions): number {
+  return opts.blasThreads ?? settings().blasThreads ?? availableParallelism();
+}
+
+/**
+ * The model of a directory: full weights, or (a LoRA directory) the base it names plus its
+ * adapters; with `opts.lora` and full weights, new adapters on them (or a PEFT adapter's).
+ */
+function openModel(
+  dir: string,
+  head: "lm" | "value",
+  opts: ReplicaOptions,
+): { model: NativeDecoder; baseDir: string; tokenizer: Tokenizer } {
+  const lora = isLoraDir(dir);
+  const baseDir = lora ? loraBaseDir(dir) : dir;
+  const opened = openModelDirRaw(baseDir);
+  const spec = lora ? readPeftSpec(dir, opened.config) : opts.lora?.spec;
+  // What loading takes: weights as stored, and the adapters' training state (full training is
+  // checked when it starts, see NativeBackend.ensureTrainable).
+  checkMemoryPlan(
+    planMemory(memoryNeeds(opened.config, spec ? "lora" : "none", opts, spec)),
+    memoryBudget(opts.memoryGb),
+    { model: baseDir, doing: spec ? "training LoRA adapters" : "loading", hint: LOAD_HINT },
+  );
+  const m = opened.load();
+  let adapters: { spec: LoraSpec; adapters: LoraAdapters } | undefined;
+  if (lora) {
+    adapters = readLoraDir(dir, m.config);
+    if (opts.lora) checkSameSpec(opts.lora.spec, adapters.spec, dir);
+  } else if (opts.lora) {
+    if (opts.lora.adapter) {
+      adapters = readLoraDir(opts.lora.adapter, m.config);
+      checkSameSpec(opts.lora.spec, adapters.spec, opts.lora.adapter);
+    } else adapters = { spec: opts.lora.spec, adapters: initAdapters(m.config, opts.lora.spec, opts.lora.seed ?? 0) };
+  }
+  const model = NativeDecoder.fromWeights(m.config, m.weights, join(baseDir, "model.safetensors"), {
+    head,
+    lora: adapters,
+  });
+  m.weights.clear(); // the decoder holds what it needs; drop the loader's arrays it did not keep
+  return { model, baseDir, tokenizer: m.tokenizer };
+}
+
+const LOAD_HINT =
+  "use a smaller model, a smaller engine.prefixCacheMb or engine.microBatchMb, or raise engine.memoryGb";
+const TRAIN_HINT =
+  "train LoRA adapters instead (engine.lora), use a smaller engine.microBatchMb, or raise engine.memoryGb";
+
+/** The memory plan of `model` on this engine, training what `train` says (default: what it trains now). */
+export function planFor(model: NativeDecoder, opts: ReplicaOptions, train?: "full", critic = false) {
+  const mode = train ?? (model.mode === "full" && !model.trainingReady ? "none" : model.mode);
+  return planMemory(memoryNeeds(model.config, mode, opts, model.lora?.spec, critic));
+}
+
+/** Bytes per element of the weight matrices as config.json says they are stored (float32 when it does not say). */
+function matrixBytes(config: ModelConfig): number {
+  const dtype = config.raw.torch_dtype ?? config.raw.dtype;
+  return dtype === "bfloat16" || dtype === "float16" ? 2 : 4;
+}
+
+/** The memory-plan inputs of a model on this engine. */
+export function memoryNeeds(
+  config: ModelConfig,
+  train: MemoryNeeds["train"],
+  opts: ReplicaOptions,
+  spec?: LoraSpec,
+  critic = false,
+): MemoryNeeds {
+  const kvPerToken = 4 * config.numLayers * 2 * config.numKvHeads * config.headDim;
+  return {
+    config,
+    matrixBytes: matrixBytes(config),
+    train,
+    loraFloats: spec ? loraModules(config, spec.targets).reduce((n, m) => n + spec.rank * (m.in + m.out), 0) : 0,
+    activationBytes: opts.microBatchBytes ?? DEFAULT_NATIVE_ACTIVATION_BUDGET,
+    prefixCacheBytes: opts.prefixCacheBytes ?? 256 * 2 ** 20,
+    contextBytes: kvPerToken * config.maxPositionEmbeddings,
+    critic,
+  };
+}
+
+/** The recipe's engine.lora must describe the adapters a directory holds. */
+function checkSameSpec(want: LoraSpec, have: LoraSpec, dir: string): void {
+  const show = (s: LoraSpec) =>
+    `rank ${s.rank}, alpha ${s.alpha}, ${describeTargets(s.targets)}${s.rslora ? ", rsLoRA" : ""}`;
+  const same =
+    want.rank === have.rank &&
+    want.alpha === have.alpha &&
+    want.rslora === have.rslora &&
+    want.targets.join() === have.targets.join();
+  if (!same)
+    throw new InputError(
+      `${dir}: its LoRA adapters (${show(have)}) differ from engine.lora (${show(want)})`,
+      "make engine.lora match the adapters, or start from the base model",
+    );
+}
+
+export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, NativeKv> {
+  readonly name = "native" as const;
+
+  constructor(
+    private readonly plan: MicroBatchPlanner,
+    private readonly opts: ReplicaOptions,
+  ) {}
+
+  open(dir: string, role: Role, models: Models<NativeTrainable>): NativeTrainable {
+    const { model, baseDir } = openModel(dir, role === "policy" ? "lm" : "value", this.opts);
+    const t = new NativeTrainable(model, baseDir);
+    this.loadState(t, dir, role, models);
+    return t;
+  }
+
+  /**
+   * A directory's optimizer state, for the tensors it trained: new adapters on full weights start
+   * fresh. Full weights with saved moments are about to train, so the training plan is checked first.
+   */
+  loadState(t: NativeTrainable, dir: string, role: Role, models: Models<NativeTrainable>): void {
+    if (t.model.lora && !isLoraDir(dir)) return;
+    if (hasOptimizerState(dir)) this.ensureTrainable(t, role, models);
+    loadTrainableState(t, dir);
+  }
+
+  /** Sampling gets what the memory plan leaves of the budget for its rows' keys and values. */
+  schedulerOptions(policy: NativeTrainable) {
+    return {
+      kvBudgetBytes: Math.max(0, memoryBudget(this.opts.memoryGb).bytes - planFor(policy.model, this.opts).total),
+    };
+  }
+
+  decodeCompute(model: NativeDecoder) {
+    return new NativeDecodeCompute(model);
+  }
+
+  logprobs(model: NativeDecoder, sequences: number[][], temperature: number) {
+    return nativeLogprobs(model, sequences, temperature, this.plan);
+  }
+
+  policyPass(t: NativeTrainable, datums: Datum[], loss: ResolvedLoss, coef: number[][]) {
+    return nativePolicyPass(t, datums, loss, this.plan, coef);
+  }
+
+  critic(policy: NativeTrainable): NativeTrainable {
+    const model = NativeDecoder.fromWeights(policy.model.config, policy.model.toHostWeights(), "(policy weights)", {
+      head: "value",
+    });
+    return new NativeTrainable(model, policy.baseDir);
+  }
+
+  criticValues(model: NativeDecoder, sequences: number[][]) {
+    return nativeCriticValues(model, sequences, this.plan);
+  }
+
+  criticPass(t: NativeTrainable, datums: ValueDatum[], clip: number, total: number) {
+    return nativeCriticPass(t, datums, clip, total, this.plan);
+  }
+
+  /** A training pass readies full weights to train (an optimizer step needs nothing more). */
+  beforeTraining(t: NativeTrainable, role: Role, models: Models<NativeTrainable>, lengths?: number[]): void {
+    if (lengths) this.ensureTrainable(t, role, models);
+  }
+
+  /** Before the full weights first train (float32 copies, gradients, moments): the plan must fit. */
+  private ensureTrainable(t: NativeTrainable, role: Role, models: Models<NativeTrainable>): void {
+    if (t.model.trainingReady) return;
+    const critic = role === "critic";
+    // The policy as it will train, and a critic (trained in full) beside it when there is one.
+    const policy = critic ? (models.policy ?? t) : t;
+    const plan = planFor(policy.model, this.opts, critic ? undefined : "full", critic || !!models.critic);
+    checkMemoryPlan(plan, memoryBudget(this.opts.memoryGb), {
+      model: t.baseDir,
+      doing: critic ? "training the critic beside the policy" : "training the full weights",
+      hint: TRAIN_HINT,
+    });
+    t.model.prepareTraining();
+  }
+
+  save(t: NativeTrainable, dir: string, tokenizerFrom: string): void {
+    if (t.model.lora) saveLoraTrainable(t, dir, t.baseDir, tokenizerFrom);
+    else saveTrainable(t, dir, tokenizerFrom);
+  }
+
+  /** No tensors outside the caches: every pass frees its buffers before it returns. */
+  liveTensors(cacheTensors: number): number {
+    return cacheTensors;
+  }
+
+  dispose(): void {}
+}
+
+/** Sets the addon up for this engine (matrix products, bf16 products, threads) and opens the policy. */
+export async function openBackend(
+  dir: string,
+  opts: ReplicaOptions,
+): Promise<OpenedBackend<NativeDecoder, NativeTrainable, NativeKv>> {
+  const addon = requireNative();
+  const threads = Math.max(1, Math.min(64, engineThreads(opts)));
+  addon.setBlas(resolveBlas(addon, opts.blas));
+  applyBf16Products(addon, opts.bf16Products);
+  addon.setThreads(threads);
+  addon.setFusedThreads(Math.min(16, threads));
+  const { model, baseDir, tokenizer } = openModel(dir, "lm", opts);
+  const budget = opts.microBatchBytes ?? DEFAULT_NATIVE_ACTIVATION_BUDGET;
+  const maxTokens = Math.min(opts.microBatchTokens ?? Infinity, Math.floor(budget / nativeBytesPerToken(model)));
+  const backend = new NativeBackend(tokenPlanner(Math.max(1, maxTokens)), opts);
+  const policy = new NativeTrainable(model, baseDir);
+  backend.loadState(policy, dir, "policy", {});
+  return { backend, policy, tokenizer };
+}
