@@ -3,9 +3,8 @@
  * same replicas as the policy, split across them the same way.
  */
 import type { LocalEngine } from "./local-engine.js";
-import { gather } from "./local-engine.js";
 import type { ReplicaApi } from "./replica-api.js";
-import { splitByCost } from "./routing.js";
+import { fanOut } from "./routing.js";
 import type { AdamParams, Critic, OptimStepResult, ValueDatum } from "../types.js";
 import { InputError } from "../../util/errors.js";
 import { assertFinite, assertTokens } from "../validate.js";
@@ -18,14 +17,13 @@ export class LocalCritic implements Critic {
 
   async values(sequences: number[][]): Promise<number[][]> {
     sequences.forEach((s, i) => assertTokens(s, this.engine.config.vocabSize, `sequence ${i}`));
-    const parts = splitByCost(
+    const shares = await fanOut(
+      sequences,
       sequences.map((s) => s.length),
       this.replicas.length,
+      (share, r) => this.replicas[r].criticValues(share),
     );
-    const res = await Promise.all(
-      parts.map((idx, r) => (idx.length ? this.replicas[r].criticValues(idx.map((i) => sequences[i])) : [])),
-    );
-    return gather(parts, res, sequences.length);
+    return shares.gather((rows) => rows);
   }
 
   async forwardBackward(datums: ValueDatum[], opts: { clip?: number } = {}) {
@@ -42,29 +40,16 @@ export class LocalCritic implements Critic {
         throw new InputError(`value datum ${i}: oldValues is required (same length as tokens) when clip > 0`);
     });
     const total = datums.reduce((s, d) => s + d.weights.reduce((a, w) => a + w, 0), 0);
-    const parts = splitByCost(
+    const shares = await fanOut(
+      datums,
       datums.map((d) => d.tokens.length),
       this.replicas.length,
+      (share, r) => this.replicas[r].criticForwardBackward(share, clip, total),
     );
-    const raws = await Promise.all(
-      parts.map((idx, r) =>
-        idx.length
-          ? this.replicas[r].criticForwardBackward(
-              idx.map((i) => datums[i]),
-              clip,
-              total,
-            )
-          : undefined,
-      ),
-    );
-    const values = gather(
-      parts,
-      raws.map((x) => x?.values ?? []),
-      datums.length,
-    );
-    const tokens = raws.reduce((s, x) => s + (x?.tokens ?? 0), 0);
-    const clipped = raws.reduce((s, x) => s + (x?.clipped ?? 0), 0);
-    const loss = raws.reduce((s, x) => s + (x?.lossSum ?? 0), 0);
+    const values = shares.gather((x) => x.values);
+    const tokens = shares.sum((x) => x.tokens);
+    const clipped = shares.sum((x) => x.clipped);
+    const loss = shares.sum((x) => x.lossSum);
     return { values, metrics: { loss, tokens, clipFraction: tokens ? clipped / tokens : 0 } };
   }
 

@@ -46,7 +46,7 @@ import { settings } from "../../util/settings.js";
 import { assertScoringTemperature, assertTokens } from "../validate.js";
 import { checkRequestOptions } from "./sampling-params.js";
 import { randomSeed } from "../../util/rng.js";
-import { AffinityRouter, splitByCost, splitCount } from "./routing.js";
+import { AffinityRouter, fanOut, splitCount } from "./routing.js";
 import { readTrainerStep } from "./trainable-io.js";
 import { backendLabel, defaultBlasThreads, resolveBackend, type BackendName } from "./addon.js";
 import { checkAdamParams } from "../optim-params.js";
@@ -216,21 +216,13 @@ export class LocalEngine implements Engine {
   async computeLogprobs(sequences: number[][], opts: { temperature?: number } = {}): Promise<(number | null)[][]> {
     sequences.forEach((s, i) => assertTokens(s, this.config.vocabSize, `sequence ${i}`));
     if (opts.temperature !== undefined) assertScoringTemperature(opts.temperature, "computeLogprobs: temperature");
-    const parts = splitByCost(
+    const shares = await fanOut(
+      sequences,
       sequences.map((s) => s.length),
       this.replicas.length,
+      (share, r) => this.replicas[r].computeLogprobs(share, opts.temperature ?? 1),
     );
-    const res = await Promise.all(
-      parts.map((idx, r) =>
-        idx.length
-          ? this.replicas[r].computeLogprobs(
-              idx.map((i) => sequences[i]),
-              opts.temperature ?? 1,
-            )
-          : [],
-      ),
-    );
-    return gather(parts, res, sequences.length);
+    return shares.gather((rows) => rows);
   }
 
   async forwardBackward(datums: Datum[], loss: LossSpec): Promise<ForwardBackwardResult> {
@@ -242,28 +234,20 @@ export class LocalEngine implements Engine {
       assertTokens(d.targetTokens, this.config.vocabSize, `datum ${i} targetTokens`);
     });
     const coef = aggregationCoefficients(datums, spec.aggregation, spec.normalizer);
-    const parts = splitByCost(
+    const shares = await fanOut(
+      datums,
       datums.map((d) => d.tokens.length),
       this.replicas.length,
+      (share, r, idx) =>
+        this.replicas[r].forwardBackward(
+          share,
+          spec,
+          idx.map((i) => coef[i]),
+        ),
     );
-    const raws = await Promise.all(
-      parts.map((idx, r) =>
-        idx.length
-          ? this.replicas[r].forwardBackward(
-              idx.map((i) => datums[i]),
-              spec,
-              idx.map((i) => coef[i]),
-            )
-          : undefined,
-      ),
-    );
-    const logprobs = gather(
-      parts,
-      raws.map((x) => x?.logprobs ?? []),
-      datums.length,
-    );
-    const lossSum = raws.reduce((s, x) => s + (x?.lossSum ?? 0), 0);
-    const entropySum = raws.reduce((s, x) => s + (x?.entropySum ?? 0), 0);
+    const logprobs = shares.gather((x) => x.logprobs);
+    const lossSum = shares.sum((x) => x.lossSum);
+    const entropySum = shares.sum((x) => x.entropySum);
     return summarizeForwardBackward(datums, spec, logprobs, lossSum, entropySum);
   }
 
@@ -352,11 +336,4 @@ export class LocalEngine implements Engine {
   async dispose(): Promise<void> {
     await Promise.all(this.replicas.map((r) => r.dispose()));
   }
-}
-
-/** Puts per-replica results back in the caller's order. */
-export function gather<T>(parts: number[][], results: T[][], n: number): T[] {
-  const out = new Array<T>(n);
-  parts.forEach((idx, r) => idx.forEach((i, j) => (out[i] = results[r][j])));
-  return out;
 }

@@ -2,15 +2,32 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { Replica } from "./replica.js";
 import type { ReplicaOptions } from "./replica-api.js";
+import type { ReplicaCall, ReplicaMethod } from "./worker-replica.js";
 import type { SamplingParams, TokenEvent } from "../types.js";
 
-interface Call {
-  id: number;
-  method: string;
-  args: unknown[];
-  /** sample only: post each sampled token as `{ kind: "token", id, index, token, logprob }` before the result. */
-  stream?: boolean;
-}
+/** A call (worker-replica.ts's ReplicaCall); `stream` (sample only): post each sampled token as `{ kind: "token", id, index, token, logprob }` before the result. */
+type Call = ReplicaCall;
+
+/** What the engine may call: the replica's methods, and nothing else reachable from it. */
+const METHODS = new Set<string>([
+  "sample",
+  "computeLogprobs",
+  "forwardBackward",
+  "createCritic",
+  "disposeCritic",
+  "criticValues",
+  "criticForwardBackward",
+  "optimStep",
+  "exportGradients",
+  "optimStepWithSum",
+  "gradientSize",
+  "save",
+  "load",
+  "zeroGrad",
+  "weightsChecksum",
+  "clearPrefixCache",
+  "stats",
+] satisfies ReplicaMethod[]);
 /** The caller aborted sample call `id`: its sequences leave the batch (its result is no longer awaited). */
 type Cancel = { kind: "cancel"; id: number };
 
@@ -30,9 +47,9 @@ Replica.load(dir, opts).then(
     port.on("message", async (call: Call | Cancel) => {
       if ("kind" in call) return sampling.get(call.id)?.abort();
       try {
-        const fn = (replica as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[call.method];
-        if (typeof fn !== "function") throw new Error(`unknown replica method ${call.method}`);
-        let args = call.args;
+        if (!METHODS.has(call.method)) throw new Error(`unknown replica method ${call.method}`);
+        const fn = replica[call.method] as (...a: unknown[]) => Promise<unknown>;
+        let args: unknown[] = call.args;
         if (call.method === "sample") {
           const controller = new AbortController();
           sampling.set(call.id, controller);

@@ -70,3 +70,57 @@ export class AffinityRouter {
     if (list.length > this.memory) list.shift();
   }
 }
+
+/** What each replica returned for its share of a call, put back in the call's order. */
+export class Shares<R> {
+  constructor(
+    /** Per replica, the indices of its items in the call. */
+    readonly parts: number[][],
+    /** Per replica, its result (undefined for an empty share). */
+    readonly results: (R | undefined)[],
+    private readonly n: number,
+  ) {}
+
+  /** One entry per item, in the call's order, from each result's per-item array. */
+  gather<T>(pick: (r: R) => T[]): T[] {
+    const out = new Array<T>(this.n);
+    this.parts.forEach((idx, r) => {
+      const res = this.results[r];
+      if (res !== undefined) {
+        const rows = pick(res);
+        idx.forEach((i, j) => (out[i] = rows[j]));
+      }
+    });
+    return out;
+  }
+
+  /** The sum over replicas of a number each result holds. */
+  sum(pick: (r: R) => number): number {
+    return this.results.reduce((s, r) => s + (r === undefined ? 0 : pick(r)), 0);
+  }
+}
+
+/**
+ * A call spread over `replicas`: items split by their costs (splitByCost), `run` given each
+ * non-empty share with its replica's index, all at once.
+ */
+export async function fanOut<I, R>(
+  items: readonly I[],
+  costs: number[],
+  replicas: number,
+  run: (share: I[], replica: number, idx: number[]) => Promise<R>,
+): Promise<Shares<R>> {
+  const parts = splitByCost(costs, replicas);
+  const results = await Promise.all(
+    parts.map((idx, r) =>
+      idx.length
+        ? run(
+            idx.map((i) => items[i]),
+            r,
+            idx,
+          )
+        : undefined,
+    ),
+  );
+  return new Shares(parts, results, items.length);
+}

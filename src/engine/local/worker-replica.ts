@@ -1,10 +1,22 @@
-/** The engine's side of a replica in a worker thread: every ReplicaApi method becomes a message. */
+/**
+ * The engine's side of a replica in a worker thread: every ReplicaApi method becomes a message of
+ * the typed map below (`ReplicaCall`), answered by ./replica-worker.ts.
+ */
 import { existsSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
-import type { ReplicaApi, ReplicaOptions } from "./replica-api.js";
-import type { SamplingParams, TokenEvent } from "../types.js";
+import type { ReplicaApi, ReplicaOptions, Role } from "./replica-api.js";
+import type { AdamParams, Datum, SamplingParams, TokenEvent, ValueDatum } from "../types.js";
+import type { ResolvedLoss } from "../../rl/policy-loss.js";
 import { AgentR1Error, InputError, ModelFormatError } from "../../util/errors.js";
+
+/** The methods a worker answers (every ReplicaApi method but dispose, which ends the worker). */
+export type ReplicaMethod = Exclude<keyof ReplicaApi, "dispose">;
+
+/** One call as it crosses the thread boundary: the method and its arguments, typed together. */
+export type ReplicaCall = {
+  [K in ReplicaMethod]: { id: number; method: K; args: Parameters<ReplicaApi[K]>; stream?: boolean };
+}[ReplicaMethod];
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: unknown) => void; onToken?: (e: TokenEvent) => void };
 /** A sampled token of a streaming `sample` call, posted by the worker before the call's result. */
@@ -25,7 +37,7 @@ function workerEntry(): string {
   return existsSync(js) ? js : js.replace(/\.js$/, ".ts");
 }
 
-export class WorkerReplica {
+export class WorkerReplica implements ReplicaApi {
   private pending = new Map<number, Pending>();
   private nextId = 0;
   private dead?: Error;
@@ -63,7 +75,7 @@ export class WorkerReplica {
     worker.unref();
   }
 
-  static async start(dir: string, opts: ReplicaOptions): Promise<ReplicaApi> {
+  static async start(dir: string, opts: ReplicaOptions): Promise<WorkerReplica> {
     const entry = workerEntry();
     const worker = entry.endsWith(".ts")
       ? // Sources run under tsx (tests): register its loader in the worker before importing the entry.
@@ -78,17 +90,69 @@ export class WorkerReplica {
       );
       worker.once("error", reject);
     });
-    const self = new WorkerReplica(worker);
-    return new Proxy(self, {
-      get(target, prop: string) {
-        if (prop === "dispose") return () => target.terminate();
-        if (prop === "then") return undefined; // not a thenable
-        return (...args: unknown[]) => target.call(prop, args);
-      },
-    }) as unknown as ReplicaApi;
+    return new WorkerReplica(worker);
   }
 
-  call(method: string, args: unknown[]): Promise<unknown> {
+  sample(prompt: number[], params: SamplingParams, firstStream: number) {
+    return this.call("sample", [prompt, params, firstStream]);
+  }
+  computeLogprobs(sequences: number[][], temperature: number) {
+    return this.call("computeLogprobs", [sequences, temperature]);
+  }
+  forwardBackward(datums: Datum[], loss: ResolvedLoss, coef: number[][]) {
+    return this.call("forwardBackward", [datums, loss, coef]);
+  }
+  createCritic() {
+    return this.call("createCritic", []);
+  }
+  disposeCritic() {
+    return this.call("disposeCritic", []);
+  }
+  criticValues(sequences: number[][]) {
+    return this.call("criticValues", [sequences]);
+  }
+  criticForwardBackward(datums: ValueDatum[], clip: number, total: number) {
+    return this.call("criticForwardBackward", [datums, clip, total]);
+  }
+  optimStep(role: Role, params: AdamParams) {
+    return this.call("optimStep", [role, params]);
+  }
+  exportGradients(role: Role, target: Float32Array) {
+    return this.call("exportGradients", [role, target]);
+  }
+  optimStepWithSum(role: Role, sources: Float32Array[], params: AdamParams) {
+    return this.call("optimStepWithSum", [role, sources, params]);
+  }
+  gradientSize(role: Role) {
+    return this.call("gradientSize", [role]);
+  }
+  save(role: Role, dir: string, tokenizerFrom: string) {
+    return this.call("save", [role, dir, tokenizerFrom]);
+  }
+  load(role: Role, dir: string) {
+    return this.call("load", [role, dir]);
+  }
+  zeroGrad(role: Role) {
+    return this.call("zeroGrad", [role]);
+  }
+  weightsChecksum(role: Role) {
+    return this.call("weightsChecksum", [role]);
+  }
+  clearPrefixCache() {
+    return this.call("clearPrefixCache", []);
+  }
+  stats() {
+    return this.call("stats", []);
+  }
+  dispose() {
+    return this.terminate();
+  }
+
+  private call<K extends ReplicaMethod>(method: K, args: Parameters<ReplicaApi[K]>): ReturnType<ReplicaApi[K]> {
+    return this.post(method, args as unknown[]) as ReturnType<ReplicaApi[K]>;
+  }
+
+  private post(method: ReplicaMethod, args: unknown[]): Promise<unknown> {
     if (this.dead) return Promise.reject(this.dead);
     // Functions and signals cannot cross the thread boundary: sample's onToken and signal stay here;
     // the worker posts tokens back, and an abort becomes a cancel message for the call.
