@@ -337,7 +337,7 @@ function describeEntry(name: string, e: BenchEntry | undefined, machine: Machine
     : `${name} skipped: ${e.skipped}${when}`;
 }
 
-/** The markdown docs/benchmarks.md carries: machine line, engine table (with PyTorch when measured), rollout and main-job tables. */
+/** A results file as markdown: machine line, engine table (with PyTorch when measured), rollout and main-job tables. */
 export function markdown(res: Results): string {
   const m = res.machine,
     c = res.comparison,

@@ -2,7 +2,7 @@
 """PyTorch reference for bench/engine.ts: the same Qwen2-shaped decoder, written plainly in torch
 (eager mode, float32, no compile), on the same workloads.
 
-Shapes (issue 3):
+Shapes (bench/engine.ts's):
   S = hidden 256, 4 layers, 8 heads, 2 kv heads, ffn 768, vocab 512
   M = hidden 512, 8 layers, 8 heads, 2 kv heads, ffn 1536, vocab 2048
 Decoder: RMSNorm (eps 1e-6), RoPE (theta 10000, rotate-half), grouped-query attention with q/k/v

@@ -13,7 +13,7 @@
  * loader picks one by the CPU (GCC function multi-versioning; Linux x86-64 only). Without
  * FMA contraction (-std=c99) and with fixed 8-lane partial sums, all give the same bits;
  * AVX2 is about 1.5-2x faster than the baseline on the exp-bound loops (softmax, SwiGLU),
- * and AVX-512 faster again (docs/benchmarks.md).
+ * and AVX-512 faster again (dev/LOG.md, 2026-11-26).
  */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define ROW_LOOP __attribute__((target_clones("avx512f", "avx2", "default")))

@@ -1,5 +1,5 @@
 /**
- * The recording gateway and `task.module` agents against hostile or careless agents (issue 28):
+ * The recording gateway and `task.module` agents against hostile or careless agents:
  * each episode's key opens only that episode; whatever an agent throws or leaves unhandled fails
  * only its own episode and never the process; tool results the agent sends back are recorded as
  * they were (ok or error); maxTurns and maxTotalTokens end an episode as truncated with an answer

@@ -1,6 +1,6 @@
 /**
  * The copying curriculum alone (src/train/copy-curriculum.ts) on a fresh preset model, logging the
- * copy loss every 100 steps: the "Copying curriculum" figures of docs/main-job.md.
+ * copy loss every 100 steps: the copying-curriculum figures of dev/LOG.md (2026-11-22).
  */
 import { parseArgs } from "node:util";
 import { getTask } from "../../src/tasks/index.js";

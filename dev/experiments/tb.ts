@@ -1,7 +1,7 @@
 /**
  * Training throughput: cross-entropy forwardBackward + optimStep on N random datums of LEN tokens (loss
  * on the positions after 300), three timed steps, on a fresh preset model over the given tokenizer
- * (docs/main-job.md, "Training throughput"; its figures used a 1,024-id task tokenizer).
+ * (dev/LOG.md, 2026-11-22, training throughput; its figures used a 1,024-id task tokenizer).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";

@@ -1,7 +1,7 @@
 /**
  * Episode length by tokenizer: 50 expert demonstrations of the multi-hop task, tokens per episode
  * (prompt, whole episode, assistant tokens) with the shipped tokenizer and a task tokenizer of each
- * given size, written to OUT_DIR/tok-SPLIT-SIZE (docs/main-job.md, "Measurements").
+ * given size, written to OUT_DIR/tok-SPLIT-SIZE (dev/LOG.md, 2026-11-22).
  * Environment: SPLIT (words), MIN_FREQ (40).
  */
 import { join } from "node:path";

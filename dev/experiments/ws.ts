@@ -1,6 +1,6 @@
 /**
  * A warm start (src/train/warm-start.ts) with the given settings, then greedy evaluation on the 64
- * multi-hop test questions and 16 train questions x 8 samples at temperature 1 (docs/main-job.md, "Warm starts").
+ * multi-hop test questions and 16 train questions x 8 samples at temperature 1 (dev/LOG.md, 2026-11-22, warm starts).
  */
 import { parseArgs } from "node:util";
 import { getTask } from "../../src/tasks/index.js";

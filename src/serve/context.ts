@@ -41,7 +41,7 @@ export class ServeContext {
 /**
  * `prefix` and 24 random hex digits. From randomUUID, which draws from a pooled buffer: randomBytes
  * makes a synchronous call into the system's generator each time, a measurable cost per request
- * (docs/benchmarks.md, the gateway's cost).
+ * (docs/agent-runtime.md, the gateway's cost).
  */
 export function newId(prefix: string): string {
   return `${prefix}${randomUUID().replaceAll("-", "").slice(0, 24)}`;

@@ -18,7 +18,7 @@ import { Rng } from "../util/rng.js";
 /**
  * Distinct words (letter runs) and numbers (digit runs) of a text corpus, in first-seen order.
  * Numbers matter: a base trained to copy letters only copied names but rewrote the numbers it
- * read (docs/main-job.md, "a HotpotQA-like question mix"), so comparison and arithmetic questions failed.
+ * read (dev/LOG.md, 2026-11-24), so comparison and arithmetic questions failed.
  */
 export function corpusWords(texts: Iterable<string>, limit = 20_000): string[] {
   const seen = new Set<string>();
@@ -41,7 +41,7 @@ export interface CopyDatumOptions {
    * Share of words replaced by a made-up one (`blendWord`): the head of one corpus word joined to
    * the tail of another. Default 0. Held-out names are new combinations of familiar syllables;
    * copying only corpus words, a model learned which syllable follows which and wrote
-   * `Zanrus` for `Zanzan` (docs/main-job.md, "numbers and made-up words"), so made-up words force a real copy.
+   * `Zanrus` for `Zanzan` (dev/LOG.md, 2026-11-24), so made-up words force a real copy.
    */
   blend?: number;
 }

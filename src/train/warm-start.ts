@@ -61,12 +61,12 @@ export interface WarmStartResult {
 }
 
 /**
- * The settings of the committed base (docs/main-job.md has the runs behind them). The copying
+ * The settings of the committed base (dev/LOG.md has the runs behind them). The copying
  * curriculum's rate matters most: at 3e-3 the small model never learns to copy (loss stays
  * near 2.3 nats/token); at 1e-3 it does, between steps 200 and 500. `trainQuestions` is the
  * number of demonstration questions (the task option `train` overrides it), drawn from `worlds`
  * worlds (demonstrationWorlds). Quality 0.3 keeps the multi-hop base's greedy exact match under
- * the issue's 50 %; that base also weights its demonstrations towards the comparison and numeric
+ * the main job's 50 %; that base also weights its demonstrations towards the comparison and numeric
  * questions (`--option bridge=0.4 --option comparison=0.3 --option numeric=0.3`).
  */
 export const WARM_START_DEFAULTS = {
@@ -95,7 +95,7 @@ export const WORLD_SEED_OFFSET = 1000;
  * One big world holds each name for the whole run, and the names a big world uses up are exactly
  * the ones its held-out splits do not use, so a model trained on it learns to recall train names
  * rather than to read them: on a base made from one world, 89 % train against 52 % held-out
- * exact match after expert-only SFT (docs/main-job.md, "demonstrations from many small worlds"). Small worlds draw names
+ * exact match after expert-only SFT (dev/LOG.md, 2026-11-25). Small worlds draw names
  * afresh, so the same name stands for different facts in different worlds.
  */
 export function demonstrationWorlds(
