@@ -571,6 +571,22 @@ test("malformed bodies on every route (wrong types, null, lists, nested garbage,
   assert.equal(((await result(ok.json.request_id)).sequences as unknown[]).length, 2);
 });
 
+test("ids, names and paths a client sends come back in errors on one line: control characters are quoted, long ones cut", async () => {
+  const sid = await session();
+  const cases: [string, Record<string, unknown>, RegExp][] = [
+    ["get_info", { model_id: "model-a\nb\rc" }, /no model "model-a\\nb\\rc" on this server/],
+    ["create_model", { session_id: sid, base_model: "ti\nny" }, /base_model '"ti\\nny"' is not served here/],
+    ["session_heartbeat", { session_id: "s\u2028x" }, /no session "s\\u2028x" on this server/],
+    ["get_info", { model_id: "m".repeat(500) }, /no model m{80}\.\.\. on this server/],
+  ];
+  for (const [route, body, want] of cases) {
+    const r = await postJson(route, body);
+    assert.ok(r.status >= 400 && r.status < 500, `${route}: ${r.status}`);
+    assert.doesNotMatch(String(r.json.detail), /[\n\r\u2028]/, route);
+    assert.match(String(r.json.detail), want, route);
+  }
+});
+
 test("a session that goes quiet is closed after sessionTtlMs, its models and sampling engines unloaded; past maxModels a model is refused with 429 naming the limit", async () => {
   const small = await startTinkerServer({
     baseModels: new Map([["tiny", tiny]]),

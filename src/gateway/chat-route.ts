@@ -14,6 +14,7 @@ import { chatRequestSchema, parseRequest } from "../serve/schemas.js";
 import { templateMessages, toolSchemas } from "../serve/tool-calls.js";
 import { forcedOpening, parseToolChoice } from "../serve/tool-choice.js";
 import type { Completion, EpisodeRecorder } from "./episode-recorder.js";
+import { shown } from "../util/shown.js";
 
 export interface ChatEpisode {
   recorder: EpisodeRecorder;
@@ -30,7 +31,7 @@ export async function episodeChat(
 ): Promise<void> {
   const body = parseRequest(chatRequestSchema, raw);
   if (body.model !== undefined && body.model !== episode.model)
-    throw new ApiError(404, `The model '${body.model}' does not exist; this gateway serves '${episode.model}'`, {
+    throw new ApiError(404, `The model '${shown(body.model)}' does not exist; this gateway serves '${episode.model}'`, {
       code: "model_not_found",
       param: "model",
     });

@@ -17,6 +17,7 @@ import { ResponseEvents } from "../serve/responses-events.js";
 import { prepareResponses } from "../serve/responses-request.js";
 import type { ResponseStore } from "../serve/responses-store.js";
 import type { EpisodeRecorder } from "./episode-recorder.js";
+import { shown } from "../util/shown.js";
 
 export interface ResponsesEpisode {
   recorder: EpisodeRecorder;
@@ -37,7 +38,7 @@ export async function episodeResponses(
   const call = prepareResponses(body, episode.store);
   const { req } = call;
   if (req.model !== undefined && req.model !== episode.model)
-    throw new ApiError(404, `The model '${req.model}' does not exist; this gateway serves '${episode.model}'`, {
+    throw new ApiError(404, `The model '${shown(req.model)}' does not exist; this gateway serves '${episode.model}'`, {
       code: "model_not_found",
       param: "model",
     });

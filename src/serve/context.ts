@@ -4,6 +4,7 @@ import type { LocalEngine } from "../engine/local/local-engine.js";
 import { chatSetup, type ChatSetup } from "../agent/chat-setup.js";
 import { ApiError } from "./errors.js";
 import { DEFAULT_REQUEST_LIMITS, type RequestLimits } from "./request-limits.js";
+import { shown } from "../util/shown.js";
 
 /** The part of the engine the server uses. */
 export type ServedEngine = Pick<LocalEngine, "sample" | "computeLogprobs" | "tokenizer" | "config">;
@@ -30,7 +31,7 @@ export class ServeContext {
   /** A request may omit `model`; when it names one, it must be ours. */
   checkModel(model: string | undefined): void {
     if (model !== undefined && model !== this.modelId) {
-      throw new ApiError(404, `The model '${model}' does not exist; this server serves '${this.modelId}'.`, {
+      throw new ApiError(404, `The model '${shown(model)}' does not exist; this server serves '${this.modelId}'.`, {
         code: "model_not_found",
         param: "model",
       });

@@ -7,6 +7,7 @@
 import { existsSync, lstatSync, readdirSync, realpathSync } from "node:fs";
 import { dirname, join, sep } from "node:path";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
+import { shown } from "../../util/shown.js";
 
 export type CheckpointKind = "weights" | "sampler_weights";
 
@@ -24,7 +25,7 @@ function present(p: string): boolean {
 function segment(x: string, what: string, where: string): string {
   if (!/^[A-Za-z0-9._-]{1,128}$/.test(x) || /^\.+$/.test(x))
     throw new TinkerError(
-      `${where}: ${what} '${x.slice(0, 40)}' must be letters, digits, '.', '_' and '-' (not only dots)`,
+      `${where}: ${what} '${shown(x, 40)}' must be letters, digits, '.', '_' and '-' (not only dots)`,
     );
   return x;
 }
@@ -70,9 +71,9 @@ export class CheckpointPaths {
     const m = /^tinker:\/\/([^/]+)\/(weights|sampler_weights)\/([^/]+)$/.exec(path);
     if (!m)
       throw new TinkerError(
-        `${field} '${path.slice(0, 200)}' is not tinker://<model_id>/weights/<name> or tinker://<model_id>/sampler_weights/<name>`,
+        `${field} '${shown(path, 200)}' is not tinker://<model_id>/weights/<name> or tinker://<model_id>/sampler_weights/<name>`,
       );
-    const dir = this.dir(m[1], m[2] as CheckpointKind, m[3], `${field} '${path.slice(0, 200)}'`);
+    const dir = this.dir(m[1], m[2] as CheckpointKind, m[3], `${field} '${shown(path, 200)}'`);
     if (!existsSync(join(dir, "config.json")))
       throw new TinkerError(`no checkpoint at ${path} on this server`, undefined, 404);
     return dir;

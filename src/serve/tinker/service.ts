@@ -33,6 +33,7 @@ import { TinkerError } from "../../engine/remote/tinker-error.js";
 import { readModelConfig } from "../../model/model-dir.js";
 import { AgentR1Error, InputError } from "../../util/errors.js";
 import { makeDir } from "../../util/make-dir.js";
+import { shown } from "../../util/shown.js";
 import { Futures, type ResultKind, type Settled } from "./futures.js";
 import { SeqQueue } from "./seq-queue.js";
 import { CheckpointPaths } from "./checkpoint-paths.js";
@@ -178,7 +179,7 @@ export class TinkerService {
     const s = str(id, "session_id");
     if (!this.sessions.has(s))
       throw new TinkerError(
-        `no session ${s.slice(0, 80)} on this server (was it restarted, or the session idle for ${this.sessionTtlMs / 1000} s?)`,
+        `no session ${shown(s)} on this server (was it restarted, or the session idle for ${this.sessionTtlMs / 1000} s?)`,
         undefined,
         404,
       );
@@ -236,7 +237,7 @@ export class TinkerService {
     const dir = this.o.baseModels.get(name);
     if (!dir)
       throw new TinkerError(
-        `base_model '${name.slice(0, 80)}' is not served here; this server has: ${[...this.o.baseModels.keys()].join(", ")}`,
+        `base_model '${shown(name)}' is not served here; this server has: ${[...this.o.baseModels.keys()].join(", ")}`,
         undefined,
         404,
       );
@@ -280,7 +281,7 @@ export class TinkerService {
     const m = this.models.get(str(id, "model_id"));
     if (!m)
       throw new TinkerError(
-        `no model ${String(id).slice(0, 80)} on this server (was it restarted, unloaded, or its session idle for ${this.sessionTtlMs / 1000} s?)`,
+        `no model ${shown(String(id))} on this server (was it restarted, unloaded, or its session idle for ${this.sessionTtlMs / 1000} s?)`,
         undefined,
         404,
       );
@@ -406,7 +407,7 @@ export class TinkerService {
     const m = this.model(body.model_id);
     return this.ordered(m, body.seq_id, raw, "json", () => {
       const name = str(body.path, "path");
-      const where = `path '${name.slice(0, 200)}'`;
+      const where = `path '${shown(name, 200)}'`;
       const dir = this.checkpoints.dir(m.id, "weights", name, where);
       return async () => {
         this.checkpoints.checkInside(dir, where);
@@ -437,7 +438,7 @@ export class TinkerService {
     if (body.path !== undefined && body.path !== null && body.path !== "") {
       return this.ordered(m, body.seq_id, raw, "json", () => {
         const name = str(body.path, "path");
-        const where = `path '${name.slice(0, 200)}'`;
+        const where = `path '${shown(name, 200)}'`;
         const dir = this.checkpoints.dir(m.id, "sampler_weights", name, where);
         return async () => {
           this.checkpoints.checkInside(dir, where);
@@ -492,7 +493,7 @@ export class TinkerService {
     const s = this.samplers.get(sid);
     if (!s)
       throw new TinkerError(
-        `no sampling session ${sid.slice(0, 80)} on this server (was it restarted, or its session idle for ${this.sessionTtlMs / 1000} s?)`,
+        `no sampling session ${shown(sid)} on this server (was it restarted, or its session idle for ${this.sessionTtlMs / 1000} s?)`,
         undefined,
         404,
       );

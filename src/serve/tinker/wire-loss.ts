@@ -8,6 +8,7 @@ import type { Datum, LossSpec } from "../../engine/types.js";
 import type { WireDatum } from "../../engine/remote/tinker-codec.js";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
 import { policyTokenLoss, resolvedLoss } from "../../rl/policy-loss.js";
+import { shown } from "../../util/shown.js";
 
 const LOSS_INPUTS: Record<string, string[]> = {
   cross_entropy: ["target_tokens"],
@@ -37,7 +38,7 @@ function lossConfig(lossFn: string, raw: unknown): Record<string, number> {
   for (const [k, v] of Object.entries(raw)) {
     if (!keys.includes(k))
       throw new TinkerError(
-        `loss_fn_config.${k.slice(0, 64)} is not read by ${lossFn}${keys.length ? ` (it reads ${keys.join(", ")})` : " (it reads none)"}`,
+        `loss_fn_config.${shown(k, 64)} is not read by ${lossFn}${keys.length ? ` (it reads ${keys.join(", ")})` : " (it reads none)"}`,
       );
     if (typeof v !== "number" || !Number.isFinite(v))
       throw new TinkerError(`loss_fn_config.${k} must be a finite number, got ${JSON.stringify(v) ?? String(v)}`);
@@ -48,7 +49,7 @@ function lossConfig(lossFn: string, raw: unknown): Record<string, number> {
 export function wireLossSpec(lossFn: string, rawConfig?: unknown): LossSpec {
   if (!Object.hasOwn(LOSS_INPUTS, lossFn))
     throw new TinkerError(
-      `loss_fn '${String(lossFn).slice(0, 64)}' is not one of ${SUPPORTED_LOSSES.join(", ")}`,
+      `loss_fn '${shown(String(lossFn), 64)}' is not one of ${SUPPORTED_LOSSES.join(", ")}`,
       undefined,
       400,
     );
