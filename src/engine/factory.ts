@@ -1,7 +1,8 @@
 /**
  * How the trainer, the warm start and the main job get their engines. They see only these
- * interfaces; an engine kind (`engine.kind` in the recipe: `local` today) supplies a factory,
- * built at the edge (the CLI) from the configuration, and only that factory constructs engines.
+ * interfaces; an engine kind (`engine.kind` in the recipe: `local` or `tinker`) supplies a factory,
+ * built at the edge (the CLI and the library's `train`; from a recipe's `engine` section through
+ * ./engines-for.ts), and only that factory constructs their engines.
  */
 import type { Tokenizer } from "../model/tokenizer.js";
 import type { PresetName } from "../model/config.js";

@@ -1,8 +1,9 @@
 /**
- * Packing sequences into micro-batches under a memory budget. Consecutive
- * indices go together; a micro-batch is right-padded to its longest member, so
- * it costs members x cost(longest). A sequence over budget goes alone. Long
- * multi-turn trajectories thus never blow the wasm heap (4 GiB, fatal when hit).
+ * Packing sequences into micro-batches under a memory budget, as the TF.js engine packs them
+ * (the C engine packs by tokens, with no padding: ./local/native/native-train.ts; both behind
+ * MicroBatchPlanner). Consecutive indices go together; a micro-batch is right-padded to its longest
+ * member, so it costs members x cost(longest). A sequence over budget goes alone. Long multi-turn
+ * trajectories thus never blow the TF.js engine's wasm heap (4 GiB, fatal when hit).
  */
 export function packMicroBatches(
   lengths: number[],

@@ -12,10 +12,10 @@
  * Each episode has a key of its own (`EpisodeHandle.apiKey`, compared in constant time): a request to
  * an episode's URL with another episode's key is a 401, so an agent reaches only its own episode even
  * when it learns another's URL. Every refusal that a retry cannot change is a status the OpenAI
- * clients do not retry (400, 401, 404, 410, 413, 415); only a second request while one runs is a 409,
- * which can succeed once the first is answered. Limits end the episode as the built-in rollout ends it
- * (episode-recorder.ts): past maxTurns a 400 `max_turns_reached`, past maxTotalTokens a 400
- * `context_length_exceeded`.
+ * clients do not retry (400, 401, 403, 404, 405, 410, 413, 415); only a second request while one
+ * runs is a 409, which can succeed once the first is answered. Limits end the episode as the
+ * built-in rollout ends it (episode-recorder.ts): past maxTurns a 400 `max_turns_reached`, past
+ * maxTotalTokens a 400 `context_length_exceeded`.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { randomBytes } from "node:crypto";

@@ -1,8 +1,11 @@
 /**
- * Whether a model fits this engine, decided from config.json and file sizes before any weight is
- * read: the replica holds every weight in float32 in TF.js's wasm heap, 4 GiB at most. (Within
- * that, each tensor has under 2^30 elements, so tfjs's 2^31-element limit is never the one hit.)
- * Reading a config does not check this, so a config too large to load can still be inspected.
+ * Whether a model can be loaded, decided from config.json and file sizes before any weight is
+ * read. The weight files must not be larger than config.json allows (checkWeightFiles: ./model-dir.ts
+ * checks it before reading weights either way). A model read in float32 (loadModelDir, as the TF.js
+ * engine reads it) must fit one replica's wasm heap: every weight in float32, 4 GiB at most
+ * (checkModelFits; within that, each tensor has under 2^30 elements, so tfjs's 2^31-element limit is
+ * never the one hit). Reading a config does not check this, so a config too large to load can still
+ * be inspected.
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";

@@ -4,6 +4,7 @@ export * from "./datums.js";
 export * from "./episode-rewards.js";
 export * from "./process-rewards.js";
 export * from "./kl.js";
+export * from "./value-loss.js";
 export * from "./policy-loss.js";
 export * from "./aggregation.js";
 export * from "./loss-metrics.js";

@@ -1,7 +1,8 @@
 /**
  * Errors as the OpenAI API reports them: a 4xx/5xx status and
- * `{"error": {"message", "type", "param", "code"}}`. Bad input from the
- * library (InputError and friends) becomes a 400; anything else is a 500.
+ * `{"error": {"message", "type", "param", "code"}}`. An error of the HTTP kit (src/http/errors.ts)
+ * keeps its status and code; bad input from the library (InputError and friends) becomes a 400;
+ * anything else is a 500.
  */
 import { AgentR1Error } from "../util/errors.js";
 import { HttpError } from "../http/errors.js";

@@ -1,6 +1,7 @@
 /**
- * The OpenAI-compatible HTTP server over one LocalEngine: its routes and its error mapper on
- * the HTTP kit (src/http/: listen, guards, body reader, route table, drain on close). Every request goes straight to the engine, so concurrent
+ * The OpenAI-compatible HTTP server over one engine (a LocalEngine it loads from a model directory,
+ * or one given): its routes and its error mapper on the HTTP kit (src/http/: listen, guards, body
+ * reader, route table, drain on close). Every request goes straight to the engine, so concurrent
  * requests share its continuous batching. Routes:
  *   POST /v1/chat/completions, POST /v1/completions (with vLLM's token-id fields),
  *   POST /v1/responses (the Responses API, ./responses.ts), GET and DELETE /v1/responses/{id},

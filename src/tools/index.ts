@@ -1,4 +1,7 @@
-/** Ready-made tools for agents (each a `defineTool` tool; see docs/agent-runtime.md). */
+/**
+ * Ready-made tools for agents (the `javascript` sandbox, a `defineTool` tool), and the adapters that
+ * make other libraries' tools and MCP servers' tools ours (./ecosystem.ts); see docs/agent-runtime.md.
+ */
 export {
   javascriptTool,
   createJavaScriptTool,

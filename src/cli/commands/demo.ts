@@ -1,8 +1,8 @@
 /**
- * The main job, for now: a short RL run on the local engine. A tiny random
+ * `agent-r1 demo`: a short RL run on the local engine. A tiny random
  * model is rewarded for answering with digits; group-normalized advantages and
  * the importance-sampling loss raise the reward within a minute on 2 cores.
- * (The agent tasks of later milestones replace this toy reward.)
+ * (The main job, RL on an agent task, is `agent-r1 main`: ./main-job.ts.)
  */
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";

@@ -33,7 +33,7 @@ export interface ReplicaOptions extends SchedulerOptions {
   microBatchTokens?: number;
   /** Bytes of activations the gradient tape may hold per micro-batch. Default 640 MiB (the wasm heap is 4 GiB). */
   microBatchBytes?: number;
-  /** The engine: native (the C decoder, ../native/), tfjs (TensorFlow.js) or auto. Default: env AGENT_R1_BACKEND, else auto. */
+  /** The engine: native (the C engine, ./native/), tfjs (TensorFlow.js, ./tfjs/) or auto. Default: env AGENT_R1_BACKEND, else auto. */
   backend?: BackendChoice;
   /**
    * The TF.js engine's kernels: the addon's matrix products and fused kernels ("addon"), wasm only
@@ -47,7 +47,7 @@ export interface ReplicaOptions extends SchedulerOptions {
   lora?: { spec: LoraSpec; seed?: number; adapter?: string };
   /**
    * The native engine's memory budget, GiB: loading and training are refused in one line when the
-   * memory plan (../memory-plan.ts) exceeds it. Default: 75% of physical memory.
+   * memory plan (./native/memory-plan.ts) exceeds it. Default: 75% of physical memory.
    */
   memoryGb?: number;
   /** BLAS threads per matrix product on the native backend. Default: cores / replicas (env AGENT_R1_BLAS_THREADS overrides). */

@@ -1,4 +1,8 @@
-/** How the engine spreads work over replicas: pure helpers plus the sampling router. */
+/**
+ * How the engine spreads work over replicas: splitting items by count or by cost, the fan-out that
+ * runs each replica's share of a call and puts the results back in the call's order (fanOut,
+ * Shares), and the sampling router.
+ */
 import { commonPrefix } from "../../util/common-prefix.js";
 
 /** n items over k replicas, as evenly as possible, earlier replicas first. */

@@ -2,7 +2,7 @@
  * The HTTP side of the Tinker client: requests with the API key and an idempotency key, retries
  * with backoff, and futures polled through `retrieve_future` until they hold a result.
  *
- * Retries (the SDK's policy, src/engine/remote/README-wire facts in docs/scale-out.md): a request is
+ * Retries (the SDK's policy; the wire as this client speaks it: docs/scale-out.md): a request is
  * sent again on a dropped connection, 408, 409, 429 and 5xx, after min(0.5·2^n, 10) s with jitter,
  * at most `maxRetries` times, with the same idempotency key. A future is polled again on `try_again`
  * and 408 (the server long-polls), and up to three times on 400, at most once per poll pause:

@@ -1,8 +1,7 @@
 /**
  * `agent-r1 serve --tinker`: the local engine behind the Tinker HTTP protocol (routes and an error
- * mapper on the HTTP kit, src/http/), so a
- * trainer on one machine can use an engine on another, and so the Tinker client is tested end to
- * end. Both wire generations: JSON bodies and results (SDK ≤ 0.24.1), and protobuf forward_backward
+ * mapper on the HTTP kit, src/http/), so a trainer on one machine can use an engine on another, and
+ * so the Tinker client is tested end to end. Both wire generations: JSON bodies and results (SDK ≤ 0.24.1), and protobuf forward_backward
  * bodies (optionally zstd) with protobuf sample and forward_backward results for a client that
  * accepts them (SDK ≥ 0.25). Routes under /api/v1: healthz, get_server_capabilities, client/config,
  * create_session, session_heartbeat, create_model, get_info, unload_model, forward_backward,

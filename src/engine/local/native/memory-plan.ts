@@ -1,7 +1,8 @@
 /**
- * The memory plan of a local engine: what a model needs before it is loaded or trained, from
- * config.json alone, checked against a budget so that a model too large for the machine is one
- * line of error instead of a crash (a wasm `Aborted()` or the kernel's OOM killer).
+ * The memory plan of the C engine: what a model needs before it is loaded or trained, from
+ * config.json alone, checked against a budget (engine.memoryGb, else a share of physical memory)
+ * so that a model too large for the machine is one line of error instead of a crash (the kernel's
+ * OOM killer).
  *
  *   weights      the parameters as held: matrices in their dtype (float32 once they train),
  *                norms and biases in float32
@@ -10,8 +11,9 @@
  *   activations  one training micro-batch (engine.microBatchMb)
  *   kv           the prefix cache (engine.prefixCacheMb) and one sequence of the longest context
  *
- * Pure arithmetic; the engines decide when to check (native: at load, and before the full
- * weights first train; TF.js: a replica's 4 GiB heap before its first training pass).
+ * Arithmetic only; the backend (./native-backend.ts) decides when to check: at load, and before
+ * the full weights (or a critic) first train. The TF.js engine's limit is its wasm heap instead
+ * (../tfjs/heap-plan.ts).
  */
 import { totalmem } from "node:os";
 import { parameterShapes } from "../../../model/parameter-shapes.js";

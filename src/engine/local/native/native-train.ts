@@ -9,6 +9,7 @@ import type { Datum } from "../../types.js";
 import type { ValueDatum } from "../../types.js";
 import { aggregationCoefficients } from "../../../rl/aggregation.js";
 import { tokenLossGrad, type ResolvedLoss } from "../../../rl/policy-loss.js";
+import { clipCounts, valueLossAt } from "../../../rl/value-loss.js";
 import type { RawForwardBackward, RawValuePass } from "../replica-api.js";
 import type { MicroBatchPlanner } from "../../micro-batches.js";
 import type { NativeDecoder } from "./decoder.js";
@@ -130,7 +131,7 @@ export function nativeCriticValues(model: NativeDecoder, sequences: number[][], 
 }
 
 /**
- * The value loss of ../tfjs/critic-train.ts, ½ · Σ_t w_t / total · max((V - R)², (clip(V) - R)²),
+ * The value loss (src/rl/value-loss.ts), ½ · Σ_t w_t / total · max((V - R)², (clip(V) - R)²),
  * and its gradient, accumulated into `tr`.
  */
 export function nativeCriticPass(
@@ -141,9 +142,7 @@ export function nativeCriticPass(
   plan: MicroBatchPlanner,
 ): RawValuePass {
   const values: number[][] = new Array(datums.length);
-  let lossSum = 0,
-    clipped = 0,
-    tokens = 0;
+  let lossSum = 0;
   const norm = Math.max(total, 1e-12);
   for (const idx of plan(datums.map((d) => d.tokens.length))) {
     const group = idx.map((i) => datums[i]);
@@ -159,25 +158,9 @@ export function nativeCriticPass(
       group.forEach((d, b) => {
         values[idx[b]] = Array.from(v.subarray(o, o + d.tokens.length));
         for (let t = 0; t < d.tokens.length; t++, o++) {
-          const w = d.weights[t] / norm,
-            R = d.returns[t],
-            V = v[o];
-          let sq = (V - R) ** 2,
-            dsq = 2 * (V - R);
-          if (clip > 0) {
-            const old = d.oldValues![t];
-            const raw = V - old;
-            const Vc = old + Math.max(-clip, Math.min(clip, raw));
-            const sqc = (Vc - R) ** 2;
-            // as tf.maximum differentiates: the unclipped term on a tie; the clipped one is flat outside the clip
-            if (sqc > sq) [sq, dsq] = [sqc, Math.abs(raw) <= clip ? 2 * (Vc - R) : 0];
-          }
-          lossSum += 0.5 * w * sq;
-          dv[o] = 0.5 * w * dsq;
-          if (d.weights[t] > 0) {
-            tokens++;
-            if (clip > 0 && Math.abs(V - d.oldValues![t]) > clip) clipped++;
-          }
+          const at = valueLossAt(v[o], d.returns[t], d.weights[t] / norm, clip, d.oldValues?.[t]);
+          lossSum += at.loss;
+          dv[o] = at.grad;
         }
       });
       pass.backwardValues(dv);
@@ -186,5 +169,5 @@ export function nativeCriticPass(
       pass.free();
     }
   }
-  return { values, lossSum, tokens, clipped };
+  return { values, lossSum, ...clipCounts(datums, values, clip) };
 }

@@ -13,6 +13,7 @@ import { padRows, padTokenRows } from "./padding.js";
 import type { MicroBatchPlanner } from "../../micro-batches.js";
 import type { ValueDatum } from "../../types.js";
 import type { RawValuePass } from "../replica-api.js";
+import { clipCounts } from "../../../rl/value-loss.js";
 
 function run(m: Transformer, tokens: Int32Array, B: number, T: number): tf.Tensor1D {
   const { hidden } = m.forward(tf.tensor2d(tokens, [B, T], "int32"));
@@ -33,7 +34,7 @@ export function criticValues(m: Transformer, sequences: number[][], plan: MicroB
   return out;
 }
 
-/** Accumulates the value-loss gradient; `total` is Σ w over the whole call. */
+/** Accumulates the value-loss gradient (src/rl/value-loss.ts, here on tensors); `total` is Σ w over the whole call. */
 export function criticPass(
   tr: Trainable,
   datums: ValueDatum[],
@@ -42,9 +43,7 @@ export function criticPass(
   plan: MicroBatchPlanner,
 ): RawValuePass {
   const values: number[][] = new Array(datums.length);
-  let lossSum = 0,
-    clipped = 0,
-    tokens = 0;
+  let lossSum = 0;
   for (const idx of plan(datums.map((d) => d.tokens.length))) {
     const group = idx.map((i) => datums[i]);
     const B = group.length,
@@ -87,14 +86,7 @@ export function criticPass(
     tr.accumulate(grads as Record<string, tf.Tensor>);
     const v = kept!.dataSync();
     kept!.dispose();
-    group.forEach((d, b) => {
-      values[idx[b]] = Array.from(v.subarray(b * T, b * T + d.tokens.length));
-      d.weights.forEach((wt, t) => {
-        if (wt <= 0) return;
-        tokens++;
-        if (clip > 0 && Math.abs(values[idx[b]][t] - d.oldValues![t]) > clip) clipped++;
-      });
-    });
+    group.forEach((d, b) => (values[idx[b]] = Array.from(v.subarray(b * T, b * T + d.tokens.length))));
   }
-  return { values, lossSum, tokens, clipped };
+  return { values, lossSum, ...clipCounts(datums, values, clip) };
 }

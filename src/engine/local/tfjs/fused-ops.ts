@@ -1,13 +1,12 @@
 /**
- * Fused element-wise ops of the decoder, for the native backend: RMSNorm, the
- * rotary embedding, the attention softmax (scale + additive mask + softmax),
- * SwiGLU and the q/k/v bias add, each a custom TF.js kernel for the wasm backend that calls a C kernel
- * of the addon (native/fused_ops.c) on views of the wasm heap, with an explicit
- * backward kernel registered as its gradient (forward and backward paired, as
- * llm.c does).
+ * Fused element-wise ops of the TF.js decoder (./transformer.ts), for the TF.js engine on the
+ * addon's kernels: RMSNorm, the rotary embedding, the attention softmax (scale + additive mask +
+ * softmax), SwiGLU and the q/k/v bias add, each a custom TF.js kernel for the wasm backend that
+ * calls a C kernel of the addon (native/fused_ops.c) on views of the wasm heap, with an explicit
+ * backward kernel registered as its gradient (forward and backward paired, as llm.c does).
  *
- * Each op function here runs the fused kernel when `fusedOpsActive()` (the native
- * backend is on and env AGENT_R1_FUSED is not "0"), else its TF.js composition,
+ * Each op function here runs the fused kernel when `fusedOpsActive()` (the addon's kernels are
+ * on, ./tf-backend.ts, and env AGENT_R1_FUSED is not "0"), else its TF.js composition,
  * which is the reference: the model's math without the addon, unchanged. The C
  * kernels follow those compositions operation by operation in float32, so the
  * two agree to rounding (reduction order, and exp within 1 ulp).

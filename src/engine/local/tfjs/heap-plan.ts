@@ -1,6 +1,6 @@
 /**
- * Whether a training call fits one replica's TF.js wasm heap (4 GiB, model-limits.ts), decided
- * before any tensor work: running out of heap mid-pass aborts the wasm instance
+ * Whether a training call fits one replica's TF.js wasm heap (4 GiB, src/model/model-limits.ts),
+ * decided before any tensor work: running out of heap mid-pass aborts the wasm instance
  * ("RuntimeError: Aborted()"), and the models in that thread are unusable after it. Sampling and
  * scoring hold no gradients, Adam moments or tape, so a model can sample yet not train.
  *
@@ -10,13 +10,16 @@
  * must stay under the heap less HEAP_HEADROOM. The factors are measured, not derived: the peak
  * heap (the wasm memory's size, which only grows) over forwardBackward twice, optimStep, and again,
  * on models of 3.5M to 144M parameters, vocabularies of 2,048 to 32,768 and micro-batches of
- * 1 x 16 to 4 x 256 tokens, which the estimate exceeds by 4 to 36 %. (On tfjs the 144M model
- * ran out of heap, as the estimate says; on native, Qwen2.5-0.5B's first forwardBackward aborts.)
- *  - native: weights 6x = weights, accumulated gradients, a micro-batch's fresh gradients,
- *    Adam's two moments, and weight-sized temporaries of the backward pass; activations 1.5x.
- *  - tfjs: weights 10.5x, the above plus the transposed weights the backward pass caches and
- *    XNNPACK's packed copies of both; activations 2.75x.
- * (micro-batches.ts `activationBytes` counts the tape's main tensors only, hence the factors.)
+ * 1 x 16 to 4 x 256 tokens, which the estimate exceeds by 4 to 36 %. (On wasm kernels alone the
+ * 144M model ran out of heap, as the estimate says; on the addon's kernels, Qwen2.5-0.5B's first
+ * forwardBackward aborts.) The factors, by the TF.js engine's kernels (HEAP_FACTORS):
+ *  - native (the addon's): weights 6x = weights, accumulated gradients, a micro-batch's fresh
+ *    gradients, Adam's two moments, and weight-sized temporaries of the backward pass;
+ *    activations 1.5x.
+ *  - tfjs (wasm alone): weights 10.5x, the above plus the transposed weights the backward pass
+ *    caches and XNNPACK's packed copies of both; activations 2.75x.
+ * (src/engine/micro-batches.ts `activationBytes` counts the tape's main tensors only, hence the
+ * factors.)
  */
 import { InputError } from "../../../util/errors.js";
 import { MAX_WEIGHT_BYTES } from "../../../model/model-limits.js";

@@ -1,15 +1,15 @@
 /**
- * TensorFlow.js set-up for the local engine: the wasm backend in Node, plus two
- * kernel fixes for measured pitfalls of that backend:
+ * TensorFlow.js set-up for the TF.js engine: the wasm backend in Node, plus kernel fixes for
+ * measured pitfalls of that backend, among them:
  *  - `UnsortedSegmentSum` is missing on wasm, and the gradient of `gather`
  *    (embedding lookup, target-logprob pick) needs it;
  *  - `BatchMatMul` is fast (XNNPACK) only for batch 1 with neither input
  *    transposed, so transposes are done explicitly and batches are looped.
- * With the native backend (./native.ts), `BatchMatMul` instead calls BLAS sgemm
- * from the addon on views of the wasm heap (no copies; transposes are BLAS flags),
- * and the model's fused element-wise ops (./fused-ops.ts) and row gathers
- * (`GatherV2` along axis 0: embedding lookups, KV-cache rows) run as C kernels unless
- * env AGENT_R1_FUSED=0 (read when the backend is chosen) or setFusedOps(false);
+ * On the addon's kernels (option tfjsKernels, ../addon.ts; matmulBackend() "native"), `BatchMatMul`
+ * instead calls the addon's gemm (its own kernels or the system BLAS) on views of the wasm heap
+ * (no copies; transposes are flags), and the model's fused element-wise ops (./fused-ops.ts) and
+ * row gathers (`GatherV2` along axis 0: embedding lookups, KV-cache rows) run as C kernels unless
+ * env AGENT_R1_FUSED=0 (read when the kernels are chosen) or setFusedOps(false);
  * env AGENT_R1_FUSED_THREADS sets their threads per kernel (default 1).
  * The umbrella `@tensorflow/tfjs` import registers the gradients.
  */

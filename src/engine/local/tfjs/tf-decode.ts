@@ -1,5 +1,5 @@
 /**
- * The TF.js backend's sampling compute (decode-compute.ts) over the TF.js decoder.
+ * The TF.js backend's sampling compute (../decode-compute.ts) over the TF.js decoder (./transformer.ts).
  *
  * The running batch keeps every layer's keys/values in one padded tensor (R, kv, W, hd). Row r's
  * keys are right-aligned: they occupy columns [W - len_r, W), and a key mask hides the padding to

@@ -1,5 +1,5 @@
 /**
- * Training ops of the native backend, each a custom TF.js kernel for the
+ * Training ops of the TF.js engine on the addon's kernels, each a custom TF.js kernel for the
  * wasm backend over a C kernel of the addon (native/train_ops.c):
  *  - tokenLogprobs: the policy loss's log-softmax of the logits, the target's entry and the
  *    entropy, one pass over the (rows, vocab) logits, with a paired backward kernel;
