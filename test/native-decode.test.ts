@@ -1,5 +1,5 @@
 /**
- * KV-cached decoding on both compute backends: teacher-forced one token at a time through the
+ * KV-cached decoding on the TF.js engine: teacher-forced one token at a time through the
  * cache, single rows and a padded batch of rows at different positions, against each other and
  * against the uncached forward pass.
  */
@@ -9,7 +9,7 @@ import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { disposeCache, type KVCache } from "../src/engine/local/tfjs/transformer.js";
 import { tf } from "../src/engine/local/tfjs/tf-backend.js";
 import { Rng } from "../src/util/rng.js";
-import { assertClose, native, tinyModelFixture } from "./native-helpers.js";
+import { assertClose, tinyModelFixture } from "./native-helpers.js";
 
 const fx = tinyModelFixture("agent-r1-decode-", 3);
 
@@ -28,8 +28,8 @@ const rows = (t: tf.Tensor): Float32Array[] => {
   return Array.from({ length: n }, (_, i) => Float32Array.from(d.subarray(i * V, (i + 1) * V)));
 };
 
-async function decode(kernels: "wasm" | "addon", seq: number[], prefill: number): Promise<Decoded> {
-  const e = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs", tfjsKernels: kernels });
+async function decode(seq: number[], prefill: number): Promise<Decoded> {
+  const e = await LocalEngine.load(fx.base, { workers: 0, backend: "tfjs" });
   try {
     const m = e.model;
     const logitsOf = (hidden: tf.Tensor3D) => m.inferenceLogits(hidden.reshape([-1, hidden.shape[2]]) as tf.Tensor2D);
@@ -79,34 +79,17 @@ async function decode(kernels: "wasm" | "addon", seq: number[], prefill: number)
   }
 }
 
-test(
-  "KV-cached decoding on the TF.js engine, wasm vs the addon's kernels: cached steps equal the uncached pass, and the kernels agree",
-  native,
-  async () => {
-    const rng = new Rng(12);
-    const seq = Array.from({ length: 14 }, () => 3 + rng.int(200));
-    const t = await decode("wasm", seq, 5);
-    const n = await decode("addon", seq, 5);
-    for (const [name, r] of [
-      ["tfjs", t],
-      ["native", n],
-    ] as const) {
-      assert.equal(r.cached.length, seq.length);
-      r.cached.forEach((c, i) => assertClose(c, r.full[i], 1e-4, `${name}: cached logits at position ${i}`));
-    }
-    t.full.forEach((x, i) => assertClose(n.full[i], x, 1e-4, `native vs tfjs, uncached position ${i}`));
-    t.cached.forEach((x, i) => assertClose(n.cached[i], x, 1e-4, `native vs tfjs, cached position ${i}`));
-    for (const [name, r] of [
-      ["tfjs", t],
-      ["native", n],
-    ] as const) {
-      assertClose(r.batched[0], r.full[seq.length - 1], 1e-4, `${name}: batched row 0 (position ${seq.length - 1})`);
-      assertClose(
-        r.batched[1],
-        r.full[seq.length - 4],
-        1e-4,
-        `${name}: batched row 1 (position ${seq.length - 4}, after 3 padded keys)`,
-      );
-    }
-  },
-);
+test("KV-cached decoding on the TF.js engine: cached steps and a padded batch's rows equal the uncached pass", async () => {
+  const rng = new Rng(12);
+  const seq = Array.from({ length: 14 }, () => 3 + rng.int(200));
+  const r = await decode(seq, 5);
+  assert.equal(r.cached.length, seq.length);
+  r.cached.forEach((c, i) => assertClose(c, r.full[i], 1e-4, `cached logits at position ${i}`));
+  assertClose(r.batched[0], r.full[seq.length - 1], 1e-4, `batched row 0 (position ${seq.length - 1})`);
+  assertClose(
+    r.batched[1],
+    r.full[seq.length - 4],
+    1e-4,
+    `batched row 1 (position ${seq.length - 4}, after 3 padded keys)`,
+  );
+});

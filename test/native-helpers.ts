@@ -1,10 +1,10 @@
-/** Shared by the native-backend test files: comparisons and the fused-vs-composition harness. */
+/** Shared by the native test files: comparisons, seeded tensors, gradients, the tiny model fixture. */
 import { before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { initModel } from "../src/model/init-model.js";
-import { fusedOpsActive, initBackend, setFusedOps, setMatmulBackend, tf } from "../src/engine/local/tfjs/tf-backend.js";
+import { initBackend, tf } from "../src/engine/local/tfjs/tf-backend.js";
 import { Rng } from "../src/util/rng.js";
 import { tempDir } from "./helpers.js";
 
@@ -51,27 +51,6 @@ export function valueAndGrads(f: (...xs: tf.Tensor[]) => tf.Tensor, xs: tf.Tenso
     )(xs);
     return [y, ...gs].map((t) => Float32Array.from(t.dataSync()));
   });
-}
-
-/** Runs f with the fused kernels off (the TF.js composition) and on, on the native backend. */
-export function fusedVsReference(
-  f: (...xs: tf.Tensor[]) => tf.Tensor,
-  xs: tf.Tensor[],
-  seed: number,
-): { ref: Float32Array[]; fused: Float32Array[] } {
-  setMatmulBackend("native");
-  try {
-    setFusedOps(false);
-    const w = tf.tidy(() => normal(f(...xs).shape, seed));
-    const ref = valueAndGrads(f, xs, w);
-    setFusedOps(true);
-    assert.ok(fusedOpsActive());
-    const fused = valueAndGrads(f, xs, w);
-    w.dispose();
-    return { ref, fused };
-  } finally {
-    setMatmulBackend("tfjs");
-  }
 }
 
 /** The names of the kernels f runs. */

@@ -82,7 +82,7 @@ export const configSchema = z.strictObject({
         .enum(BACKEND_CHOICES)
         .optional()
         .describe(
-          "The local engine: native (the decoder in C over native memory, one copy of the weights, bf16 kept as bf16), tfjs (TensorFlow.js, on the addon's matrix products and fused kernels when they load, else wasm only) or auto (native where the addon loads, else tfjs on wasm). Default: env AGENT_R1_BACKEND, else auto.",
+          "The local engine: native (the decoder in C over native memory, one copy of the weights, bf16 kept as bf16), tfjs (TensorFlow.js on wasm, the portable engine and the reference) or auto (native where the addon loads, else tfjs on wasm). Default: env AGENT_R1_BACKEND, else auto.",
         ),
       memoryGb: z
         .number()

@@ -16,10 +16,6 @@ export interface Settings {
   blas?: string;
   /** AGENT_R1_BLAS_THREADS: BLAS threads per matrix product on the native backend. */
   blasThreads?: number;
-  /** AGENT_R1_FUSED: "0" keeps the TF.js compositions instead of the fused native kernels. Default on. */
-  fused: boolean;
-  /** AGENT_R1_FUSED_THREADS: threads of the fused kernels, 1 to 16. */
-  fusedThreads?: number;
   /** AGENT_R1_NATIVE_DISABLE: any value but "0" makes the native addon unavailable (to test the fallback). */
   nativeDisabled: boolean;
   /** AGENT_R1_DEBUG: the CLI prints the stack of an error after its one line. */
@@ -61,8 +57,6 @@ export function settings(env: Env = process.env): Settings {
     workers: integer(env, "AGENT_R1_WORKERS", 0),
     blas: env.AGENT_R1_BLAS || undefined,
     blasThreads: integer(env, "AGENT_R1_BLAS_THREADS", 1),
-    fused: env.AGENT_R1_FUSED !== "0",
-    fusedThreads: integer(env, "AGENT_R1_FUSED_THREADS", 1, 16),
     nativeDisabled: nativeDisabledSetting(env),
     debug: flag(env, "AGENT_R1_DEBUG"),
     apiKey: env.AGENT_R1_API_KEY || undefined,
@@ -88,8 +82,6 @@ export const SETTINGS_DOC: [string, string][] = [
     "the native backend's matrix products when `engine.blas` does not name them: `auto` (default), `own`, `system`",
   ],
   ["AGENT_R1_BLAS_THREADS", "BLAS threads per matrix product on the native backend (default: cores / replicas)"],
-  ["AGENT_R1_FUSED", "`0` replaces the fused native kernels with their TF.js compositions"],
-  ["AGENT_R1_FUSED_THREADS", "threads of the fused native kernels, 1 to 16"],
   ["AGENT_R1_NATIVE_DISABLE", "any value but `0` makes the native addon unavailable (tests the fallback)"],
   ["AGENT_R1_DEBUG", "the CLI prints the stack trace after an error's one line"],
   ["AGENT_R1_API_KEY", "the key `agent-r1 serve` requires when no `--api-key` is given"],

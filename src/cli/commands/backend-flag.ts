@@ -8,7 +8,7 @@ export const BACKEND_FLAG: FlagSpec = {
     type: "string",
     value: BACKEND_CHOICES.join("|"),
     description:
-      "the engine: native (the C decoder), tfjs (TensorFlow.js, on the addon's kernels when they load), or auto (native where the addon loads, else tfjs)",
+      "the engine: native (the C decoder), tfjs (TensorFlow.js on wasm, the portable engine), or auto (native where the addon loads, else tfjs)",
     fallback: "env AGENT_R1_BACKEND, else auto",
   },
 };

@@ -2,8 +2,7 @@
  * The addon (native/agent_r1_native.c, built by node-gyp at install into
  * build/Release/agent_r1_native.node): its loader, its typed interface, and the choice of backend:
  *  - "native": the C engine (./native/), which runs the whole decoder in the addon;
- *  - "tfjs": the TF.js engine (./tfjs/), whose matrix products and fused kernels
- *    (./tfjs/fused-ops.ts) run on the addon where it loads (tfjsKernels), else on wasm alone;
+ *  - "tfjs": the TF.js engine (./tfjs/), on TensorFlow.js's wasm backend alone;
  *  - "auto": native when the addon loads, else tfjs.
  * The choice is the engine option `backend`, else env AGENT_R1_BACKEND, else auto.
  * AGENT_R1_NATIVE_DISABLE=1 makes the loader act as if the addon failed to load.
@@ -336,21 +335,6 @@ export function backendLabel(backend: BackendName): string {
   return info.blas === "own"
     ? `native backend, own ${info.kernel} kernels`
     : `native backend, ${(info.system ?? "system BLAS").split(" ")[0]}`;
-}
-
-export const TFJS_KERNEL_CHOICES = ["auto", "addon", "wasm"] as const;
-export type TfjsKernels = (typeof TFJS_KERNEL_CHOICES)[number];
-
-/**
- * The TF.js engine's kernels, as tf-backend.ts names them: "native" (the addon's matrix products
- * and fused kernels) for "addon", or for "auto" when the addon loads; else "tfjs" (wasm only).
- */
-export function resolveTfjsKernels(choice: TfjsKernels = "auto"): BackendName {
-  if (choice === "wasm") return "tfjs";
-  const st = loadNative();
-  if (st.ok) return "native";
-  if (choice === "addon") throw new InputError(`the addon's kernels are unavailable: ${st.reason}`);
-  return "tfjs";
 }
 
 /** The one line a command prints when auto falls back. */

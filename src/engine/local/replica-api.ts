@@ -3,7 +3,7 @@
  * (./replica.ts, over either backend) or over a worker channel (./worker-replica.ts). Every method
  * is async so the two are interchangeable.
  */
-import type { BackendChoice, BackendName, BlasChoice, Bf16Products, TfjsKernels } from "./addon.js";
+import type { BackendChoice, BackendName, BlasChoice, Bf16Products } from "./addon.js";
 import type { SchedulerOptions, SchedulerStats } from "./scheduler.js";
 import type { PrefixCacheStats } from "./prefix-cache.js";
 import type { LoraSpec } from "../../model/peft.js";
@@ -35,11 +35,6 @@ export interface ReplicaOptions extends SchedulerOptions {
   microBatchBytes?: number;
   /** The engine: native (the C engine, ./native/), tfjs (TensorFlow.js, ./tfjs/) or auto. Default: env AGENT_R1_BACKEND, else auto. */
   backend?: BackendChoice;
-  /**
-   * The TF.js engine's kernels: the addon's matrix products and fused kernels ("addon"), wasm only
-   * ("wasm"), or "auto" (the addon when it loads). Default auto.
-   */
-  tfjsKernels?: TfjsKernels;
   /**
    * Train LoRA adapters instead of the full weights (native engine only): the spec, the seed of
    * the adapters' initialization, or a PEFT adapter directory to start from.

@@ -1,12 +1,11 @@
 /**
  * The TF.js backend (../backend.ts): the decoder on TensorFlow.js's wasm backend (./transformer.ts),
- * its matrix products and fused kernels on the addon where it loads (tfjsKernels). Training must fit
+ * the portable engine, which needs no addon. Training must fit
  * the 4 GiB wasm heap (./heap-plan.ts): it is refused before any tensor work, instead of aborting
  * the process.
  */
 import { join } from "node:path";
-import { claimBackend, initBackend, tf } from "./tf-backend.js";
-import { defaultBlasThreads, resolveTfjsKernels, type BackendName } from "../addon.js";
+import { initBackend, tf } from "./tf-backend.js";
 import { Trainable } from "./trainable.js";
 import { TfDecodeCompute } from "./tf-decode.js";
 import { computeLogprobs, policyPass } from "./policy-train.js";
@@ -58,9 +57,6 @@ export class TfjsBackend implements Backend<Transformer, Trainable, KVCache> {
   constructor(
     private readonly plan: MicroBatchPlanner,
     private readonly opts: ReplicaOptions,
-    /** The kernels in use: the addon's ("native") or wasm only ("tfjs"). */
-    readonly kernels: BackendName,
-    private readonly release: () => void,
   ) {}
 
   open(dir: string, role: Role): Trainable {
@@ -106,7 +102,7 @@ export class TfjsBackend implements Backend<Transformer, Trainable, KVCache> {
     const shape = shapeOf(t.model.config);
     const parameters = [models.policy, models.critic].flatMap((m) => (m ? [m.size] : []));
     checkTrainingHeap({
-      backend: this.kernels,
+      backend: "tfjs",
       parameters,
       prefixCacheBytes: this.opts.prefixCacheBytes ?? 256 * 2 ** 20,
       microBatch: lengths && largestMicroBatch(shape, this.plan, lengths),
@@ -121,9 +117,7 @@ export class TfjsBackend implements Backend<Transformer, Trainable, KVCache> {
     return tf.memory().numTensors;
   }
 
-  dispose(): void {
-    this.release();
-  }
+  dispose(): void {}
 }
 
 export async function openBackend(
@@ -131,18 +125,11 @@ export async function openBackend(
   opts: ReplicaOptions,
 ): Promise<OpenedBackend<Transformer, Trainable, KVCache>> {
   await initBackend();
-  const kernels = resolveTfjsKernels(opts.tfjsKernels);
-  const release = claimBackend(kernels, opts.blasThreads ?? defaultBlasThreads(1), opts.blas);
-  try {
-    const { trainable, tokenizer } = openTrainable(dir, "policy");
-    const plan = memoryPlanner(
-      shapeOf(trainable.model.config),
-      opts.microBatchBytes ?? DEFAULT_ACTIVATION_BUDGET,
-      opts.microBatchTokens ?? Infinity,
-    );
-    return { backend: new TfjsBackend(plan, opts, kernels, release), policy: trainable, tokenizer };
-  } catch (e) {
-    release();
-    throw e;
-  }
+  const { trainable, tokenizer } = openTrainable(dir, "policy");
+  const plan = memoryPlanner(
+    shapeOf(trainable.model.config),
+    opts.microBatchBytes ?? DEFAULT_ACTIVATION_BUDGET,
+    opts.microBatchTokens ?? Infinity,
+  );
+  return { backend: new TfjsBackend(plan, opts), policy: trainable, tokenizer };
 }

@@ -12,7 +12,7 @@ import { heapView, tf } from "./tf-backend.js";
 import type { Transformer } from "./transformer.js";
 import type { AdamParams, OptimStepResult } from "../../types.js";
 import type { HostTensor } from "../../../model/safetensors.js";
-import { adamwUpdate, addInPlace, squaredNorm, sumFlat } from "./train-ops.js";
+import { adamwUpdate, squaredNorm, sumFlat } from "./train-ops.js";
 
 export class Trainable {
   private grads = new Map<string, tf.Tensor>();
@@ -34,10 +34,8 @@ export class Trainable {
       if (!name) throw new Error(`internal: gradient for unknown variable ${varName}`);
       const prev = this.grads.get(name);
       if (prev) {
-        if (!addInPlace(prev, g)) {
-          this.grads.set(name, prev.add(g));
-          prev.dispose();
-        }
+        this.grads.set(name, prev.add(g));
+        prev.dispose();
         g.dispose();
       } else this.grads.set(name, g);
     }

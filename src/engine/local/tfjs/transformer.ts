@@ -10,8 +10,8 @@
  * Shapes: B batch, T new tokens, S keys (cache + new), H hidden, nh query heads,
  * kv key/value heads, G = nh / kv, hd head dim, F ffn size, V vocab.
  */
-import { matmulBackend, recordingGradients, tf } from "./tf-backend.js";
-import { attentionSoftmax, biasAdd, rmsNorm, rope, swiglu } from "./fused-ops.js";
+import { recordingGradients, tf } from "./tf-backend.js";
+import { attentionSoftmax, biasAdd, rmsNorm, rope, swiglu } from "./ops.js";
 import type { ModelConfig } from "../../../model/config.js";
 import type { HostTensor } from "../../../model/safetensors.js";
 import { ModelFormatError } from "../../../util/errors.js";
@@ -209,9 +209,9 @@ export class Transformer {
     const [B, T, I] = x.shape;
     const w = this.p(name + ".weight");
     const x2 = x.reshape([B * T, I]) as tf.Tensor2D;
-    // On wasm the backward pass multiplies by a cached transpose (see transposed()); BLAS reads
-    // w transposed in place, so on the native backend the plain product's gradient needs no copy.
-    const cached = recordingGradients() && matmulBackend() !== "native";
+    // The backward pass multiplies by a cached transpose (see transposed()): wasm's product is fast
+    // only without a transposed input.
+    const cached = recordingGradients();
     let y = cached ? matMulWithCachedTranspose(x2, w, this.transposed(w)) : tf.matMul(x2, w);
     if (bias) y = biasAdd(y, this.p(name + ".bias"));
     return y.reshape([B, T, -1]);
