@@ -11,7 +11,6 @@
         "native/gemm_x86.c",
         "native/gemm_avx2.c",
         "native/gemm_amx.c",
-        "native/fused_ops.c",
         "native/train_ops.c",
         "native/napi_args.c",
         "native/parallel.c",

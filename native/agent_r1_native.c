@@ -1,7 +1,7 @@
 /*
  * agent-r1 native kernels: batched single-precision matrix products, called on
- * Float32Array views without copying, and the module entry; the fused
- * element-wise kernels are in fused_ops.c, the training kernels in train_ops.c.
+ * Float32Array views without copying, and the module entry; the C engine's
+ * decoder is in model/, its optimizer and draw kernels in train_ops.c.
  *
  * Matrix products run on the project's own kernels (gemm.c), always built, or
  * on the system BLAS (cblas_sgemm of OpenBLAS or Accelerate) when the build
@@ -39,8 +39,8 @@
  *     threads: number, fusedThreads: number }: the implementation in use, the
  *     system BLAS built in (its name and configuration, or null), and the own
  *     kernels' micro-kernel ("avx512", "avx2" or "portable").
- *   The fused element-wise kernels of fused_ops.c and the training kernels of
- *   train_ops.c (token log-probabilities, AdamW).
+ *   The kernels of train_ops.c (AdamW, the squared norm, token draws) and the
+ *   decoder of model/model_napi.c.
  *
  * Plain Node-API (node_api.h): no C++ wrapper, no npm dependency.
  */
@@ -81,7 +81,6 @@ void blas_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const 
   own_gemm(trans_a, trans_b, m, n, k, a, lda, b, b_dtype, ldb, c, ldc, accumulate);
 }
 
-int register_fused_ops(napi_env env, napi_value exports); /* fused_ops.c */
 int register_train_ops(napi_env env, napi_value exports); /* train_ops.c */
 int register_model_ops(napi_env env, napi_value exports); /* model/model_napi.c */
 
@@ -353,7 +352,6 @@ NAPI_MODULE_INIT() {
       {"getFusedThreads", NULL, get_fused_threads_js, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
-  if (!register_fused_ops(env, exports)) return NULL;
   if (!register_train_ops(env, exports)) return NULL;
   if (!register_model_ops(env, exports)) return NULL;
   return exports;

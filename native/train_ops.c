@@ -1,19 +1,14 @@
 /*
- * Training kernels of the native backend, called from src/engine/local/train-ops.ts on
- * views of the wasm heap:
- *   tokenLogprobsForward(logits, targets, picked, entropy, stats, rows, cols, temperature)
- *   tokenLogprobsBackward(logits, targets, stats, entropy, dpicked, dentropy, dlogits, rows, cols, temperature)
+ * Kernels the C engine calls from TypeScript (src/engine/local/native/native-trainable.ts and
+ * native-decode.ts), on its own parameter buffers:
  *   adamwStep(w, g, m, v, wOut, mOut, vOut, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2, gradScale)
  *   sumSquares(x) -> Σ x² (accumulated in double)
- *   addInto(out, src, srcOffset): out[i] += src[srcOffset + i] (the replicas' gradient sum)
- *   drawTokens(logits[], temperatures, uniforms, tokens, logprobs): the native sampler's
- *     untruncated draws, one token per row (draw_rows.h); a row holding NaN or +Infinity, or
- *     no finite logit, is an Error naming it (fail_draw)
+ *   drawTokens(logits[], temperatures, uniforms, tokens, logprobs): the sampler's untruncated
+ *     draws, one token per row (draw_rows.h); a row holding NaN or +Infinity, or no finite
+ *     logit, is an Error naming it (fail_draw)
  *
- * tokenLogprobs replaces the policy loss's log-softmax over the vocabulary, the pick of the
- * target's entry and the entropy: one pass over the (rows, vocab) logits instead of a
- * dozen, and a backward that writes dlogits in one more pass. adamwStep is the optimizer's
- * element-wise update in the order TF.js's ops compute it (trainable.ts), float32 throughout.
+ * adamwStep is the optimizer's element-wise update in the order the TF.js engine's composition
+ * computes it (src/engine/local/tfjs/train-ops.ts), float32 throughout: the two agree bit for bit.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,91 +20,6 @@
 
 #include "vec_math.h"
 #include "draw_rows.h"
-#include "logprob_rows.h"
-
-/* ------------------------------------------------------------------------- */
-/* Token log-probabilities: log-softmax(logits / T)[target] and the entropy    */
-/* ------------------------------------------------------------------------- */
-
-/* Checks targets against [0, cols); throws a RangeError naming the first bad one. */
-static int check_targets(napi_env env, const char *fn, const int32_t *t, int64_t rows, int64_t cols) {
-  for (int64_t i = 0; i < rows; i++) {
-    if (t[i] < 0 || t[i] >= cols) {
-      char msg[200];
-      snprintf(msg, sizeof msg, "%s: targets[%lld] = %d is outside the vocabulary [0, %lld)", fn, (long long)i, (int)t[i], (long long)cols);
-      fail_range(env, msg);
-      return 0;
-    }
-  }
-  return 1;
-}
-
-static int check_temperature(napi_env env, const char *fn, double T) {
-  if (T > 0) return 1;
-  char msg[200];
-  snprintf(msg, sizeof msg, "%s: temperature must be positive, got %g", fn, T);
-  fail_range(env, msg);
-  return 0;
-}
-
-static napi_value token_logprobs_forward(napi_env env, napi_callback_info info) {
-  static const char *fn = "tokenLogprobsForward";
-  size_t argc = 8;
-  napi_value argv[8];
-  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 8) return fail_type(env, "tokenLogprobsForward(logits, targets, picked, entropy, stats, rows, cols, temperature) needs 8 arguments");
-  float *x, *picked, *ent, *stats;
-  int32_t *tg;
-  int64_t xl, tl, pl, el, sl, rows, cols;
-  double T;
-  if (!arg_f32(env, argv[0], fn, "logits", &x, &xl) || !arg_i32_or_null(env, argv[1], fn, "targets", &tg, &tl) ||
-      !arg_f32(env, argv[2], fn, "picked", &picked, &pl) || !arg_f32(env, argv[3], fn, "entropy", &ent, &el) ||
-      !arg_f32(env, argv[4], fn, "stats", &stats, &sl) || !arg_dim(env, argv[5], fn, "rows", &rows) ||
-      !arg_dim(env, argv[6], fn, "cols", &cols) || !arg_number(env, argv[7], fn, "temperature", &T))
-    return NULL;
-  if (!tg) return fail_type(env, "tokenLogprobsForward: targets must be an Int32Array");
-  if (!expect_len(env, fn, "logits", xl, mul_dims(rows, cols), "rows*cols") || !expect_len(env, fn, "targets", tl, rows, "rows") ||
-      !expect_len(env, fn, "picked", pl, rows, "rows") || !expect_len(env, fn, "entropy", el, rows, "rows") ||
-      !expect_len(env, fn, "stats", sl, mul_dims(rows, 2), "rows*2") || !check_temperature(env, fn, T))
-    return NULL;
-  if (rows == 0) return NULL;
-  if (cols == 0) return fail_range(env, "tokenLogprobsForward: cols (the vocabulary) must be at least 1");
-  if (!check_targets(env, fn, tg, rows, cols)) return NULL;
-  logprob_ctx c = {x, tg, picked, ent, stats, NULL, NULL, NULL, cols, (float)T};
-  parallel_for(rows, GRAIN_FLOATS / cols + 1, logprob_fwd_rows, &c);
-  return NULL;
-}
-
-static napi_value token_logprobs_backward(napi_env env, napi_callback_info info) {
-  static const char *fn = "tokenLogprobsBackward";
-  size_t argc = 10;
-  napi_value argv[10];
-  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 10) return fail_type(env, "tokenLogprobsBackward(logits, targets, stats, entropy, dpicked, dentropy, dlogits, rows, cols, temperature) needs 10 arguments");
-  float *x, *stats, *ent, *dp, *dh, *dx;
-  int32_t *tg;
-  int64_t xl, tl, sl, el, dpl, dhl, dxl, rows, cols;
-  double T;
-  if (!arg_f32(env, argv[0], fn, "logits", &x, &xl) || !arg_i32_or_null(env, argv[1], fn, "targets", &tg, &tl) ||
-      !arg_f32(env, argv[2], fn, "stats", &stats, &sl) || !arg_f32(env, argv[3], fn, "entropy", &ent, &el) ||
-      !arg_f32(env, argv[4], fn, "dpicked", &dp, &dpl) || !arg_f32_or_null(env, argv[5], fn, "dentropy", &dh, &dhl) ||
-      !arg_f32(env, argv[6], fn, "dlogits", &dx, &dxl) || !arg_dim(env, argv[7], fn, "rows", &rows) ||
-      !arg_dim(env, argv[8], fn, "cols", &cols) || !arg_number(env, argv[9], fn, "temperature", &T))
-    return NULL;
-  if (!tg) return fail_type(env, "tokenLogprobsBackward: targets must be an Int32Array");
-  const int64_t n = mul_dims(rows, cols);
-  if (!expect_len(env, fn, "logits", xl, n, "rows*cols") || !expect_len(env, fn, "dlogits", dxl, n, "rows*cols") ||
-      !expect_len(env, fn, "targets", tl, rows, "rows") || !expect_len(env, fn, "stats", sl, mul_dims(rows, 2), "rows*2") ||
-      !expect_len(env, fn, "entropy", el, rows, "rows") || !expect_len(env, fn, "dpicked", dpl, rows, "rows") ||
-      (dh && !expect_len(env, fn, "dentropy", dhl, rows, "rows")) || !check_temperature(env, fn, T))
-    return NULL;
-  if (rows == 0) return NULL;
-  if (cols == 0) return fail_range(env, "tokenLogprobsBackward: cols (the vocabulary) must be at least 1");
-  if (!check_targets(env, fn, tg, rows, cols)) return NULL;
-  logprob_ctx c = {x, tg, NULL, ent, stats, dp, dh, dx, cols, (float)T};
-  parallel_for(rows, GRAIN_FLOATS / cols + 1, logprob_bwd_rows, &c);
-  return NULL;
-}
 
 /* ------------------------------------------------------------------------- */
 /* AdamW and the squared norm                                                */
@@ -189,30 +99,6 @@ static napi_value sum_squares_js(napi_env env, napi_callback_info info) {
 }
 
 /* out (n) += src[offset .. offset + n), in float32. */
-ROW_LOOP static void add_into(float *out, const float *src, int64_t n) {
-  for (int64_t i = 0; i < n; i++) out[i] = out[i] + src[i];
-}
-
-static napi_value add_into_js(napi_env env, napi_callback_info info) {
-  static const char *fn = "addInto";
-  size_t argc = 3;
-  napi_value argv[3];
-  CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 3) return fail_type(env, "addInto(out, src, srcOffset) needs 3 arguments");
-  float *out, *src;
-  int64_t n, sl, off;
-  if (!arg_f32(env, argv[0], fn, "out", &out, &n) || !arg_f32(env, argv[1], fn, "src", &src, &sl) ||
-      !arg_dim(env, argv[2], fn, "srcOffset", &off))
-    return NULL;
-  if (off + n > sl) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "addInto: src holds %lld floats, fewer than srcOffset + out.length = %lld", (long long)sl, (long long)(off + n));
-    return fail_range(env, msg);
-  }
-  add_into(out, src + off, n);
-  return NULL;
-}
-
 /*
  * Throws the Error of a row with nothing to draw from (draw_rows.h's codes):
  * "drawTokens: logits[3]: NaN at token 17; no token can be drawn from logits that are not finite",
@@ -302,11 +188,8 @@ static napi_value draw_tokens(napi_env env, napi_callback_info info) {
 
 int register_train_ops(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
-      {"tokenLogprobsForward", NULL, token_logprobs_forward, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"tokenLogprobsBackward", NULL, token_logprobs_backward, NULL, NULL, NULL, napi_enumerable, NULL},
       {"adamwStep", NULL, adamw_step, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sumSquares", NULL, sum_squares_js, NULL, NULL, NULL, napi_enumerable, NULL},
-      {"addInto", NULL, add_into_js, NULL, NULL, NULL, napi_enumerable, NULL},
       {"drawTokens", NULL, draw_tokens, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   return napi_define_properties(env, exports, sizeof props / sizeof props[0], props) == napi_ok;

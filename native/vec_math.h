@@ -1,5 +1,5 @@
 /*
- * Vectorizable float32 helpers of the fused kernels (fused_ops.c, train_ops.c): exp,
+ * Vectorizable float32 helpers of the row kernels (model/layers.c, train_ops.c, logprob_rows.c): exp,
  * sigmoid, 8-lane sums, dots and maxima, an overflow-checked product of dimensions,
  * and the ROW_LOOP / GRAIN_FLOATS settings of their loops.
  */

@@ -101,7 +101,7 @@ function main() {
   say(
     `native addon built: matrix products on the project's own kernels (${info.kernel ?? "?"})` +
       (system ? ` and on ${system} (engine.blas chooses)` : "; no system BLAS found, none needed") +
-      "; fused RMSNorm, RoPE, softmax, SwiGLU, log-softmax and AdamW kernels",
+      "; the C engine's decoder, AdamW and token draws",
   );
 }
 

@@ -81,97 +81,8 @@ export interface NativeAddon {
   getFusedThreads(): number;
   info(): NativeInfo;
 
-  // Fused element-wise kernels (native/fused_ops.c), on Float32Array views; every length is
-  // checked (a wrong one throws a RangeError naming the argument). Outputs are written, never read.
-  /** y (rows, cols) = x (rows, cols) · rsqrt(mean(x², row) + eps) · weight (cols). */
-  rmsNormForward(x: Float32Array, weight: Float32Array, y: Float32Array, rows: number, cols: number, eps: number): void;
-  /** dx (rows, cols) and dweight (cols) of rmsNormForward, given dy (rows, cols). */
-  rmsNormBackward(
-    x: Float32Array,
-    weight: Float32Array,
-    dy: Float32Array,
-    dx: Float32Array,
-    dweight: Float32Array,
-    rows: number,
-    cols: number,
-    eps: number,
-  ): void;
-  /** y (rows, cols) = softmax over each row of x·scale + mask[(row / maskDiv) % maskMod] (mask (maskMod, cols), or null for none). */
-  softmaxForward(
-    x: Float32Array,
-    mask: Float32Array | null,
-    y: Float32Array,
-    rows: number,
-    cols: number,
-    scale: number,
-    maskDiv: number,
-    maskMod: number,
-  ): void;
-  /** dx (rows, cols) of softmaxForward with respect to x, from its output y and dy (rows, cols). */
-  softmaxBackward(y: Float32Array, dy: Float32Array, dx: Float32Array, rows: number, cols: number, scale: number): void;
-  /**
-   * Rotate-half rotary embedding: x, y (batch, seq, heads, headDim); cos, sin (tableRows, seq, headDim/2),
-   * tableRows 1 (shared) or batch (per row). `inverse` rotates by the negative angle (the gradient).
-   */
-  ropeForward(
-    x: Float32Array,
-    cos: Float32Array,
-    sin: Float32Array,
-    y: Float32Array,
-    batch: number,
-    seq: number,
-    heads: number,
-    headDim: number,
-    tableRows: number,
-    inverse: boolean,
-  ): void;
-  /** y (n) = gate · sigmoid(gate) · up. */
-  swigluForward(gate: Float32Array, up: Float32Array, y: Float32Array, n: number): void;
-  /** dgate, dup (n) of swigluForward, given dy (n). */
-  swigluBackward(
-    gate: Float32Array,
-    up: Float32Array,
-    dy: Float32Array,
-    dgate: Float32Array,
-    dup: Float32Array,
-    n: number,
-  ): void;
-  /** y (rows, cols) = x (rows, cols) + bias (cols). */
-  biasAddForward(x: Float32Array, bias: Float32Array, y: Float32Array, rows: number, cols: number): void;
-  /** out (cols) = column sums of x (rows, cols) (accumulated in double). */
-  sumRows(x: Float32Array, out: Float32Array, rows: number, cols: number): void;
-  /** out (n, cols) = table (rows, cols)[indices (n)]; an index outside [0, rows) throws a RangeError naming it. */
-  gatherRows(table: Float32Array, indices: Int32Array, out: Float32Array, rows: number, cols: number): void;
-
-  // Training kernels (native/train_ops.c); lengths checked as above.
-  /**
-   * For each row r of logits (rows, cols), with z = logits[r] / temperature: picked[r] = log softmax(z)[targets[r]],
-   * entropy[r] of softmax(z), stats (rows, 2) = max z and log Σ exp(z - max) (the backward's input).
-   * A target outside [0, cols) throws a RangeError naming it.
-   */
-  tokenLogprobsForward(
-    logits: Float32Array,
-    targets: Int32Array,
-    picked: Float32Array,
-    entropy: Float32Array,
-    stats: Float32Array,
-    rows: number,
-    cols: number,
-    temperature: number,
-  ): void;
-  /** dlogits (rows, cols) of tokenLogprobsForward, given dpicked (rows) and dentropy (rows, or null for zeros). */
-  tokenLogprobsBackward(
-    logits: Float32Array,
-    targets: Int32Array,
-    stats: Float32Array,
-    entropy: Float32Array,
-    dpicked: Float32Array,
-    dentropy: Float32Array | null,
-    dlogits: Float32Array,
-    rows: number,
-    cols: number,
-    temperature: number,
-  ): void;
+  // Kernels the C engine calls (native/train_ops.c); every length is checked (a wrong one throws a
+  // RangeError naming the argument).
   /** AdamW on n floats: writes wOut, mOut, vOut (see train-ops.ts adamwUpdate for the formula). */
   adamwStep(
     w: Float32Array,
@@ -193,8 +104,6 @@ export interface NativeAddon {
   ): void;
   /** Σ x², accumulated in double. */
   sumSquares(x: Float32Array): number;
-  /** out[i] += src[srcOffset + i] for i < out.length, in float32; a too-short src throws a RangeError. */
-  addInto(out: Float32Array, src: Float32Array, srcOffset: number): void;
   /**
    * One token per row from softmax(logits[i] / temperatures[i]) by the inverse CDF at uniforms[i]
    * (native/draw_rows.c): tokens[i] and its logprob. Every logits[i] has the same length.
@@ -275,7 +184,7 @@ export function loadNative(): NativeStatus {
   try {
     const addon = createRequire(import.meta.url)(path) as NativeAddon;
     if (typeof addon.gemm !== "function") throw new Error("it exports no gemm function");
-    if (typeof addon.rmsNormForward !== "function" || typeof addon.setBlas !== "function")
+    if (typeof addon.drawTokens !== "function" || typeof addon.setBlas !== "function")
       throw new Error("it is an old build without the current kernels: rebuild it with 'npm run build:native'");
     loaded = { ok: true, addon, path };
   } catch (e) {
