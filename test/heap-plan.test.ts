@@ -59,13 +59,12 @@ test("Qwen2.5-0.5B: parameters and one 128-token sequence's activations, by hand
 test("Qwen2.5-0.5B does not train in one replica: the line names the size and the fix", () => {
   const params = 494_032_768;
   const plan: HeapPlanInput = {
-    backend: "native",
     parameters: [params],
     prefixCacheBytes: 256 * MiB,
     microBatch: { sequences: 1, tokens: 128, activationBytes: activationBytes(qwenShape, 128) },
   };
-  const weights = 6 * 4 * params,
-    activations = 1.5 * activationBytes(qwenShape, 128);
+  const weights = 10.5 * 4 * params,
+    activations = 2.75 * activationBytes(qwenShape, 128);
   assert.deepEqual(trainingHeapBytes(plan), {
     weights,
     activations,
@@ -73,36 +72,35 @@ test("Qwen2.5-0.5B does not train in one replica: the line names the size and th
     total: weights + activations + 256 * MiB,
   });
   const gib = (n: number) => (n / GiB).toFixed(2);
-  assert.equal(gib(weights + activations + 256 * MiB), "12.72");
-  // Room for weights: 4 GiB less 256 MiB headroom less the 256 MiB prefix cache, over 6 x 4 bytes per parameter.
-  const most = Math.floor((4 * GiB - 256 * MiB - 256 * MiB) / (6 * 4) / 1e6);
-  assert.equal(most, 156);
+  assert.equal(gib(weights + activations + 256 * MiB), "22.19");
+  // Room for weights: 4 GiB less 256 MiB headroom less the 256 MiB prefix cache, over 10.5 x 4 bytes per parameter.
+  const most = Math.floor((4 * GiB - 256 * MiB - 256 * MiB) / (10.5 * 4) / 1e6);
+  assert.equal(most, 89);
   assert.throws(
     () => checkTrainingHeap(plan),
     (e: unknown) =>
       e instanceof InputError &&
       e.message ===
-        `training needs ~12.72 GiB of wasm heap (weights ${gib(4 * params)} GiB x6 on the addon's kernels for gradients, Adam moments and working copies` +
+        `training needs ~22.19 GiB of wasm heap (weights ${gib(4 * params)} GiB x10.5 for gradients, Adam moments and working copies` +
           ` + activations ${gib(activations)} GiB for 1 x 128 tokens + prefix cache 0.25 GiB); the TF.js engine holds 4.00 GiB per replica` &&
       e.hint ===
-        "train a smaller model (156M parameters at most, this one has 494M; sampling and scoring this one still work)" +
+        "train a smaller model (89M parameters at most, this one has 494M; sampling and scoring this one still work)" +
           NATIVE,
   );
   // optimStep has no micro-batch: the weights alone are refused.
-  assert.throws(() => checkTrainingHeap({ ...plan, microBatch: undefined }), /^InputError: training needs ~11\.29 GiB/);
-  assert.equal(gib(6 * 4 * params + 256 * MiB), "11.29");
+  assert.throws(() => checkTrainingHeap({ ...plan, microBatch: undefined }), /^InputError: training needs ~19\.57 GiB/);
+  assert.equal(gib(10.5 * 4 * params + 256 * MiB), "19.57");
 });
 
 test("what fits passes; each cause gets its own fix", () => {
   const mb = (sequences: number, tokens: number, bytes: number) => ({ sequences, tokens, activationBytes: bytes });
   const fits: HeapPlanInput = {
-    backend: "native",
-    parameters: [25e6, 25e6],
+    parameters: [15e6, 15e6],
     prefixCacheBytes: 256 * MiB,
     microBatch: mb(4, 256, 640 * MiB),
   };
-  // 6 x 4 x 50e6 = 1.2e9 bytes of weights + 1.5 x 640 MiB + 256 MiB = 2.31 GiB, under 4 GiB - 256 MiB.
-  assert.equal(((6 * 4 * 50e6 + 1.5 * 640 * MiB + 256 * MiB) / GiB).toFixed(2), "2.31");
+  // 10.5 x 4 x 30e6 bytes of weights + 2.75 x 640 MiB + 256 MiB = 3.14 GiB, under 4 GiB - 256 MiB = 3.75 GiB.
+  assert.equal(((10.5 * 4 * 30e6 + 2.75 * 640 * MiB + 256 * MiB) / GiB).toFixed(2), "3.14");
   checkTrainingHeap(fits);
   const hint = (p: HeapPlanInput) => {
     try {
@@ -112,19 +110,20 @@ test("what fits passes; each cause gets its own fix", () => {
     }
     return "fits";
   };
-  // On tfjs the same plan needs 10.5 x 4 x 50e6 + 2.75 x 640 MiB + 256 MiB = 3.92 GiB: over; native fits it.
-  assert.equal(((10.5 * 4 * 50e6 + 2.75 * 640 * MiB + 256 * MiB) / GiB).toFixed(2), "3.92");
+  // Four sequences of 1280 MiB in all: 4.86 GiB; one alone (320 MiB): 2.28 GiB fits.
+  assert.equal(((10.5 * 4 * 30e6 + 2.75 * 1280 * MiB + 256 * MiB) / GiB).toFixed(2), "4.86");
   assert.equal(
-    hint({ ...fits, backend: "tfjs" }),
+    hint({ ...fits, microBatch: mb(4, 256, 1280 * MiB) }),
     "lower engine.microBatchMb, so that a micro-batch holds fewer than 4 sequences of 256 tokens" + NATIVE,
   );
   assert.equal(
     hint({ ...fits, microBatch: mb(1, 8192, 2 * GiB) }),
     "shorten the sequences (rollout.maxTotalTokens): this one has 8192 tokens" + NATIVE,
   );
-  // 1.2e9 + 1.5 x 1.6 GiB = 3.52 GiB fits without the cache, not with its 1 GiB.
+  // 1.26e9 + 2.75 x 0.8 GiB = 3.37 GiB fits without the cache, not with its 1 GiB (4.37 GiB).
+  assert.equal(((10.5 * 4 * 30e6 + 2.75 * 0.8 * GiB) / GiB).toFixed(2), "3.37");
   assert.equal(
-    hint({ ...fits, prefixCacheBytes: GiB, microBatch: mb(1, 512, 1.6 * GiB) }),
+    hint({ ...fits, prefixCacheBytes: GiB, microBatch: mb(1, 512, 0.8 * GiB) }),
     "lower engine.prefixCacheMb (now 1024)" + NATIVE,
   );
 });
@@ -170,7 +169,7 @@ test("end to end: a datum whose tape cannot fit is refused before any tensor wor
       assert.ok(e instanceof InputError);
       assert.match(
         e.message,
-        /^training needs ~\d+\.\d\d GiB of wasm heap \(weights 0\.04 GiB x\d+(\.5)? on (the addon|wasm)\S* kernels .* activations \d+\.\d\d GiB for 1 x 2048 tokens/,
+        /^training needs ~\d+\.\d\d GiB of wasm heap \(weights 0\.04 GiB x10\.5 for gradients, .* activations \d+\.\d\d GiB for 1 x 2048 tokens/,
       );
       assert.match(e.hint ?? "", /^shorten the sequences \(rollout.maxTotalTokens\): this one has 2048 tokens/);
       return true;

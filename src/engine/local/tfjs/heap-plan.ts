@@ -10,31 +10,24 @@
  * must stay under the heap less HEAP_HEADROOM. The factors are measured, not derived: the peak
  * heap (the wasm memory's size, which only grows) over forwardBackward twice, optimStep, and again,
  * on models of 3.5M to 144M parameters, vocabularies of 2,048 to 32,768 and micro-batches of
- * 1 x 16 to 4 x 256 tokens, which the estimate exceeds by 4 to 36 %. (On wasm kernels alone the
- * 144M model ran out of heap, as the estimate says; on the addon's kernels, Qwen2.5-0.5B's first
- * forwardBackward aborts.) The factors, by the TF.js engine's kernels (HEAP_FACTORS):
- *  - native (the addon's): weights 6x = weights, accumulated gradients, a micro-batch's fresh
- *    gradients, Adam's two moments, and weight-sized temporaries of the backward pass;
- *    activations 1.5x.
- *  - tfjs (wasm alone): weights 10.5x, the above plus the transposed weights the backward pass
- *    caches and XNNPACK's packed copies of both; activations 2.75x.
+ * 1 x 16 to 4 x 256 tokens, which the estimate exceeds by 4 to 36 % (the 144M model ran out of
+ * heap, as the estimate says). The factors (HEAP_FACTORS): weights 10.5x = weights, accumulated
+ * gradients, a micro-batch's fresh gradients, Adam's two moments, weight-sized temporaries of the
+ * backward pass, the transposed weights it caches and XNNPACK's packed copies of both;
+ * activations 2.75x.
  * (src/engine/micro-batches.ts `activationBytes` counts the tape's main tensors only, hence the
  * factors.)
  */
 import { InputError } from "../../../util/errors.js";
 import { MAX_WEIGHT_BYTES } from "../../../model/model-limits.js";
 import { activationBytes, type ActivationShape, type MicroBatchPlanner } from "../../micro-batches.js";
-import type { BackendName } from "../addon.js";
 
 export const HEAP_BYTES = MAX_WEIGHT_BYTES;
 /** Kept free: the wasm module's own data and stack, and allocator slack. */
 export const HEAP_HEADROOM = 256 * 2 ** 20;
 
-/** By the TF.js engine's kernels: "native" the addon's matrix products and fused kernels, "tfjs" wasm only. */
-export const HEAP_FACTORS: Record<BackendName, { weights: number; activations: number }> = {
-  native: { weights: 6, activations: 1.5 },
-  tfjs: { weights: 10.5, activations: 2.75 },
-};
+/** Heap bytes per weight byte and per activation byte the tape counts (measured, see above). */
+export const HEAP_FACTORS = { weights: 10.5, activations: 2.75 };
 
 /** The largest micro-batch of a call, by estimated activation bytes. */
 export interface MicroBatchSize {
@@ -45,7 +38,6 @@ export interface MicroBatchSize {
 }
 
 export interface HeapPlanInput {
-  backend: BackendName;
   /** Parameters of each model the replica trains: the policy, and the critic once created. */
   parameters: number[];
   /** Bytes the prefix cache may hold. */
@@ -76,7 +68,7 @@ export function trainingHeapBytes(p: HeapPlanInput): {
   prefixCache: number;
   total: number;
 } {
-  const f = HEAP_FACTORS[p.backend];
+  const f = HEAP_FACTORS;
   const weights = f.weights * 4 * p.parameters.reduce((a, b) => a + b, 0);
   const activations = f.activations * (p.microBatch?.activationBytes ?? 0);
   return { weights, activations, prefixCache: p.prefixCacheBytes, total: weights + activations + p.prefixCacheBytes };
@@ -89,11 +81,11 @@ export function checkTrainingHeap(p: HeapPlanInput): void {
   const need = trainingHeapBytes(p);
   const room = HEAP_BYTES - HEAP_HEADROOM;
   if (need.total <= room) return;
-  const f = HEAP_FACTORS[p.backend];
+  const f = HEAP_FACTORS;
   const params = p.parameters.reduce((a, b) => a + b, 0);
   const mb = p.microBatch;
   const parts = [
-    `weights ${gib(4 * params)} x${f.weights} on ${p.backend === "native" ? "the addon's kernels" : "wasm kernels"} for gradients, Adam moments and working copies`,
+    `weights ${gib(4 * params)} x${f.weights} for gradients, Adam moments and working copies`,
     ...(mb ? [`activations ${gib(need.activations)} for ${mb.sequences} x ${mb.tokens} tokens`] : []),
     ...(p.prefixCacheBytes > 0 ? [`prefix cache ${gib(p.prefixCacheBytes)}`] : []),
   ];
@@ -106,7 +98,7 @@ function fix(p: HeapPlanInput, need: ReturnType<typeof trainingHeapBytes>, room:
   const native =
     "; or train on the native engine (engine.backend: native), which holds the model outside the wasm heap and can train LoRA adapters (engine.lora)";
   if (need.weights + need.prefixCache > room) {
-    const most = (room - need.prefixCache) / (HEAP_FACTORS[p.backend].weights * 4);
+    const most = (room - need.prefixCache) / (HEAP_FACTORS.weights * 4);
     const size = `${Math.floor(most / 1e6)}M parameters at most, this one has ${Math.round(params / 1e6)}M`;
     return `train a smaller model (${size}; sampling and scoring this one still work)${native}`;
   }

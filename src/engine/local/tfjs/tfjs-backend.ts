@@ -102,7 +102,6 @@ export class TfjsBackend implements Backend<Transformer, Trainable, KVCache> {
     const shape = shapeOf(t.model.config);
     const parameters = [models.policy, models.critic].flatMap((m) => (m ? [m.size] : []));
     checkTrainingHeap({
-      backend: "tfjs",
       parameters,
       prefixCacheBytes: this.opts.prefixCacheBytes ?? 256 * 2 ** 20,
       microBatch: lengths && largestMicroBatch(shape, this.plan, lengths),
