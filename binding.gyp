@@ -8,6 +8,7 @@
       "sources": [
         "native/agent_r1_native.c",
         "native/gemm.c",
+        "native/blas.c",
         "native/gemm_x86.c",
         "native/gemm_avx2.c",
         "native/gemm_amx.c",

@@ -1,7 +1,8 @@
 /*
- * agent-r1 native kernels: batched single-precision matrix products, called on
- * Float32Array views without copying, and the module entry; the C engine's
- * decoder is in model/, its optimizer and draw kernels in train_ops.c.
+ * The addon's module entry and the bindings of the matrix-product library (blas.c, gemm.c):
+ * batched single-precision products called on Float32Array views without copying, the choice
+ * of implementation and threads; the C engine's decoder is in model/, its optimizer and draw
+ * kernels in train_ops.c.
  *
  * Matrix products run on the project's own kernels (gemm.c), always built, or
  * on the system BLAS (cblas_sgemm of OpenBLAS or Accelerate) when the build
@@ -51,35 +52,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-#ifdef AGENT_R1_SYSTEM_BLAS
-/* The CBLAS entry point, declared here so no particular cblas.h is needed. */
-enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
-extern void cblas_sgemm(int order, int transA, int transB, int m, int n, int k, float alpha, const float *a, int lda,
-                        const float *b, int ldb, float beta, float *c, int ldc);
-#endif
-#ifdef AGENT_R1_OPENBLAS
-extern void openblas_set_num_threads(int n);
-extern char *openblas_get_config(void);
-#endif
-
-/* The matrix products gemm runs: the own kernels unless setBlas("system") chose the system BLAS. */
-static int use_system_blas = 0;
-static int gemm_threads_set = 1;
-
-void blas_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *b,
-               int b_dtype, int64_t ldb, float *c, int64_t ldc, int accumulate) {
-  if (m <= 0 || n <= 0) return;
-#ifdef AGENT_R1_SYSTEM_BLAS
-  if (use_system_blas && b_dtype == DT_F32 && k > 0) {
-    cblas_sgemm(ROW_MAJOR, trans_a ? TRANS : NO_TRANS, trans_b ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, a,
-                lda > 0 ? (int)lda : 1, (const float *)b, ldb > 0 ? (int)ldb : 1, accumulate ? 1.0f : 0.0f, c,
-                ldc > 0 ? (int)ldc : 1);
-    return;
-  }
-#endif
-  own_gemm(trans_a, trans_b, m, n, k, a, lda, b, b_dtype, ldb, c, ldc, accumulate);
-}
 
 int register_train_ops(napi_env env, napi_value exports); /* train_ops.c */
 int register_model_ops(napi_env env, napi_value exports); /* model/model_napi.c */
@@ -160,14 +132,7 @@ static napi_value gemm(napi_env env, napi_callback_info info) {
     const float *ap = a + (ai ? (int64_t)ai[i] : i) * a_item; /* (m, k) or (k, m) */
     const float *bp = b + (bi ? (int64_t)bi[i] : i) * b_item; /* (k, n) or (n, k) */
     float *cp = c + i * c_item;                               /* (m, n) */
-#ifdef AGENT_R1_SYSTEM_BLAS
-    if (use_system_blas) {
-      cblas_sgemm(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, 1.0f, ap,
-                  lda > 0 ? (int)lda : 1, bp, ldb > 0 ? (int)ldb : 1, 0.0f, cp, ldc > 0 ? (int)ldc : 1);
-      continue;
-    }
-#endif
-    own_sgemm(ta, tb, m, n, k, ap, lda, bp, ldb, cp, ldc);
+    blas_gemm(ta, tb, m, n, k, ap, lda, bp, DT_F32, ldb, cp, ldc, 0);
   }
   return NULL;
 }
@@ -243,16 +208,12 @@ static napi_value set_blas(napi_env env, napi_callback_info info) {
   if (argc < 1 || napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok)
     return fail_type(env, "setBlas(name) needs a string: \"own\" or \"system\"");
   if (strcmp(name, "own") == 0) {
-    use_system_blas = 0;
+    blas_use_system(0);
     return NULL;
   }
   if (strcmp(name, "system") == 0) {
-#ifdef AGENT_R1_SYSTEM_BLAS
-    use_system_blas = 1;
-    return NULL;
-#else
+    if (blas_use_system(1)) return NULL;
     return fail_range(env, "setBlas: this build has no system BLAS (none was found when the addon was built)");
-#endif
   }
   return fail_range(env, "setBlas: name must be \"own\" or \"system\"");
 }
@@ -277,11 +238,7 @@ static napi_value set_threads(napi_env env, napi_callback_info info) {
   if (argc < 1) return fail_type(env, "setThreads(threads) needs 1 argument");
   if (!arg_dim(env, argv[0], "setThreads", "threads", &t)) return NULL;
   if (t < 1 || t > 1024) return fail_range(env, "setThreads: threads must be in [1, 1024]");
-  gemm_threads_set = (int)t;
-  own_sgemm_set_threads((int)t);
-#ifdef AGENT_R1_OPENBLAS
-  openblas_set_num_threads((int)t);
-#endif
+  blas_set_threads((int)t);
   return NULL;
 }
 
@@ -307,7 +264,7 @@ static napi_value get_fused_threads_js(napi_env env, napi_callback_info info) {
 static napi_value get_threads(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value out;
-  CHECK_NAPI(env, napi_create_int32(env, gemm_threads_set, &out));
+  CHECK_NAPI(env, napi_create_int32(env, blas_threads(), &out));
   return out;
 }
 
@@ -315,24 +272,18 @@ static napi_value get_info(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value out, v;
   CHECK_NAPI(env, napi_create_object(env, &out));
-  CHECK_NAPI(env, napi_create_string_utf8(env, use_system_blas ? "system" : "own", NAPI_AUTO_LENGTH, &v));
+  CHECK_NAPI(env, napi_create_string_utf8(env, blas_uses_system() ? "system" : "own", NAPI_AUTO_LENGTH, &v));
   CHECK_NAPI(env, napi_set_named_property(env, out, "blas", v));
-#ifdef AGENT_R1_SYSTEM_BLAS
-  char buf[240];
-#ifdef AGENT_R1_OPENBLAS
-  const char *config = openblas_get_config();
-  snprintf(buf, sizeof buf, "%s", config ? config : AGENT_R1_SYSTEM_BLAS);
-#else
-  snprintf(buf, sizeof buf, "%s", AGENT_R1_SYSTEM_BLAS);
-#endif
-  CHECK_NAPI(env, napi_create_string_utf8(env, buf, NAPI_AUTO_LENGTH, &v));
-#else
-  CHECK_NAPI(env, napi_get_null(env, &v));
-#endif
+  if (blas_has_system()) {
+    char buf[240];
+    blas_system_name(buf, sizeof buf);
+    CHECK_NAPI(env, napi_create_string_utf8(env, buf, NAPI_AUTO_LENGTH, &v));
+  } else
+    CHECK_NAPI(env, napi_get_null(env, &v));
   CHECK_NAPI(env, napi_set_named_property(env, out, "system", v));
   CHECK_NAPI(env, napi_create_string_utf8(env, own_sgemm_kernel(), NAPI_AUTO_LENGTH, &v));
   CHECK_NAPI(env, napi_set_named_property(env, out, "kernel", v));
-  CHECK_NAPI(env, napi_create_int32(env, gemm_threads_set, &v));
+  CHECK_NAPI(env, napi_create_int32(env, blas_threads(), &v));
   CHECK_NAPI(env, napi_set_named_property(env, out, "threads", v));
   CHECK_NAPI(env, napi_create_int32(env, fused_threads(), &v));
   CHECK_NAPI(env, napi_set_named_property(env, out, "fusedThreads", v));
