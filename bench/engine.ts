@@ -47,7 +47,7 @@ import { DEFAULT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
 import { initModel } from "../src/model/init-model.js";
 import { parameterCount, parseModelConfig, presetConfigJson } from "../src/model/config.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { loadNative, parseBackend, parseBlas, resolveBackend, resolveBlas } from "../src/engine/local/addon.js";
+import { loadAddon, parseBackend, parseBlas, resolveBackend, resolveBlas } from "../src/engine/local/addon.js";
 import type { Datum } from "../src/engine/types.js";
 import { Rng } from "../src/util/rng.js";
 import { targetsFromTinker, type LoraSpec } from "../src/model/peft.js";
@@ -115,7 +115,7 @@ async function main() {
   const { backend, fallback } = resolveBackend(choice);
   if (fallback) console.error(`bench: native backend unavailable (${fallback}); using tfjs`);
   const blasChoice = args.blas !== undefined ? parseBlas(args.blas, "--blas") : undefined;
-  const st = loadNative();
+  const st = loadAddon();
   const blas = backend === "native" && st.ok ? resolveBlas(st.addon, blasChoice) : undefined;
   const summary: {
     train_tokens_per_s: Record<string, number>;
@@ -236,7 +236,7 @@ async function modelBench(model: string): Promise<void> {
   if (args.only !== undefined) throw new Error("--only picks among the S and M shapes; it does not go with --model");
   if (args.backend !== undefined && parseBackend(args.backend, "--backend") === "tfjs")
     throw new Error("--model trains LoRA adapters, which only the native engine runs: drop --backend tfjs");
-  const st = loadNative();
+  const st = loadAddon();
   if (!st.ok) throw new Error(`--model needs the native engine, whose addon does not load: ${st.reason}`);
   const blasChoice = args.blas !== undefined ? parseBlas(args.blas, "--blas") : undefined;
   const blas = resolveBlas(st.addon, blasChoice);

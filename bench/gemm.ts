@@ -16,7 +16,7 @@
  * Without a system BLAS only the own figures are printed.
  */
 import { parseArgs } from "node:util";
-import { loadNative, type NativeAddon } from "../src/engine/local/addon.js";
+import { loadAddon, type Addon } from "../src/engine/local/addon.js";
 import { f32BitsToBF16, f32BitsToF16 } from "../src/model/safetensors.js";
 import { Rng } from "../src/util/rng.js";
 
@@ -58,7 +58,7 @@ function flush(): void {
 }
 
 function timeOne(
-  addon: NativeAddon,
+  addon: Addon,
   a: Float32Array,
   b: Float32Array,
   c: Float32Array,
@@ -78,7 +78,7 @@ function timeOne(
 
 /** Seconds per gemmEx call, the mean of reps calls. */
 function timeEx(
-  addon: NativeAddon,
+  addon: Addon,
   a: Float32Array,
   b: Float32Array | Uint16Array,
   c: Float32Array,
@@ -98,7 +98,7 @@ function timeEx(
 }
 
 /** f32 vs bf16 vs f16 B (and accumulating into C) on the decode shapes, best of 5 alternating rounds. */
-function dtypeRows(addon: NativeAddon, rng: Rng): void {
+function dtypeRows(addon: Addon, rng: Rng): void {
   addon.setBlas("own");
   for (const [shape, m, n, k] of DTYPE_SHAPES) {
     const a = Float32Array.from({ length: m * k }, () => rng.normal());
@@ -145,7 +145,7 @@ function dtypeRows(addon: NativeAddon, rng: Rng): void {
 }
 
 function main(): void {
-  const st = loadNative();
+  const st = loadAddon();
   if (!st.ok) throw new Error(`the native addon is unavailable: ${st.reason}`);
   const addon = st.addon;
   const threads = Number(args.threads);

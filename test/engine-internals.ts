@@ -4,12 +4,12 @@
  * gradients and the parameters in the engine's own layout, and weight sharpening.
  */
 import { tf } from "../src/engine/local/tfjs/tf-backend.js";
-import { loadNative } from "../src/engine/local/addon.js";
+import { loadAddon } from "../src/engine/local/addon.js";
 import type { LocalEngine } from "../src/engine/local/local-engine.js";
 import { toFloat32, type HostTensor } from "../src/model/safetensors.js";
 
 /** The engines this machine runs: TF.js always, native where the addon loads. */
-export const ENGINES = (loadNative().ok ? ["tfjs", "native"] : ["tfjs"]) as ("tfjs" | "native")[];
+export const ENGINES = (loadAddon().ok ? ["tfjs", "native"] : ["tfjs"]) as ("tfjs" | "native")[];
 
 interface TfInternals {
   trainable: { grads: Map<string, tf.Tensor> };

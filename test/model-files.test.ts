@@ -26,7 +26,7 @@ import { startServer } from "../src/serve/server.js";
 import { runCli } from "../src/cli/main.js";
 import { ModelFormatError } from "../src/util/errors.js";
 import { LLAMA3_TEST_TEMPLATE } from "../src/testing/index.js";
-import { loadNative } from "../src/engine/local/addon.js";
+import { loadAddon } from "../src/engine/local/addon.js";
 import { captureIO, tempDir } from "./helpers.js";
 
 const user: ChatMessage[] = [{ role: "user", content: "hi" }];
@@ -358,7 +358,7 @@ test("a model too large for a replica's 4 GiB is refused before loading, naming 
     }
   }
   // The native engine (the default where the addon loads): the memory plan against its budget.
-  if (loadNative().ok) {
+  if (loadAddon().ok) {
     const { line } = await generateError(await modelWithConfig(llama405b));
     assert.match(
       line,

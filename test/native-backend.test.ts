@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { loadNative } from "../src/engine/local/addon.js";
+import { loadAddon } from "../src/engine/local/addon.js";
 import { InputError } from "../src/util/errors.js";
 import { runCli } from "../src/cli/main.js";
 import { loadConfig } from "../src/train/load-config.js";
@@ -23,7 +23,7 @@ import { assertClose, native, tinyModelFixture } from "./native-helpers.js";
 const fx = tinyModelFixture("agent-r1-native-", 0);
 
 test("the native addon is built and loads (set AGENT_R1_NATIVE_DISABLE to run without it)", native, () => {
-  const st = loadNative();
+  const st = loadAddon();
   assert.ok(st.ok, `the native addon did not load: ${st.ok ? "" : st.reason}`);
   const info = st.addon.info();
   assert.match(info.blas, /\S/);
@@ -33,7 +33,7 @@ test(
   "addon gemm: every transpose combination and indexed (broadcast) batches against a float64 reference",
   native,
   () => {
-    const st = loadNative();
+    const st = loadAddon();
     assert.ok(st.ok);
     const { addon } = st;
     const rng = new Rng(3);
@@ -72,7 +72,7 @@ test(
 );
 
 test("addon gemm: a bad shape or a too-short array raises an error naming it", native, () => {
-  const st = loadNative();
+  const st = loadAddon();
   assert.ok(st.ok);
   const { addon } = st;
   const a = new Float32Array(12),

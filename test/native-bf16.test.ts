@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { readModelConfig } from "../src/model/model-dir.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { applyBf16Products, loadNative } from "../src/engine/local/addon.js";
+import { applyBf16Products, loadAddon } from "../src/engine/local/addon.js";
 import type { Bf16Products } from "../src/engine/local/addon.js";
 import { Rng } from "../src/util/rng.js";
 import { tempDir } from "./helpers.js";
@@ -28,12 +28,12 @@ before(async () => {
 
 after(() => {
   rmSync(root, { recursive: true, force: true });
-  const st = loadNative();
+  const st = loadAddon();
   if (st.ok) applyBf16Products(st.addon, "auto");
 });
 
 const tilesHere = () => {
-  const st = loadNative();
+  const st = loadAddon();
   return st.ok && st.addon.setGemmKernel("amx") && st.addon.setGemmKernel("auto");
 };
 
@@ -80,7 +80,7 @@ test(
 );
 
 test("bf16Products: auto picks tiles exactly where the CPU has them", { skip }, () => {
-  const st = loadNative();
+  const st = loadAddon();
   assert.ok(st.ok);
   const has = tilesHere();
   assert.equal(applyBf16Products(st.addon, "auto"), has ? "tiles" : "exact");

@@ -6,13 +6,13 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { loadNative, type NativeAddon } from "../src/engine/local/addon.js";
+import { loadAddon, type Addon } from "../src/engine/local/addon.js";
 import { drawToken } from "../src/engine/sampling.js";
 import { Rng } from "../src/util/rng.js";
 import { native } from "./native-helpers.js";
 
-function addonOrFail(): NativeAddon {
-  const st = loadNative();
+function addonOrFail(): Addon {
+  const st = loadAddon();
   assert.ok(st.ok, `the native addon did not load: ${st.ok ? "" : st.reason}`);
   return st.addon;
 }
@@ -20,7 +20,7 @@ function addonOrFail(): NativeAddon {
 /** A generator whose next draw is u (drawToken takes exactly one uniform for an untruncated draw). */
 const fixed = (u: number) => ({ next: () => u }) as unknown as Rng;
 
-function drawC(addon: NativeAddon, rows: Float32Array[], t: number[], u: number[]) {
+function drawC(addon: Addon, rows: Float32Array[], t: number[], u: number[]) {
   const tokens = new Int32Array(rows.length),
     logprobs = new Float64Array(rows.length);
   addon.drawTokens(rows, Float64Array.from(t), Float64Array.from(u), tokens, logprobs);

@@ -10,19 +10,19 @@
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { loadNative, type NativeAddon } from "../src/engine/local/addon.js";
+import { loadAddon, type Addon } from "../src/engine/local/addon.js";
 import { f32BitsToBF16, f32BitsToF16 } from "../src/model/safetensors.js";
 import { Rng } from "../src/util/rng.js";
 import { native } from "./native-helpers.js";
 
-function addonOrFail(): NativeAddon {
-  const st = loadNative();
+function addonOrFail(): Addon {
+  const st = loadAddon();
   assert.ok(st.ok, `the native addon did not load: ${st.ok ? "" : st.reason}`);
   return st.addon;
 }
 
 after(() => {
-  const st = loadNative();
+  const st = loadAddon();
   if (!st.ok) return;
   st.addon.setGemmKernel("auto");
   st.addon.setThreads(1);

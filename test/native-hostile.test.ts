@@ -18,7 +18,7 @@ import { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, writePeftAdapter, type LoraS
 import { readSafetensorsFile, writeSafetensorsFile, type DType, type HostTensor } from "../src/model/safetensors.js";
 import { NativeDecoder } from "../src/engine/local/native/decoder.js";
 import { modelAddon, type ModelAddon, type NativeHandle } from "../src/engine/local/native/model-addon.js";
-import { loadNative, type NativeAddon } from "../src/engine/local/addon.js";
+import { loadAddon, type Addon } from "../src/engine/local/addon.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
 import { Scheduler } from "../src/engine/local/scheduler.js";
 import type { DecodeBatch, DecodeCompute } from "../src/engine/local/decode-compute.js";
@@ -45,8 +45,8 @@ before(async () => {
 
 after(() => rmSync(root, { recursive: true, force: true }));
 
-function addonOrFail(): NativeAddon {
-  const st = loadNative();
+function addonOrFail(): Addon {
+  const st = loadAddon();
   assert.ok(st.ok, `the native addon did not load: ${st.ok ? "" : st.reason}`);
   return st.addon;
 }
@@ -236,7 +236,7 @@ class PoisonCompute implements DecodeCompute<number[]> {
   readonly kvBytesPerToken = 1;
   drawUntruncated?: DecodeCompute<number[]>["drawUntruncated"];
 
-  constructor(addon?: NativeAddon) {
+  constructor(addon?: Addon) {
     if (addon)
       this.drawUntruncated = (logits, t, u) => {
         const tokens = new Int32Array(logits.length),
@@ -288,8 +288,8 @@ class PoisonCompute implements DecodeCompute<number[]> {
 }
 
 test("the scheduler: a request whose logits are not finite fails naming its sequence, and the request beside it finishes (JavaScript draw and the addon's)", async () => {
-  const draws: [string, NativeAddon | undefined][] = [["JavaScript", undefined]];
-  const st = loadNative();
+  const draws: [string, Addon | undefined][] = [["JavaScript", undefined]];
+  const st = loadAddon();
   if (st.ok) draws.push(["addon", st.addon]);
   for (const [name, addon] of draws) {
     const tokenizer = { eosTokenId: undefined } as unknown as Tokenizer;

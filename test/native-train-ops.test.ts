@@ -6,7 +6,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { loadNative } from "../src/engine/local/addon.js";
+import { loadAddon } from "../src/engine/local/addon.js";
 import { tf } from "../src/engine/local/tfjs/tf-backend.js";
 import { adamwUpdate, squaredNorm, type AdamWStep } from "../src/engine/local/tfjs/train-ops.js";
 import { native, normal, tinyModelFixture } from "./native-helpers.js";
@@ -15,7 +15,7 @@ import { native, normal, tinyModelFixture } from "./native-helpers.js";
 tinyModelFixture("agent-r1-train-ops-", 0);
 
 test("adamwStep equals the TF.js composition bit for bit (clipping scale, weight decay, later steps)", native, () => {
-  const st = loadNative();
+  const st = loadAddon();
   assert.ok(st.ok);
   const shape = [7, 13];
   const w = normal(shape, 80),

@@ -6,7 +6,7 @@
  * uniforms, and how many of its tokens match.
  */
 import { drawToken } from "../../src/engine/sampling.js";
-import { loadNative } from "../../src/engine/local/addon.js";
+import { loadAddon } from "../../src/engine/local/addon.js";
 import { Rng } from "../../src/util/rng.js";
 import { required } from "./usage.js";
 
@@ -26,7 +26,7 @@ for (let rep = 0; rep < reps; rep++)
   });
 console.log(`${((performance.now() - t0) / reps).toFixed(1)} ms per 32 rows; checksum ${checksum}`);
 
-const st = loadNative();
+const st = loadAddon();
 if (st.ok) {
   const u = rows.map((_, i) => new Rng(i).next());
   const want = rows.map((row, i) => drawToken(row, params, new Rng(i)).token);

@@ -4,7 +4,7 @@
  * alternating order, each with its own clock), grouped by shape. One in-process replica, one
  * thread. WHAT=train (one forward-backward of 8 x 256 tokens) or sample (32 prompts, 32 tokens).
  */
-import { loadNative, type NativeAddon } from "../../src/engine/local/addon.js";
+import { loadAddon, type Addon } from "../../src/engine/local/addon.js";
 import { LocalEngine } from "../../src/engine/local/local-engine.js";
 import { modelDir, prompts, SHAPES, trainDatums } from "./fused-common.js";
 import { required } from "./usage.js";
@@ -15,14 +15,14 @@ const work = required(process.argv[2], "WORK_DIR", USAGE);
 const shape = (process.env.SHAPE ?? "M") as "S" | "M";
 const what = process.env.WHAT ?? "train";
 
-const st = loadNative();
+const st = loadAddon();
 if (!st.ok) throw new Error(st.reason);
 if (st.addon.info().system === null) throw new Error("this addon has no system BLAS to compare with");
 const addon = st.addon;
 type Row = { calls: number; own: number; system: number; flops: number };
 const rows = new Map<string, Row>();
 let flip = false;
-const gemm: NativeAddon["gemm"] = (a, b, c, batch, m, n, k, ta, tb, ai, bi) => {
+const gemm: Addon["gemm"] = (a, b, c, batch, m, n, k, ta, tb, ai, bi) => {
   const key = `batch ${batch} (${m}, ${n}, ${k}) ${ta ? "T" : "N"}${tb ? "T" : "N"}`;
   const row = rows.get(key) ?? { calls: 0, own: 0, system: 0, flops: 0 };
   rows.set(key, row);
@@ -36,8 +36,8 @@ const gemm: NativeAddon["gemm"] = (a, b, c, batch, m, n, k, ta, tb, ai, bi) => {
     row[impl] += performance.now() - t0;
   }
 };
-// The engine reads the addon through loadNative()'s cached status: hand it a wrapper.
-(st as { addon: NativeAddon }).addon = Object.create(addon, { gemm: { value: gemm } });
+// The engine reads the addon through loadAddon()'s cached status: hand it a wrapper.
+(st as { addon: Addon }).addon = Object.create(addon, { gemm: { value: gemm } });
 
 const engine = await LocalEngine.load(await modelDir(work, shape), { workers: 0, backend: "native", blasThreads: 1 });
 const vocab = SHAPES[shape].vocab;

@@ -69,7 +69,7 @@ export const configSchema = z.strictObject({
         .enum(["local", "tinker"])
         .default("local")
         .describe(
-          "The engine: local (in this process, on TF.js or the native addon) or tinker (a Tinker-protocol server: engine.tinker). The settings below up to `blas` are the local engine's.",
+          "The engine: local (in this process: the C engine, or TF.js) or tinker (a Tinker-protocol server: engine.tinker). The settings below up to `blas` are the local engine's.",
         ),
       workers: nonNegInt
         .optional()

@@ -28,7 +28,7 @@ export type BackendChoice = (typeof BACKEND_CHOICES)[number];
 /** A backend the engine actually runs on. */
 export type BackendName = Exclude<BackendChoice, "auto">;
 
-export interface NativeAddon {
+export interface Addon {
   /**
    * For i < batch: c[i] (m, n) = op(a[aIndex[i] ?? i]) @ op(b[bIndex[i] ?? i]), where a's items
    * are (m, k) — (k, m) when transA — and b's are (k, n) — (n, k) when transB. Throws on a bad shape.
@@ -134,11 +134,11 @@ export type BlasChoice = (typeof BLAS_CHOICES)[number];
 /** The matrix products the addon actually runs. */
 export type BlasName = Exclude<BlasChoice, "auto">;
 
-export type NativeStatus = { ok: true; addon: NativeAddon; path: string } | { ok: false; reason: string };
+export type AddonStatus = { ok: true; addon: Addon; path: string } | { ok: false; reason: string };
 
 export const ADDON_FILE = join("build", "Release", "agent_r1_native.node");
 
-let loaded: NativeStatus | undefined;
+let loaded: AddonStatus | undefined;
 
 /** The package root: the nearest directory above this module whose package.json is agent-r1's. */
 function packageRoot(): string | undefined {
@@ -160,14 +160,14 @@ function packageRoot(): string | undefined {
 }
 
 /** The addon, where the native engine already runs (so its absence is a bug, not an input error). */
-export function requireNative(): NativeAddon {
-  const st = loadNative();
+export function requireAddon(): Addon {
+  const st = loadAddon();
   if (!st.ok) throw new Error(`internal: the native addon is unavailable: ${st.reason}`);
   return st.addon;
 }
 
 /** Loads the addon once per thread; never throws. */
-export function loadNative(): NativeStatus {
+export function loadAddon(): AddonStatus {
   if (nativeDisabledSetting()) {
     return { ok: false, reason: "disabled by AGENT_R1_NATIVE_DISABLE" };
   }
@@ -182,7 +182,7 @@ export function loadNative(): NativeStatus {
     return loaded;
   }
   try {
-    const addon = createRequire(import.meta.url)(path) as NativeAddon;
+    const addon = createRequire(import.meta.url)(path) as Addon;
     if (typeof addon.gemm !== "function") throw new Error("it exports no gemm function");
     if (typeof addon.drawTokens !== "function" || typeof addon.setBlas !== "function")
       throw new Error("it is an old build without the current kernels: rebuild it with 'npm run build:native'");
@@ -222,7 +222,7 @@ export interface ResolvedBackend {
 export function resolveBackend(choice?: BackendChoice): ResolvedBackend {
   const want = requestedBackend(choice);
   if (want === "tfjs") return { backend: "tfjs" };
-  const st = loadNative();
+  const st = loadAddon();
   if (st.ok) return { backend: want === "native" ? "native" : AUTO_ENGINE };
   if (want === "native") {
     throw new InputError(
@@ -238,7 +238,7 @@ export function resolveBackend(choice?: BackendChoice): ResolvedBackend {
  * "tfjs backend". The addon's BLAS choice is process-wide, so any thread can read it.
  */
 export function backendLabel(backend: BackendName): string {
-  const st = loadNative();
+  const st = loadAddon();
   if (backend === "tfjs" || !st.ok) return "tfjs backend";
   const info = st.addon.info();
   return info.blas === "own"
@@ -263,7 +263,7 @@ export type Bf16Products = (typeof BF16_PRODUCT_CHOICES)[number];
  * keeps the other operand as it is; "auto" (default) is tiles where the CPU and OS have them.
  * Returns the one in effect.
  */
-export function applyBf16Products(addon: NativeAddon, choice: Bf16Products = "auto"): "tiles" | "exact" {
+export function applyBf16Products(addon: Addon, choice: Bf16Products = "auto"): "tiles" | "exact" {
   if (choice === "exact") {
     if (addon.info().kernel === "amx") addon.setGemmKernel("avx512");
     return "exact";
@@ -288,7 +288,7 @@ export function parseBlas(value: string, where: string): BlasChoice {
  * so); `auto` is the own kernels, which `npm run bench:gemm` and `bench:engine -- --blas`
  * measured at or above OpenBLAS on the engine's figures (docs/benchmarks.md).
  */
-export function resolveBlas(addon: NativeAddon, choice?: BlasChoice): BlasName {
+export function resolveBlas(addon: Addon, choice?: BlasChoice): BlasName {
   const env = settings().blas;
   const want = choice ?? (env ? parseBlas(env, "AGENT_R1_BLAS") : "auto");
   if (want === "system" && addon.info().system === null) {

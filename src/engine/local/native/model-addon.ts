@@ -4,7 +4,7 @@
  * tagged with its kind in C: a handle of the wrong kind (or any other value) is a TypeError naming
  * the argument, a freed pass an Error, and freeing a pass twice does nothing.
  */
-import { loadNative } from "../addon.js";
+import { loadAddon } from "../addon.js";
 import { InputError } from "../../../util/errors.js";
 
 /** An addon-side model or pass (an N-API external). */
@@ -52,7 +52,7 @@ export interface ModelAddon {
 
 /** The addon's model functions; an InputError naming the reason when the addon is unavailable. */
 export function modelAddon(): ModelAddon {
-  const st = loadNative();
+  const st = loadAddon();
   if (!st.ok) {
     throw new InputError(
       `the native engine is unavailable: ${st.reason}`,

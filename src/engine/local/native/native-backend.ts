@@ -24,7 +24,7 @@ import {
   type LoraSpec,
 } from "../../../model/peft.js";
 import { InputError } from "../../../util/errors.js";
-import { applyBf16Products, requireNative, resolveBlas } from "../addon.js";
+import { applyBf16Products, requireAddon, resolveBlas } from "../addon.js";
 import { settings } from "../../../util/settings.js";
 import type { ResolvedLoss } from "../../../rl/policy-loss.js";
 import type { Datum, ValueDatum } from "../../types.js";
@@ -247,7 +247,7 @@ export async function openBackend(
   dir: string,
   opts: ReplicaOptions,
 ): Promise<OpenedBackend<NativeDecoder, NativeTrainable, NativeKv>> {
-  const addon = requireNative();
+  const addon = requireAddon();
   const threads = Math.max(1, Math.min(64, engineThreads(opts)));
   addon.setBlas(resolveBlas(addon, opts.blas));
   applyBf16Products(addon, opts.bf16Products);

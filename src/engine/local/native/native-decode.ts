@@ -7,7 +7,7 @@
  */
 import type { DecodeBatch, DecodeCompute } from "../decode-compute.js";
 import type { NativeDecoder } from "./decoder.js";
-import { requireNative } from "../addon.js";
+import { requireAddon } from "../addon.js";
 import type { TokenDraw } from "../../sampling.js";
 
 /** One context's keys and values. */
@@ -93,7 +93,7 @@ export class NativeDecodeCompute implements DecodeCompute<NativeKv> {
   drawUntruncated(logits: Float32Array[], t: number[], u: number[]): TokenDraw[] {
     const tokens = new Int32Array(logits.length),
       logprobs = new Float64Array(logits.length);
-    requireNative().drawTokens(logits, Float64Array.from(t), Float64Array.from(u), tokens, logprobs);
+    requireAddon().drawTokens(logits, Float64Array.from(t), Float64Array.from(u), tokens, logprobs);
     return Array.from(tokens, (token, i) => ({ token, logprob: logprobs[i] }));
   }
 }

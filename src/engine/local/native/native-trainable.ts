@@ -8,7 +8,7 @@
  * Optimizer moments are saved in the TF.js engine's in-memory layout (matrices (in, out), the
  * embedding (V, H)), so either engine resumes the other's checkpoints.
  */
-import { requireNative, type NativeAddon } from "../addon.js";
+import { requireAddon, type Addon } from "../addon.js";
 import type { HostTensor } from "../../../model/safetensors.js";
 import { describeNonFinite, firstNonFinite } from "../../../model/finite-weights.js";
 import type { AdamParams, OptimStepResult } from "../../types.js";
@@ -25,7 +25,7 @@ export class NativeTrainable {
   step = 0;
   /** Training passes since the last optimizer step (their LoRA dropout seeds). */
   private passes = 0;
-  private readonly addon: NativeAddon;
+  private readonly addon: Addon;
 
   /**
    * `baseDir`: the directory of the base weights (a LoRA run saves adapters that point there; for
@@ -35,7 +35,7 @@ export class NativeTrainable {
     readonly model: NativeDecoder,
     readonly baseDir = "",
   ) {
-    this.addon = requireNative();
+    this.addon = requireAddon();
   }
 
   get size(): number {
