@@ -2,7 +2,7 @@
  * The addon's module entry and the bindings of the matrix-product library (blas.c, gemm.c):
  * batched single-precision products called on Float32Array views without copying, the choice
  * of implementation and threads; the C engine's decoder is in model/, its optimizer and draw
- * kernels in train_ops.c.
+ * kernels in kernel_bindings.c.
  *
  * Matrix products run on the project's own kernels (gemm.c), always built, or
  * on the system BLAS (cblas_sgemm of OpenBLAS or Accelerate) when the build
@@ -40,7 +40,7 @@
  *     threads: number, fusedThreads: number }: the implementation in use, the
  *     system BLAS built in (its name and configuration, or null), and the own
  *     kernels' micro-kernel ("avx512", "avx2" or "portable").
- *   The kernels of train_ops.c (AdamW, the squared norm, token draws) and the
+ *   The kernels of kernel_bindings.c (AdamW, the squared norm, token draws) and the
  *   decoder of model/model_napi.c.
  *
  * Plain Node-API (node_api.h): no C++ wrapper, no npm dependency.
@@ -53,7 +53,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int register_train_ops(napi_env env, napi_value exports); /* train_ops.c */
+int register_kernel_bindings(napi_env env, napi_value exports); /* kernel_bindings.c */
 int register_model_ops(napi_env env, napi_value exports); /* model/model_napi.c */
 
 /*
@@ -303,7 +303,7 @@ NAPI_MODULE_INIT() {
       {"getFusedThreads", NULL, get_fused_threads_js, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   if (napi_define_properties(env, exports, sizeof props / sizeof props[0], props) != napi_ok) return NULL;
-  if (!register_train_ops(env, exports)) return NULL;
+  if (!register_kernel_bindings(env, exports)) return NULL;
   if (!register_model_ops(env, exports)) return NULL;
   return exports;
 }

@@ -1,5 +1,5 @@
 /*
- * Vectorizable float32 helpers of the row kernels (model/layers.c, train_ops.c, logprob_rows.c): exp,
+ * Vectorizable float32 helpers of the row kernels (model/, kernels/): exp,
  * sigmoid, 8-lane sums, dots and maxima, an overflow-checked product of dimensions,
  * and the ROW_LOOP / GRAIN_FLOATS settings of their loops.
  */

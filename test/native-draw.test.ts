@@ -1,5 +1,5 @@
 /**
- * The native sampler's untruncated draws (native/draw_rows.c, drawTokens) against sampling.ts's
+ * The native sampler's untruncated draws (native/kernels/draw_rows.c, drawTokens) against sampling.ts's
  * drawToken given the same uniform: the same token wherever the uniform is not within float32
  * rounding of a boundary of the CDF, the same logprob within float32 rounding; the edges (one
  * token with all the mass, a uniform near 1; a row with no finite logit is an error); bad arguments.

@@ -1,5 +1,5 @@
 /**
- * The addon's optimizer kernels the C engine trains with (native/train_ops.c): AdamW's update of a
+ * The addon's optimizer kernels the C engine trains with (native/kernels/optim.c): AdamW's update of a
  * parameter and its moments, against the TF.js engine's composition of the same update (the
  * reference: equal bits, the same float32 operations in the same order); the squared gradient
  * norm, in double.

@@ -2,7 +2,7 @@
  * Time of drawing one token per row from 32 rows of 151,936 logits (Qwen2.5's vocabulary) at
  * temperature 0.9 without top-k / top-p, as the sampler does for a batch-32 decode step, and a
  * checksum of the draws (tokens and logprobs), which must not change when the code gets faster;
- * then the same draws in C (drawTokens, native/draw_rows.c, on 1 and 2 threads) with the same
+ * then the same draws in C (drawTokens, native/kernels/draw_rows.c, on 1 and 2 threads) with the same
  * uniforms, and how many of its tokens match.
  */
 import { drawToken } from "../../src/engine/sampling.js";

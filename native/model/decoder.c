@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../logprob_rows.h"
+#include "../kernels/logprob_rows.h"
 #include "../parallel.h"
 #include "../vec_math.h"
 #include "layers.h"

@@ -81,7 +81,7 @@ export interface Addon {
   getFusedThreads(): number;
   info(): NativeInfo;
 
-  // Kernels the C engine calls (native/train_ops.c); every length is checked (a wrong one throws a
+  // Kernels the C engine calls (native/kernel_bindings.c, native/kernels/); every length is checked (a wrong one throws a
   // RangeError naming the argument).
   /** AdamW on n floats: writes wOut, mOut, vOut (see train-ops.ts adamwUpdate for the formula). */
   adamwStep(
@@ -106,7 +106,7 @@ export interface Addon {
   sumSquares(x: Float32Array): number;
   /**
    * One token per row from softmax(logits[i] / temperatures[i]) by the inverse CDF at uniforms[i]
-   * (native/draw_rows.c): tokens[i] and its logprob. Every logits[i] has the same length.
+   * (native/kernels/draw_rows.c): tokens[i] and its logprob. Every logits[i] has the same length.
    */
   drawTokens(
     logits: Float32Array[],

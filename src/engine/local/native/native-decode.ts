@@ -89,7 +89,7 @@ export class NativeDecodeCompute implements DecodeCompute<NativeKv> {
     return new NativeDecodeBatch(this);
   }
 
-  /** In C (native/draw_rows.c), the rows split across the fused kernels' threads. */
+  /** In C (native/kernels/draw_rows.c), the rows split across the fused kernels' threads. */
   drawUntruncated(logits: Float32Array[], t: number[], u: number[]): TokenDraw[] {
     const tokens = new Int32Array(logits.length),
       logprobs = new Float64Array(logits.length);

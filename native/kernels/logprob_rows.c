@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "vec_math.h"
+#include "../vec_math.h"
 
 /* z = x / T; x itself when T = 1 (the common case, no division). */
 static inline float scaled(float x, float T) { return T == 1.0f ? x : x / T; }

@@ -1,8 +1,7 @@
 /*
  * Token log-probabilities over rows of logits: log-softmax(logits / T)[target] and the entropy,
- * and their backward (logprob_rows.c). Shared by the TF.js backend's kernel (train_ops.c) and the
- * native engine's head (model/decoder.c). Both run over [lo, hi) of the rows, as parallel_for's
- * range functions.
+ * and their backward (logprob_rows.c), for the C engine's head (model/decoder.c). Both run over
+ * [lo, hi) of the rows, as parallel_for's range functions.
  */
 #ifndef AGENT_R1_LOGPROB_ROWS_H
 #define AGENT_R1_LOGPROB_ROWS_H

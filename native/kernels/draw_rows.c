@@ -14,7 +14,7 @@
 
 #include <math.h>
 
-#include "vec_math.h"
+#include "../vec_math.h"
 
 enum { BLOCK = 512 };
 /* Below this temperature z_j is computed in float64 terms as 0 or -inf (as sampling.ts does);

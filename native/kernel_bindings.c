@@ -1,14 +1,12 @@
 /*
- * Kernels the C engine calls from TypeScript (src/engine/local/native/native-trainable.ts and
- * native-decode.ts), on its own parameter buffers:
+ * The bindings of the kernels the C engine calls from TypeScript (kernels/: optim.c, draw_rows.c),
+ * one export table at the end of this file:
  *   adamwStep(w, g, m, v, wOut, mOut, vOut, n, lr, beta1, beta2, eps, weightDecay, bc1, bc2, gradScale)
  *   sumSquares(x) -> Σ x² (accumulated in double)
  *   drawTokens(logits[], temperatures, uniforms, tokens, logprobs): the sampler's untruncated
- *     draws, one token per row (draw_rows.h); a row holding NaN or +Infinity, or no finite
- *     logit, is an Error naming it (fail_draw)
- *
- * adamwStep is the optimizer's element-wise update in the order the TF.js engine's composition
- * computes it (src/engine/local/tfjs/train-ops.ts), float32 throughout: the two agree bit for bit.
+ *     draws, one token per row (kernels/draw_rows.h); a row holding NaN or +Infinity, or no
+ *     finite logit, is an Error naming it (fail_draw)
+ * Every argument is checked here (napi_args.h) before a kernel runs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,36 +17,12 @@
 #include "parallel.h"
 
 #include "vec_math.h"
-#include "draw_rows.h"
+#include "kernels/draw_rows.h"
+#include "kernels/optim.h"
 
 /* ------------------------------------------------------------------------- */
 /* AdamW and the squared norm                                                */
 /* ------------------------------------------------------------------------- */
-
-typedef struct {
-  const float *w, *g, *m, *v; /* (n) each */
-  float *wo, *mo, *vo;        /* (n) each: outputs (may not alias the inputs) */
-  float lr, b1, ob1, b2, ob2, eps, wd, bc1, bc2, scale;
-} adamw_ctx;
-
-/*
- * g = g·scale; m' = m·β1 + g·(1-β1); v' = v·β2 + g²·(1-β2);
- * u = (m' / bc1) / (sqrt(v' / bc2) + ε) [+ w·wd]; w' = w - u·lr.
- */
-ROW_LOOP static void adamw_range(void *p, int64_t lo, int64_t hi, int chunk) {
-  (void)chunk;
-  const adamw_ctx *c = (const adamw_ctx *)p;
-  for (int64_t i = lo; i < hi; i++) {
-    const float g = c->scale == 1.0f ? c->g[i] : c->g[i] * c->scale;
-    const float m = c->m[i] * c->b1 + g * c->ob1;
-    const float v = c->v[i] * c->b2 + (g * g) * c->ob2;
-    float u = (m / c->bc1) / (sqrtf(v / c->bc2) + c->eps);
-    if (c->wd > 0.0f) u = u + c->w[i] * c->wd;
-    c->mo[i] = m;
-    c->vo[i] = v;
-    c->wo[i] = c->w[i] - u * c->lr;
-  }
-}
 
 static napi_value adamw_step(napi_env env, napi_callback_info info) {
   static const char *fn = "adamwStep";
@@ -68,22 +42,8 @@ static napi_value adamw_step(napi_env env, napi_callback_info info) {
     if (!arg_number(env, argv[8 + i], fn, hnames[i], &h[i])) return NULL;
   for (int i = 0; i < 7; i++)
     if (!expect_len(env, fn, names[i], len[i], n, "n")) return NULL;
-  adamw_ctx c = {buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6],
-                 (float)h[0], (float)h[1], (float)(1.0 - h[1]), (float)h[2], (float)(1.0 - h[2]),
-                 (float)h[3], (float)h[4], (float)h[5], (float)h[6], (float)h[7]};
-  parallel_for(n, GRAIN_FLOATS, adamw_range, &c);
+  adamw_update(buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], n, h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
   return NULL;
-}
-
-/* Σ x² in double, 4 partial sums. */
-ROW_LOOP static double sum_squares(const float *x, int64_t n) {
-  double acc[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int l = 0; l < 4; l++) acc[l] += (double)x[i + l] * (double)x[i + l];
-  double s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  for (; i < n; i++) s += (double)x[i] * (double)x[i];
-  return s;
 }
 
 static napi_value sum_squares_js(napi_env env, napi_callback_info info) {
@@ -186,7 +146,7 @@ static napi_value draw_tokens(napi_env env, napi_callback_info info) {
 
 /* ------------------------------------------------------------------------- */
 
-int register_train_ops(napi_env env, napi_value exports) {
+int register_kernel_bindings(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"adamwStep", NULL, adamw_step, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sumSquares", NULL, sum_squares_js, NULL, NULL, NULL, napi_enumerable, NULL},
