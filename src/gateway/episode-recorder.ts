@@ -52,6 +52,7 @@ import type { ToolCallRecord } from "../agent/tool-runner.js";
 import { wellFormed } from "../agent/tool.js";
 import { Rng } from "../util/rng.js";
 import { extractToolCalls, type OpenAiToolCall } from "../serve/tool-calls.js";
+import { sameMessage, toolsKey } from "./message-compare.js";
 
 export interface RecorderOptions {
   chat: ChatSetup;
@@ -156,31 +157,6 @@ type Next =
   | { kind: "extends"; expected: AgentMessage[]; fresh: AgentMessage[]; observation: number[] }
   | { kind: "rewrite"; reason: string };
 
-/** A message compared as the template sees it: role, content, tool calls by name and parsed arguments. */
-function sameMessage(a: AgentMessage, b: AgentMessage): boolean {
-  if (a.role !== b.role || (a.content ?? "").trim() !== (b.content ?? "").trim()) return false;
-  const ca = a.tool_calls ?? [],
-    cb = b.tool_calls ?? [];
-  if (ca.length !== cb.length) return false;
-  return ca.every(
-    (c, i) =>
-      c.function.name === cb[i].function.name &&
-      canonical(c.function.arguments) === canonical(cb[i].function.arguments),
-  );
-}
-
-function canonical(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
-  if (v && typeof v === "object")
-    return `{${Object.keys(v)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
-      .join(",")}}`;
-  return JSON.stringify(v);
-}
-
-const toolsKey = (tools?: ToolSchema[]) => canonical(tools ?? []);
-
 /** Whether `b` asks exactly what `a` asked (a client's retry); the next turn has more messages, so it is told apart at once. */
 function sameRequest(a: CompletionRequest, b: CompletionRequest): boolean {
   if (a.messages.length !== b.messages.length) return false;
@@ -193,6 +169,8 @@ export class EpisodeRecorder {
   /** The conversation before the pending action, in template form. */
   private history: AgentMessage[] = [];
   private tools?: ToolSchema[];
+  /** toolsKey(tools), kept with them: each request compares its tools with the episode's. */
+  private toolsText = toolsKey(undefined);
   private pending?: Pending;
   private completions = 0;
   private callCount = 0;
@@ -297,6 +275,7 @@ export class EpisodeRecorder {
     }
     this.history = req.messages.slice();
     this.tools = req.tools;
+    this.toolsText = toolsKey(req.tools);
   }
 
   /** Ends the episode at a limit: the pending action will be its last step, with the refused request's tool results. */
@@ -315,7 +294,7 @@ export class EpisodeRecorder {
 
   /** Why `req` does not extend the episode, or undefined when it does. */
   private divergence(req: CompletionRequest, expected: AgentMessage[]): string | undefined {
-    if (toolsKey(req.tools) !== toolsKey(this.tools)) return "the tools changed";
+    if (toolsKey(req.tools) !== this.toolsText) return "the tools changed";
     if (req.messages.length <= expected.length)
       return `the request has ${req.messages.length} messages, not more than the episode's ${expected.length}`;
     const at = expected.findIndex((m, i) => !sameMessage(m, req.messages[i]));

@@ -11,12 +11,12 @@
  * built) or on the system BLAS the build found (OpenBLAS, Accelerate): the engine option
  * `blas` (own, system or auto), else env AGENT_R1_BLAS, else auto; see resolveBlas.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { InputError } from "../../util/errors.js";
+import { packageRoot } from "../../util/package-root.js";
 import { nativeDisabledSetting, settings } from "../../util/settings.js";
 
 /** The own kernels' micro-kernels, best first. */
@@ -140,23 +140,13 @@ export const ADDON_FILE = join("build", "Release", "agent_r1_native.node");
 
 let loaded: AddonStatus | undefined;
 
-/** The package root: the nearest directory above this module whose package.json is agent-r1's. */
-function packageRoot(): string | undefined {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 6; i++) {
-    const pj = join(dir, "package.json");
-    if (existsSync(pj)) {
-      try {
-        if ((JSON.parse(readFileSync(pj, "utf8")) as { name?: string }).name === "agent-r1") return dir;
-      } catch {
-        // not ours; keep looking
-      }
-    }
-    const up = dirname(dir);
-    if (up === dir) break;
-    dir = up;
+/** The package root (util/package-root.ts), or undefined where it cannot be found: the loader never throws. */
+function rootOrNone(): string | undefined {
+  try {
+    return packageRoot();
+  } catch {
+    return undefined;
   }
-  return undefined;
 }
 
 /** The addon, where the native engine already runs (so its absence is a bug, not an input error). */
@@ -172,7 +162,7 @@ export function loadAddon(): AddonStatus {
     return { ok: false, reason: "disabled by AGENT_R1_NATIVE_DISABLE" };
   }
   if (loaded) return loaded;
-  const root = packageRoot();
+  const root = rootOrNone();
   const path = root ? join(root, ADDON_FILE) : undefined;
   if (!path || !existsSync(path)) {
     loaded = {
