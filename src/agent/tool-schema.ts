@@ -240,6 +240,21 @@ function propertyName(body: string): string {
   throw new RefusedPattern(`RE2 has no \\p{${body}}`);
 }
 
+/** The code point of the `\u` escape at `at` of `pattern` (a surrogate pair of escapes counts as one), and its end. */
+function unicodeEscape(pattern: string, at: number): [number, number] {
+  if (pattern[at + 2] === "{") {
+    const close = pattern.indexOf("}", at + 3);
+    return [parseInt(pattern.slice(at + 3, close), 16), close + 1];
+  }
+  const unit = parseInt(pattern.slice(at + 2, at + 6), 16);
+  if (unit >= 0xd800 && unit <= 0xdbff && pattern.startsWith("\\u", at + 6)) {
+    const low = parseInt(pattern.slice(at + 8, at + 12), 16);
+    if (low >= 0xdc00 && low <= 0xdfff && /^[0-9a-fA-F]{4}$/.test(pattern.slice(at + 8, at + 12)))
+      return [0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00), at + 12];
+  }
+  return [unit, at + 6];
+}
+
 /**
  * An ECMAScript pattern (with the `u` flag, as ajv compiles them) in RE2's syntax and meaning:
  * `\uXXXX` and `\u{X}` become `\x{X}`, `\s` and `.` get ECMAScript's sets, `(?<name>` becomes
@@ -250,26 +265,12 @@ function toRe2(pattern: string): string {
   let inClass = false;
   let i = 0;
   const n = pattern.length;
-  /** The code point of a `\u` escape at i (a surrogate pair of escapes counts as one), and its end. */
-  const unicodeEscape = (at: number): [number, number] => {
-    if (pattern[at + 2] === "{") {
-      const close = pattern.indexOf("}", at + 3);
-      return [parseInt(pattern.slice(at + 3, close), 16), close + 1];
-    }
-    const unit = parseInt(pattern.slice(at + 2, at + 6), 16);
-    if (unit >= 0xd800 && unit <= 0xdbff && pattern.startsWith("\\u", at + 6)) {
-      const low = parseInt(pattern.slice(at + 8, at + 12), 16);
-      if (low >= 0xdc00 && low <= 0xdfff && /^[0-9a-fA-F]{4}$/.test(pattern.slice(at + 8, at + 12)))
-        return [0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00), at + 12];
-    }
-    return [unit, at + 6];
-  };
   while (i < n) {
     const c = pattern[i];
     if (c === "\\") {
       const e = pattern[i + 1];
       if (e === "u") {
-        const [code, end] = unicodeEscape(i);
+        const [code, end] = unicodeEscape(pattern, i);
         out += hex(code);
         i = end;
         continue;
