@@ -12,8 +12,15 @@
  * every figure is the best of REPEATS runs, and each workload's comparison takes llama.cpp's
  * better thread count (`llama_b1`, `llama_b32`, with `native_over_llama_b1` / `_b32`).
  *
+ * First, an agreement check of the GGUF writer for both families it writes: a small Qwen2 and a
+ * small Qwen3 model (q/k norms, head_dim 48 where hidden / heads is 32, untied head; weights scaled
+ * up and norms moved off 1 so a mistake shows), greedy on both engines from three prompts; prints
+ * how many of the tokens llama.cpp picks equal the engine's (`--agreement`: only that).
+ *
  * node-llama-cpp is not a dependency of the project (its install is about 700 MB); install it
- * beside it first: `npm i --no-save -E node-llama-cpp@3.21.1`. Ends with one JSON line:
+ * beside it first: `npm i --no-save -E node-llama-cpp@3.21.1`. Prints
+ *   {"workload":"agreement_qwen2"|"agreement_qwen3","tokens":n,"same":n}
+ * and ends with one JSON line:
  *   {"M_f32":{"native_b1":n,"native_b32":n,"llama_b1_t1":n,"llama_b32_t1":n,"llama_b1_t2":n,"llama_b32_t2":n,
  *     "llama_b1":n,"llama_b32":n,"native_over_llama_b1":r,"native_over_llama_b32":r},"M_f16":{...},"M_bf16":{...}}
  */
@@ -103,11 +110,72 @@ async function nativeRun(engine: LocalEngine, ps: number[][]): Promise<number> {
 
 const round = (x: number) => Math.round(x * 10) / 10;
 
+/** Greedy tokens of `p` (AGREE_NEW of them) on llama.cpp. */
+async function llamaGreedy(model: LlamaModel, p: number[]): Promise<number[]> {
+  const ctx = await model.createContext({ contextSize: p.length + AGREE_NEW + 8, threads: 2, sequences: 1 });
+  try {
+    const out: number[] = [];
+    for await (const token of ctx.getSequence().evaluate(p, { temperature: 0 })) {
+      out.push(token);
+      if (out.length >= AGREE_NEW) break;
+    }
+    return out;
+  } finally {
+    await ctx.dispose();
+  }
+}
+
+const AGREE_NEW = 32;
+const FAMILIES = {
+  qwen2: {},
+  qwen3: { model_type: "qwen3", architectures: ["Qwen3ForCausalLM"], head_dim: 48, tie_word_embeddings: false },
+};
+
+/** Whether llama.cpp picks the engine's greedy tokens on our GGUF file of each family. */
+async function agreement(llama: Llama, root: string): Promise<void> {
+  for (const [family, overrides] of Object.entries(FAMILIES)) {
+    const init = join(root, `${family}-init`),
+      dir = join(root, family);
+    await initModel({ preset: "small", out: init, seed: 9, overrides: { vocab_size: VOCAB, ...overrides } });
+    const m = loadModelDir(init);
+    const rng = new Rng(9, 1);
+    for (const [name, t] of m.weights)
+      for (let i = 0; i < t.data.length; i++)
+        t.data[i] = name.endsWith("norm.weight") ? 1 + 0.3 * rng.normal() : t.data[i] * 6;
+    writeModelDir(dir, { config: m.config.raw, weights: m.weights, tokenizerFrom: init });
+    const raw = openModelDirRaw(dir).load();
+    const gguf = join(root, `${family}.gguf`);
+    writeGguf(gguf, raw.config, raw.weights, ggufTokenizer(readJsonFile(join(dir, "tokenizer.json")), VOCAB));
+    const ps = prompts(new Rng(4), 3).map((p) => p.slice(0, 12));
+    const engine = await LocalEngine.load(dir, { backend: "native" });
+    const model = await llama.loadModel({ modelPath: gguf });
+    let tokens = 0,
+      same = 0;
+    try {
+      for (const p of ps) {
+        const ours = (await engine.sample(p, { maxTokens: AGREE_NEW, temperature: 0, stop: [] })).sequences[0].tokens;
+        const theirs = await llamaGreedy(model, p);
+        tokens += ours.length;
+        // count the common prefix: after the first difference the two continue from different text
+        let i = 0;
+        while (i < ours.length && ours[i] === theirs[i]) i++;
+        same += i;
+      }
+    } finally {
+      await engine.dispose();
+      await model.dispose();
+    }
+    console.log(JSON.stringify({ workload: `agreement_${family}`, tokens, same }));
+  }
+}
+
 async function main(): Promise<void> {
   const llama = await loadLlama();
   const root = mkdtempSync(join(tmpdir(), "agent-r1-llama-"));
   const summary: Record<string, Record<string, number>> = {};
   try {
+    await agreement(llama, root);
+    if (process.argv.includes("--agreement")) return;
     const f32 = join(root, "M-F32");
     await initModel({ preset: "medium", out: f32, seed: 5, overrides: { vocab_size: VOCAB } });
     const m = loadModelDir(f32);

@@ -13,6 +13,7 @@ import { GGUF_ALIGNMENT, ggufTensorName, ggufTokenizer, writeGguf } from "../src
 import { toFloat32 } from "../src/model/safetensors.js";
 import { tempDir } from "./helpers.js";
 import { tinyBf16Model } from "./model-fixtures.js";
+import { readGguf } from "./gguf-reader.js";
 
 let root: string, dir: string;
 
@@ -22,58 +23,6 @@ before(async () => {
 });
 
 after(() => rmSync(root, { recursive: true, force: true }));
-
-type Value = number | bigint | boolean | string | Value[];
-
-/** GGUF v3 as the format describes it (little-endian; strings and counts u64). */
-function readGguf(buf: Buffer) {
-  let at = 0;
-  const u32 = () => ((at += 4), buf.readUInt32LE(at - 4));
-  const u64 = () => ((at += 8), Number(buf.readBigUInt64LE(at - 8)));
-  const str = () => {
-    const n = u64();
-    at += n;
-    return buf.toString("utf8", at - n, at);
-  };
-  const value = (type: number): Value => {
-    switch (type) {
-      case 4:
-        return u32();
-      case 5:
-        return ((at += 4), buf.readInt32LE(at - 4));
-      case 6:
-        return ((at += 4), buf.readFloatLE(at - 4));
-      case 7:
-        return ((at += 1), buf[at - 1] === 1);
-      case 8:
-        return str();
-      case 9: {
-        const t = u32(),
-          n = u64();
-        return Array.from({ length: n }, () => value(t));
-      }
-      default:
-        throw new Error(`value type ${type}`);
-    }
-  };
-  assert.equal(buf.toString("latin1", 0, 4), "GGUF");
-  at = 4;
-  const version = u32(),
-    nTensors = u64(),
-    nKv = u64();
-  const meta = new Map<string, Value>();
-  for (let i = 0; i < nKv; i++) {
-    const key = str();
-    meta.set(key, value(u32()));
-  }
-  const tensors = Array.from({ length: nTensors }, () => {
-    const name = str();
-    const dims = Array.from({ length: u32() }, () => u64());
-    return { name, dims, type: u32(), offset: u64() };
-  });
-  const data = at + ((GGUF_ALIGNMENT - (at % GGUF_ALIGNMENT)) % GGUF_ALIGNMENT);
-  return { version, meta, tensors, data };
-}
 
 test("a bf16 Qwen2 model written as GGUF reads back: metadata, llama.cpp's names and dims, aligned data", () => {
   const raw = openModelDirRaw(dir).load();
@@ -127,7 +76,10 @@ test("GGUF: what the writer cannot write is refused, naming the field", () => {
   const raw = openModelDirRaw(dir).load();
   const tok = ggufTokenizer(readJsonFile(join(dir, "tokenizer.json")), raw.config.vocabSize);
   const llama = { ...raw.config, modelType: "llama" as const };
-  assert.throws(() => writeGguf(join(root, "x.gguf"), llama, raw.weights, tok), /model_type.*qwen2 models, not llama/);
+  assert.throws(
+    () => writeGguf(join(root, "x.gguf"), llama, raw.weights, tok),
+    /model_type.*qwen2 and qwen3 models, not llama/,
+  );
   const odd = new Map(raw.weights);
   odd.set("model.layers.0.mlp.experts.weight", { dtype: "F32", shape: [2], data: new Float32Array(2) });
   assert.throws(() => writeGguf(join(root, "x.gguf"), raw.config, odd, tok), /experts.*no GGUF name/);

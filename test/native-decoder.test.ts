@@ -24,6 +24,10 @@ function config(tied: boolean, extra: Record<string, unknown> = {}): ModelConfig
   return parseModelConfig(presetConfigJson("tiny", 61, { tie_word_embeddings: tied, ...extra }));
 }
 
+/** Qwen3's shape on the tiny preset: per-head q/k norms, no q/k/v bias, head_dim 24 (not 64 / 4), untied head. */
+const qwen3 = (): ModelConfig =>
+  config(false, { model_type: "qwen3", architectures: ["Qwen3ForCausalLM"], head_dim: 24 });
+
 /** Random weights with norms and biases moved off 1 and 0, so their paths and gradients show. */
 function weights(c: ModelConfig, seed: number, head: "lm" | "value" = "lm"): Map<string, HostTensor> {
   const w = randomHostWeights(c, seed, head);
@@ -74,9 +78,14 @@ function maxAbs(a: ArrayLike<number>): number {
 
 const targetsOf = (seqs: number[][]) => Int32Array.from(seqs.flatMap((s) => s.map((_, t) => s[(t + 1) % s.length])));
 
-for (const tied of [true, false]) {
-  test(`native decoder = TF.js decoder: logits, logprobs and every gradient (${tied ? "tied" : "untied"} head)`, () => {
-    const c = config(tied);
+for (const [label, makeConfig] of [
+  ["tied head", () => config(true)],
+  ["untied head", () => config(false)],
+  ["Qwen3: q/k norms, head_dim 24, untied head", qwen3],
+] as const) {
+  test(`native decoder = TF.js decoder: logits, logprobs and every gradient (${label})`, () => {
+    const c = makeConfig();
+    const tied = c.tieWordEmbeddings;
     const w = weights(c, 7);
     const ref = Transformer.fromHostWeights(c, w, "(test)");
     const nat = NativeDecoder.fromWeights(c, w, "(test)");
@@ -143,8 +152,15 @@ for (const tied of [true, false]) {
   });
 }
 
-test("native decoder: KV-cached decoding equals the full forward, one sequence and a ragged batch", () => {
-  const c = config(true);
+for (const [label, makeConfig] of [
+  ["Qwen2", () => config(true)],
+  ["Qwen3", qwen3],
+] as const)
+  test(`native decoder: KV-cached decoding equals the full forward, one sequence and a ragged batch (${label})`, () => {
+    kvCachedDecoding(makeConfig());
+  });
+
+function kvCachedDecoding(c: ModelConfig): void {
   const nat = NativeDecoder.fromWeights(c, weights(c, 11), "(test)", { train: "none" });
   const V = c.vocabSize,
     per = nat.kvFloatsPerToken,
@@ -203,7 +219,7 @@ test("native decoder: KV-cached decoding equals the full forward, one sequence a
     }
   });
   rest.free();
-});
+}
 
 test("native decoder: the value head and its gradient equal TF.js's", () => {
   const c = config(false);
@@ -239,9 +255,9 @@ test("native decoder: the value head and its gradient equal TF.js's", () => {
   ref.dispose();
 });
 
-test("native decoder: the backward agrees with central finite differences of the forward", () => {
-  const c = config(true);
-  const w = weights(c, 21);
+/** The native backward at a few entries of `probes` against central finite differences of its forward. */
+function checkFiniteDifferences(c: ModelConfig, seed: number, probes: [string, number][]): void {
+  const w = weights(c, seed);
   const nat = NativeDecoder.fromWeights(c, w, "(test)");
   const targets = targetsOf(SEQS);
   const N = targets.length;
@@ -259,18 +275,6 @@ test("native decoder: the backward agrees with central finite differences of the
   pass.logprobs(targets, 1);
   pass.backward(coef);
   pass.free();
-  // a few entries of matrices on every path: attention, MLP, norms, biases, the embedding
-  const probes: [string, number][] = [
-    ["model.layers.0.self_attn.q_proj.weight", 5],
-    ["model.layers.1.self_attn.k_proj.weight", 77],
-    ["model.layers.0.self_attn.v_proj.bias", 3],
-    ["model.layers.1.self_attn.o_proj.weight", 1000],
-    ["model.layers.0.mlp.gate_proj.weight", 123],
-    ["model.layers.1.mlp.down_proj.weight", 4000],
-    ["model.layers.0.input_layernorm.weight", 9],
-    ["model.norm.weight", 30],
-    ["model.embed_tokens.weight", 17 * 61 + 5],
-  ];
   for (const [name, i] of probes) {
     const p = nat.params.get(name)!;
     const data = p.data as Float32Array;
@@ -288,4 +292,32 @@ test("native decoder: the backward agrees with central finite differences of the
       `${name}[${i}]: finite difference ${fd}, backward ${an}`,
     );
   }
+}
+
+test("native decoder: the backward agrees with central finite differences of the forward", () => {
+  // a few entries of matrices on every path: attention, MLP, norms, biases, the embedding
+  checkFiniteDifferences(config(true), 21, [
+    ["model.layers.0.self_attn.q_proj.weight", 5],
+    ["model.layers.1.self_attn.k_proj.weight", 77],
+    ["model.layers.0.self_attn.v_proj.bias", 3],
+    ["model.layers.1.self_attn.o_proj.weight", 1000],
+    ["model.layers.0.mlp.gate_proj.weight", 123],
+    ["model.layers.1.mlp.down_proj.weight", 4000],
+    ["model.layers.0.input_layernorm.weight", 9],
+    ["model.norm.weight", 30],
+    ["model.embed_tokens.weight", 17 * 61 + 5],
+  ]);
+});
+
+test("native decoder, Qwen3: the backward through the q/k norms agrees with finite differences", () => {
+  checkFiniteDifferences(qwen3(), 23, [
+    ["model.layers.0.self_attn.q_norm.weight", 3],
+    ["model.layers.1.self_attn.q_norm.weight", 20],
+    ["model.layers.0.self_attn.k_norm.weight", 11],
+    ["model.layers.1.self_attn.k_norm.weight", 0],
+    ["model.layers.0.self_attn.q_proj.weight", 50],
+    ["model.layers.1.self_attn.k_proj.weight", 300],
+    ["model.layers.0.input_layernorm.weight", 7],
+    ["lm_head.weight", 40],
+  ]);
 });

@@ -10,131 +10,12 @@ import { parseModelConfig, type ModelConfig } from "../src/model/config.js";
 import { Transformer, disposeCache, type KVCache } from "../src/engine/local/tfjs/transformer.js";
 import { parameterShapes } from "../src/model/parameter-shapes.js";
 import { ropeInverseFrequencies } from "../src/model/rope.js";
-import type { HostTensor } from "../src/model/safetensors.js";
 import { Rng } from "../src/util/rng.js";
+import { plainInvFreq, referenceLogits, type RefOptions, type Weights } from "./reference-model.js";
 
 before(async () => {
   await initBackend();
 });
-
-// ---------------------------------------------------------------------------
-// Reference implementation (float64, one sequence at a time)
-
-type Weights = Map<string, HostTensor>;
-type Mat = Float64Array[]; // rows
-
-interface RefOptions {
-  /** Inverse frequencies to use; default: theta^(-2i/hd). */
-  invFreq?: number[];
-  /** Which kv head query head h reads; default floor(h / (nh / kv)). */
-  kvHeadOf?: (h: number, nh: number, kv: number) => number;
-}
-
-function get(w: Weights, name: string): HostTensor {
-  const t = w.get(name);
-  if (!t) throw new Error(`reference: missing ${name}`);
-  return t;
-}
-
-/** y = x W^T + b with W (out, in) row-major, HF layout. */
-function linear(x: Mat, w: HostTensor, b?: HostTensor): Mat {
-  const [out, inp] = w.shape;
-  return x.map((row) => {
-    assert.equal(row.length, inp);
-    const y = new Float64Array(out);
-    for (let o = 0; o < out; o++) {
-      let s = b ? b.data[o] : 0;
-      for (let i = 0; i < inp; i++) s += w.data[o * inp + i] * row[i];
-      y[o] = s;
-    }
-    return y;
-  });
-}
-
-function rmsNorm(x: Mat, w: HostTensor, eps: number): Mat {
-  return x.map((row) => {
-    let ms = 0;
-    for (const v of row) ms += v * v;
-    ms /= row.length;
-    const r = 1 / Math.sqrt(ms + eps);
-    return row.map((v, i) => v * r * w.data[i]);
-  });
-}
-
-const silu = (z: number) => z / (1 + Math.exp(-z));
-
-function plainInvFreq(theta: number, hd: number): number[] {
-  return Array.from({ length: hd / 2 }, (_, i) => Math.pow(theta, (-2 * i) / hd));
-}
-
-/** Rotate-half RoPE on one head vector at position pos. */
-function rope(v: Float64Array, pos: number, invFreq: number[]): Float64Array {
-  const half = v.length / 2;
-  const out = new Float64Array(v.length);
-  for (let i = 0; i < half; i++) {
-    const a = pos * invFreq[i];
-    const c = Math.cos(a),
-      s = Math.sin(a);
-    const x1 = v[i],
-      x2 = v[i + half];
-    out[i] = x1 * c - x2 * s;
-    out[i + half] = x2 * c + x1 * s;
-  }
-  return out;
-}
-
-/** Logits (T, V) of one sequence. */
-function referenceLogits(c: ModelConfig, w: Weights, tokens: number[], o: RefOptions = {}): Mat {
-  const H = c.hiddenSize,
-    nh = c.numHeads,
-    kv = c.numKvHeads,
-    hd = c.headDim,
-    T = tokens.length;
-  const invFreq = o.invFreq ?? plainInvFreq(c.ropeTheta, hd);
-  const kvHeadOf = o.kvHeadOf ?? ((h, nh_, kv_) => Math.floor(h / (nh_ / kv_)));
-  const emb = get(w, "model.embed_tokens.weight");
-  let x: Mat = tokens.map((t) => Float64Array.from(emb.data.subarray(t * H, (t + 1) * H)));
-  for (let l = 0; l < c.numLayers; l++) {
-    const p = `model.layers.${l}.`;
-    const h = rmsNorm(x, get(w, p + "input_layernorm.weight"), c.rmsNormEps);
-    const bias = (n: string) => (c.qkvBias ? get(w, p + `self_attn.${n}.bias`) : undefined);
-    const q = linear(h, get(w, p + "self_attn.q_proj.weight"), bias("q_proj"));
-    const k = linear(h, get(w, p + "self_attn.k_proj.weight"), bias("k_proj"));
-    const v = linear(h, get(w, p + "self_attn.v_proj.weight"), bias("v_proj"));
-    const head = (m: Float64Array, j: number) => m.subarray(j * hd, (j + 1) * hd);
-    const ctx: Mat = tokens.map(() => new Float64Array(nh * hd));
-    for (let qh = 0; qh < nh; qh++) {
-      const kh = kvHeadOf(qh, nh, kv);
-      const ks = k.map((row, s) => rope(head(row, kh), s, invFreq));
-      for (let t = 0; t < T; t++) {
-        const qv = rope(head(q[t], qh), t, invFreq);
-        const scores: number[] = [];
-        for (let s = 0; s <= t; s++) {
-          let dot = 0;
-          for (let d = 0; d < hd; d++) dot += qv[d] * ks[s][d];
-          scores.push(dot / Math.sqrt(hd));
-        }
-        const m = Math.max(...scores);
-        const e = scores.map((z) => Math.exp(z - m));
-        const z = e.reduce((a, b) => a + b, 0);
-        for (let s = 0; s <= t; s++) {
-          const vv = head(v[s], kh);
-          for (let d = 0; d < hd; d++) ctx[t][qh * hd + d] += (e[s] / z) * vv[d];
-        }
-      }
-    }
-    const attn = linear(ctx, get(w, p + "self_attn.o_proj.weight"));
-    x = x.map((row, t) => row.map((val, i) => val + attn[t][i]));
-    const h2 = rmsNorm(x, get(w, p + "post_attention_layernorm.weight"), c.rmsNormEps);
-    const gate = linear(h2, get(w, p + "mlp.gate_proj.weight"));
-    const up = linear(h2, get(w, p + "mlp.up_proj.weight"));
-    const act = gate.map((g, t) => g.map((z, i) => silu(z) * up[t][i]));
-    const down = linear(act, get(w, p + "mlp.down_proj.weight"));
-    x = x.map((row, t) => row.map((val, i) => val + down[t][i]));
-  }
-  const fin = rmsNorm(x, get(w, "model.norm.weight"), c.rmsNormEps);
-  return linear(fin, c.tieWordEmbeddings ? emb : get(w, "lm_head.weight"));
-}
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -237,6 +118,27 @@ function qwen2Config(extra: Record<string, unknown> = {}): ModelConfig {
   });
 }
 
+/** Qwen3's shape: q/k norms, no bias, an explicit head_dim wider than hidden / heads, untied head. */
+function qwen3Config(extra: Record<string, unknown> = {}): ModelConfig {
+  return parseModelConfig({
+    model_type: "qwen3",
+    vocab_size: 40,
+    hidden_size: 24,
+    head_dim: 12,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    intermediate_size: 36,
+    rms_norm_eps: 1e-6,
+    rope_theta: 1000000,
+    tie_word_embeddings: false,
+    attention_bias: false,
+    use_sliding_window: false,
+    sliding_window: null,
+    ...extra,
+  });
+}
+
 function llamaConfig(extra: Record<string, unknown> = {}): ModelConfig {
   return parseModelConfig({
     model_type: "llama",
@@ -296,6 +198,47 @@ test("Qwen2 from Transformer.random (default init) matches the reference", () =>
   } finally {
     m.dispose();
   }
+});
+
+test("Qwen3 (q/k norms, explicit head_dim, untied head): config, shapes, and logits match the reference", () => {
+  const c = qwen3Config();
+  assert.equal(c.qkNorm, true);
+  assert.equal(c.qkvBias, false);
+  assert.equal(c.headDim, 12);
+  const shapes = parameterShapes(c);
+  assert.deepEqual(shapes.get("model.layers.1.self_attn.q_norm.weight"), [12]);
+  assert.deepEqual(shapes.get("model.layers.1.self_attn.k_norm.weight"), [12]);
+  assert.deepEqual(shapes.get("model.layers.0.self_attn.q_proj.weight"), [48, 24]);
+  assert.ok(shapes.has("lm_head.weight") && !shapes.has("model.layers.0.self_attn.q_proj.bias"));
+  const w = randomHostWeights(c, 31);
+  const m = Transformer.fromHostWeights(c, w, "(test)");
+  try {
+    const d = checkAgainstReference(c, m, 32);
+    assert.ok(d < TOL, `max |diff| ${d}`);
+    // The norms matter: the reference without them is far off.
+    const toks = randomTokens(32, 1, 7, c.vocabSize);
+    const plain = referenceLogits({ ...c, qkNorm: false }, w, toks[0]);
+    assert.ok(maxAbsDiff(modelLogits(m, toks)[0], plain) > 100 * TOL);
+  } finally {
+    m.dispose();
+  }
+});
+
+test("Qwen3 and Qwen2 options the engine does not implement are refused naming the field", () => {
+  const refused: [Record<string, unknown>, RegExp][] = [
+    [{ use_sliding_window: true, sliding_window: 4096 }, /config\.json.*use_sliding_window.*not implemented/],
+    [{ layer_types: ["full_attention", "sliding_attention"] }, /layer_types.*'sliding_attention'/],
+    [{ num_experts: 128 }, /num_experts.*mixture-of-experts/],
+    [{ rope_scaling: { rope_type: "yarn", factor: 4 } }, /rope_scaling\.rope_type.*unsupported rope scaling 'yarn'/],
+  ];
+  for (const [extra, re] of refused) assert.throws(() => qwen3Config(extra), re);
+  assert.throws(() => qwen2Config({ use_sliding_window: true }), /use_sliding_window/);
+  assert.throws(
+    () => qwen3Config({ model_type: "qwen3_moe" }),
+    /unsupported model_type 'qwen3_moe'; supported: qwen2, qwen3, llama/,
+  );
+  // what real Qwen3 configs say (sliding window off, full attention everywhere) loads
+  assert.equal(qwen3Config({ layer_types: ["full_attention", "full_attention"], max_window_layers: 28 }).qkNorm, true);
 });
 
 test("Llama (no bias, separate lm_head): logits match the reference", () => {

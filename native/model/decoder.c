@@ -5,7 +5,8 @@
  *
  * Memory of a training pass, per token and layer: the layer input x and x2 (2H), q and ctx
  * (2·nh·hd), k and v (2·kv·hd), gate and up (2F), the attention's log-sum-exps (nh), two rstd and
- * the LoRA products (r per adapted linear). The RMSNorm outputs and silu(gate)·up are recomputed in
+ * the LoRA products (r per adapted linear); with q/k norms (Qwen3) also the queries and keys
+ * before their norm (nh·hd + kv·hd) and the norms' rstd (nh + kv). The RMSNorm outputs and silu(gate)·up are recomputed in
  * the backward from what is kept (cheap element-wise work), and the attention weights from q, k and
  * the log-sum-exps, so nothing of size T² is stored. Logits are never stored whole: the head runs
  * over chunks of rows, and the backward recomputes each chunk's logits.
@@ -72,6 +73,12 @@ static void layout(const model_t *m, pass_t *p, carver *c, int64_t N, int64_t ns
     a.q = CARVE_F(c, N * qd);
     a.k = CARVE_F(c, N * kvd);
     a.v = CARVE_F(c, N * kvd);
+    if (model_qk_norm(m)) {
+      a.qr = CARVE_F(c, N * qd);
+      a.kr = CARVE_F(c, N * kvd);
+      a.rq = CARVE_F(c, N * m->nh);
+      a.rk = CARVE_F(c, N * m->kv);
+    }
     a.lse = train ? CARVE_F(c, N * m->nh) : NULL;
     a.ctx = CARVE_F(c, N * qd);
     a.x2 = CARVE_F(c, N * H);
@@ -195,10 +202,15 @@ int decoder_forward(const model_t *m, pass_t *p) {
     float *h = a->h1; /* (N, H) scratch: RMSNorm output, then each block's output */
     /* attention block: x2 = x + o(attention(rope(q(h1)), rope(k(h1)), v(h1))) */
     rmsnorm_forward(a->x, ly->ln1, h, a->rstd1, N, H, m->eps);
-    if (!linear_forward(&lin[LIN_Q], h, N, a->q, a->xa[LIN_Q], &d[LIN_Q]) ||
-        !linear_forward(&lin[LIN_K], h, N, a->k, a->xa[LIN_K], &d[LIN_K]) ||
+    /* with q/k norms the projections land in qr, kr and are normalized per head into q, k */
+    if (!linear_forward(&lin[LIN_Q], h, N, ly->qn ? a->qr : a->q, a->xa[LIN_Q], &d[LIN_Q]) ||
+        !linear_forward(&lin[LIN_K], h, N, ly->qn ? a->kr : a->k, a->xa[LIN_K], &d[LIN_K]) ||
         !linear_forward(&lin[LIN_V], h, N, a->v, a->xa[LIN_V], &d[LIN_V]))
       return 0;
+    if (ly->qn) {
+      rmsnorm_forward(a->qr, ly->qn, a->q, a->rq, N * m->nh, m->hd, m->eps);
+      rmsnorm_forward(a->kr, ly->kn, a->k, a->rk, N * m->kv, m->hd, m->eps);
+    }
     rope_apply(a->q, p->cos, p->sin, N, m->nh, m->hd, 0);
     rope_apply(a->k, p->cos, p->sin, N, m->kv, m->hd, 0);
     if (!p->train && p->seqs[0].kv) write_cache(m, p, l, a->k, a->v);
@@ -279,6 +291,7 @@ typedef struct {
   float *dx, *dh;       /* (N, H) */
   float *dq, *dctx;     /* (N, nh*hd) */
   float *dk, *dv;       /* (N, kv*hd) */
+  float *dkr;           /* (N, kv*hd) with q/k norms: the keys' gradient before the norm; else NULL */
   float *dgate, *dup;   /* (N, F); dup also holds d act first */
   void *block;
 } grads_t;
@@ -293,6 +306,7 @@ static int grads_alloc(const model_t *m, int64_t N, grads_t *g) {
     g->dctx = CARVE_F(&c, N * qd);
     g->dk = CARVE_F(&c, N * kvd);
     g->dv = CARVE_F(&c, N * kvd);
+    g->dkr = model_qk_norm(m) ? CARVE_F(&c, N * kvd) : NULL;
     g->dgate = CARVE_F(&c, N * F);
     g->dup = CARVE_F(&c, N * F);
     if (pass == 0) {
@@ -331,9 +345,19 @@ static int layers_backward(const model_t *m, const pass_t *p, grads_t *g) {
     if (!attention_backward(m, p, a->q, a->k, a->v, a->ctx, a->lse, g->dctx, g->dq, g->dk, g->dv)) return 0;
     rope_apply(g->dq, p->cos, p->sin, N, m->nh, m->hd, 1);
     rope_apply(g->dk, p->cos, p->sin, N, m->kv, m->hd, 1);
+    float *dq = g->dq, *dk = g->dk;
+    if (ly->qn) { /* through the q/k norms; dctx is free once the attention's backward ran */
+      dq = g->dctx;
+      dk = g->dkr;
+      memset(dq, 0, (size_t)(N * m->nh * m->hd) * sizeof(float));
+      memset(dk, 0, (size_t)(N * m->kv * m->hd) * sizeof(float));
+      if (!rmsnorm_backward(a->qr, ly->qn, a->rq, g->dq, dq, ly->dqn, N * m->nh, m->hd) ||
+          !rmsnorm_backward(a->kr, ly->kn, a->rk, g->dk, dk, ly->dkn, N * m->kv, m->hd))
+        return 0;
+    }
     rmsnorm_forward(a->x, ly->ln1, h, a->rstd1, N, H, m->eps);
-    if (!linear_backward(&lin[LIN_Q], h, a->xa[LIN_Q], g->dq, N, g->dh, 0, &d[LIN_Q]) ||
-        !linear_backward(&lin[LIN_K], h, a->xa[LIN_K], g->dk, N, g->dh, 1, &d[LIN_K]) ||
+    if (!linear_backward(&lin[LIN_Q], h, a->xa[LIN_Q], dq, N, g->dh, 0, &d[LIN_Q]) ||
+        !linear_backward(&lin[LIN_K], h, a->xa[LIN_K], dk, N, g->dh, 1, &d[LIN_K]) ||
         !linear_backward(&lin[LIN_V], h, a->xa[LIN_V], g->dv, N, g->dh, 1, &d[LIN_V]))
       return 0;
     if (!rmsnorm_backward(a->x, ly->ln1, a->rstd1, g->dh, g->dx, ly->dln1, N, H)) return 0; /* dx = d x */

@@ -1,5 +1,5 @@
 /*
- * The native engine's decoder (Qwen2 / Llama layout) over native buffers: its weights, their
+ * The native engine's decoder (Qwen2 / Qwen3 / Llama layout) over native buffers: its weights, their
  * gradients and LoRA adapters, the activations one training pass keeps for its backward, and the
  * per-sequence key/value caches of sampling. Forward and backward are written out layer by layer,
  * as in llm.c (layers.c: paired *_forward / *_backward; decoder.c: the whole model).
@@ -54,6 +54,8 @@ enum { LIN_Q, LIN_K, LIN_V, LIN_O, LIN_GATE, LIN_UP, LIN_DOWN, LIN_COUNT };
 typedef struct {
   const float *ln1, *ln2; /* (H) input and post-attention RMSNorm weights */
   float *dln1, *dln2;     /* (H) or NULL */
+  const float *qn, *kn;   /* (hd) per-head RMSNorm of queries and keys before RoPE (Qwen3), or NULL */
+  float *dqn, *dkn;       /* (hd) or NULL */
   linear_t lin[LIN_COUNT];
 } layer_t;
 
@@ -81,6 +83,8 @@ typedef struct {
   float *h1;         /* (N, H) RMSNorm(x) */
   float *q;          /* (N, nh*hd) queries after RoPE */
   float *k;          /* (N, kv*hd) keys after RoPE */
+  float *qr, *kr;    /* with q/k norms: q_proj's and k_proj's outputs before the norm; else NULL */
+  float *rq, *rk;    /* (N, nh), (N, kv): 1 / rms of each head's row of qr, kr */
   float *v;          /* (N, kv*hd) values */
   float *lse;        /* (N, nh) log-sum-exp of each query's scaled scores */
   float *ctx;        /* (N, nh*hd) attention output, o_proj's input */
@@ -120,6 +124,9 @@ typedef struct {
   void *arena;            /* every buffer above, one allocation */
   size_t bytes;
 } pass_t;
+
+/* Whether the layers normalize each head of the queries and keys (Qwen3). */
+static inline int model_qk_norm(const model_t *m) { return m->L > 0 && m->layers[0].qn != NULL; }
 
 /* Sizes and checks ------------------------------------------------------------------------ */
 

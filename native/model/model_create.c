@@ -11,9 +11,9 @@
 #include "model_js.h"
 
 #define SLOTS_GLOBAL 4
-#define SLOTS_LAYER 16
+#define SLOTS_LAYER 18
 enum { S_EMBED, S_HEAD, S_NORM, S_SCORE };
-enum { SL_LN1, SL_LN2, SL_W, SL_B = SL_W + LIN_COUNT };
+enum { SL_LN1, SL_LN2, SL_W, SL_B = SL_W + LIN_COUNT, SL_QN = SL_B + LIN_COUNT, SL_KN };
 
 static void model_finalize(napi_env env, void *data, void *hint) {
   (void)hint;
@@ -162,6 +162,27 @@ static int lora_slot(builder *b, napi_value lora, const int32_t *ranks, const fl
   return 1;
 }
 
+/* Layer l's per-head q/k norms (Qwen3): both or neither, and as layer 0 has them. */
+static int qk_norm_slots(builder *b, napi_value tensors, napi_value grads, uint32_t base, int64_t l) {
+  model_t *m = &b->box->m;
+  layer_t *ly = &m->layers[l];
+  char name[64], msg[160];
+  snprintf(name, sizeof name, "layer %lld q_norm", (long long)l);
+  if (!f32_slot(b, tensors, base + SL_QN, m->hd, 1, &ly->qn, name) ||
+      !grad_slot(b, grads, base + SL_QN, m->hd, &ly->dqn, name))
+    return 0;
+  snprintf(name, sizeof name, "layer %lld k_norm", (long long)l);
+  if (!f32_slot(b, tensors, base + SL_KN, m->hd, ly->qn == NULL, &ly->kn, name) ||
+      !grad_slot(b, grads, base + SL_KN, m->hd, &ly->dkn, name))
+    return 0;
+  if ((ly->kn != NULL && ly->qn == NULL) || (l > 0 && (ly->qn == NULL) != (m->layers[0].qn == NULL))) {
+    snprintf(msg, sizeof msg, "modelCreate: layer %lld's q_norm / k_norm disagree with layer 0's", (long long)l);
+    fail_type(b->env, msg);
+    return 0;
+  }
+  return 1;
+}
+
 /* Layer l's norms, linear weights, biases and LoRA adapters from their slots (model_create's layout). */
 static int layer_slots(builder *b, napi_value tensors, const int32_t *dtypes, napi_value grads, napi_value lora,
                        const int32_t *ranks, const float *scales, int64_t l) {
@@ -176,6 +197,7 @@ static int layer_slots(builder *b, napi_value tensors, const int32_t *dtypes, na
   snprintf(name, sizeof name, "layer %lld post_attention_layernorm", (long long)l);
   ok = ok && f32_slot(b, tensors, base + SL_LN2, H, 0, &ly->ln2, name) &&
        grad_slot(b, grads, base + SL_LN2, H, &ly->dln2, name);
+  ok = ok && qk_norm_slots(b, tensors, grads, base, l);
   const int64_t ins[LIN_COUNT] = {H, H, H, qd, H, H, F}, outs[LIN_COUNT] = {qd, kvd, kvd, H, F, F, H};
   for (int i = 0; ok && i < LIN_COUNT; i++) {
     linear_t *lin = &ly->lin[i];
@@ -217,7 +239,7 @@ napi_value model_create(napi_env env, napi_callback_info info) {
   int64_t ndt;
   const int64_t slots = SLOTS_GLOBAL + SLOTS_LAYER * L, nlin = LIN_COUNT * L + 1;
   if (!typed(env, argv[3], &t, &dt, &ndt) || t != napi_int32_array || ndt != slots)
-    return fail_type(env, "modelCreate: dtypes must be an Int32Array with one entry per slot (4 + 16 per layer)");
+    return fail_type(env, "modelCreate: dtypes must be an Int32Array with one entry per slot (4 + 18 per layer)");
   const int32_t *dtypes = (const int32_t *)dt;
   void *rk, *sc;
   int64_t nrk, nsc;

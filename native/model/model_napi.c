@@ -12,8 +12,9 @@
  *       [A (in·r), B (r·out), dA | null, dB | null] Float32Arrays (A and B transposed, model.h);
  *       loraRank: Int32Array, loraScale: Float32Array of the same length.
  *     Slots: 0 embedding (V, H) (untied only), 1 head (H, V), 2 final norm (H), 3 value head (H),
- *       then 16 per layer from 4 + 16·l: ln1, ln2, the weights (in, out) of q, k, v, o, gate, up,
- *       down, then their biases (q, k, v only; the rest null).
+ *       then 18 per layer from 4 + 18·l: ln1, ln2, the weights (in, out) of q, k, v, o, gate, up,
+ *       down, their biases (q, k, v only; the rest null), then the per-head q_norm and k_norm (hd)
+ *       of Qwen3 (null for the other families).
  *     Every length is checked against the dims; the model keeps references to the arrays (their
  *     contents may change in place, as the optimizer does; their identity may not).
  *   modelPassBytes(model, tokens, sequences, train) -> bytes a pass would allocate

@@ -1,11 +1,13 @@
 /**
- * Hugging Face `config.json` for the Qwen2 / Llama decoder family, parsed once
+ * Hugging Face `config.json` for the Qwen2 / Qwen3 / Llama decoder family, parsed once
  * into the few numbers the transformer needs, plus the presets `init-model` uses.
+ * Qwen3 is Qwen2's layout without the q/k/v bias and with a per-head RMSNorm on queries
+ * and keys (`q_norm`, `k_norm`, weights of head_dim) before the rotary embedding.
  */
 import { z } from "zod";
 import { ModelFormatError } from "../util/errors.js";
 
-export const SUPPORTED_MODEL_TYPES = ["qwen2", "llama"] as const;
+export const SUPPORTED_MODEL_TYPES = ["qwen2", "qwen3", "llama"] as const;
 export type ModelType = (typeof SUPPORTED_MODEL_TYPES)[number];
 
 const posInt = z.number().int().positive();
@@ -45,6 +47,9 @@ const hfConfigSchema = z
       .nullable()
       .optional(),
     torch_dtype: z.string().optional(),
+    use_sliding_window: z.boolean().optional(),
+    layer_types: z.array(z.string()).optional(),
+    num_experts: z.number().int().nonnegative().nullable().optional(),
   })
   .passthrough();
 
@@ -64,8 +69,10 @@ export interface ModelConfig {
   ropeScaling?: { factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPosition: number };
   maxPositionEmbeddings: number;
   tieWordEmbeddings: boolean;
-  /** q/k/v projections carry a bias (always for Qwen2; `attention_bias` for Llama). */
+  /** q/k/v projections carry a bias (always for Qwen2; `attention_bias` for Llama and Qwen3). */
   qkvBias: boolean;
+  /** Per-head RMSNorm of queries and keys before RoPE (`self_attn.q_norm` / `k_norm`, Qwen3). */
+  qkNorm: boolean;
   /** The raw config.json, written back unchanged on save. */
   raw: Record<string, unknown>;
 }
@@ -116,6 +123,7 @@ export function parseModelConfig(json: unknown, file = "config.json"): ModelConf
       `unsupported model_type '${c.model_type}'; supported: ${SUPPORTED_MODEL_TYPES.join(", ")}`,
     );
   }
+  checkUnimplemented(c, file);
   if (c.hidden_act !== "silu")
     throw new ModelFormatError(file, "hidden_act", `unsupported activation '${c.hidden_act}'; supported: silu`);
   const numKvHeads = c.num_key_value_heads ?? c.num_attention_heads;
@@ -146,8 +154,23 @@ export function parseModelConfig(json: unknown, file = "config.json"): ModelConf
     maxPositionEmbeddings: c.max_position_embeddings,
     tieWordEmbeddings: c.tie_word_embeddings ?? modelType === "qwen2",
     qkvBias: modelType === "qwen2" ? true : (c.attention_bias ?? false),
+    qkNorm: modelType === "qwen3",
     raw: json as Record<string, unknown>,
   };
+}
+
+/** Options of the family the engine does not implement, refused by name rather than run wrongly. */
+function checkUnimplemented(c: z.infer<typeof hfConfigSchema>, file: string): void {
+  if (c.use_sliding_window)
+    throw new ModelFormatError(
+      file,
+      "use_sliding_window",
+      "sliding-window attention is not implemented; set it to false",
+    );
+  const other = c.layer_types?.find((t) => t !== "full_attention");
+  if (other !== undefined)
+    throw new ModelFormatError(file, "layer_types", `'${other}' layers are not implemented; only full_attention`);
+  if (c.num_experts) throw new ModelFormatError(file, "num_experts", "mixture-of-experts layers are not implemented");
 }
 
 function parseRopeScaling(s: z.infer<typeof ropeScaling>, file: string): ModelConfig["ropeScaling"] {
@@ -215,7 +238,7 @@ export function parameterCount(c: ModelConfig): number {
   const h = c.hiddenSize,
     q = c.numHeads * c.headDim,
     kv = c.numKvHeads * c.headDim;
-  const attn = h * q + 2 * h * kv + q * h + (c.qkvBias ? q + 2 * kv : 0);
+  const attn = h * q + 2 * h * kv + q * h + (c.qkvBias ? q + 2 * kv : 0) + (c.qkNorm ? 2 * c.headDim : 0);
   const mlp = 3 * h * c.intermediateSize;
   const layer = attn + mlp + 2 * h;
   return c.numLayers * layer + h + c.vocabSize * h * (c.tieWordEmbeddings ? 1 : 2);

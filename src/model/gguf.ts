@@ -1,5 +1,5 @@
 /**
- * A Qwen2 model directory as one GGUF file (version 3, the format llama.cpp loads), so the same
+ * A Qwen2 or Qwen3 model directory as one GGUF file (version 3, the format llama.cpp loads), so the same
  * weights can run under llama.cpp: bench/llama-cpp.ts measures it beside the native engine.
  *
  * Layout: "GGUF", version, tensor and key counts, the metadata (architecture, sizes, and the
@@ -8,7 +8,9 @@
  * every tensor starting on a multiple of ALIGNMENT bytes. Matrices keep their stored dtype (F32,
  * F16 or BF16); vectors (norms, biases) are float32. Hugging Face names map to llama.cpp's (`model.layers.3.self_attn.q_proj.weight`
  * is `blk.3.attn_q.weight`); a tied head is left out, and llama.cpp reuses the embedding.
- * Only Qwen2: llama.cpp's Llama expects q/k rows in another order, which this writer does not do.
+ * Qwen3 is llama.cpp's "qwen3" architecture: Qwen2's keys under that prefix, its per-head q/k norms
+ * as `attn_q_norm` / `attn_k_norm`. Not Llama: llama.cpp's Llama expects q/k rows in another order,
+ * which this writer does not do.
  */
 import { closeSync, openSync, writeSync } from "node:fs";
 import type { ModelConfig } from "./config.js";
@@ -42,6 +44,8 @@ export function ggufTensorName(hf: string): string | undefined {
     "self_attn.v_proj.weight": "attn_v.weight",
     "self_attn.v_proj.bias": "attn_v.bias",
     "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
@@ -153,9 +157,12 @@ function writeArray(b: Bytes, key: string, type: "string" | "i32", values: (stri
 
 const pad = (n: number) => (GGUF_ALIGNMENT - (n % GGUF_ALIGNMENT)) % GGUF_ALIGNMENT;
 
+/** The model types the writer handles (llama.cpp's architecture of the same name). */
+export const GGUF_MODEL_TYPES: readonly string[] = ["qwen2", "qwen3"];
+
 /**
- * Writes `weights` (Hugging Face names, stored dtypes) of a Qwen2 model as the GGUF file `path`.
- * Returns the tensors written, in order.
+ * Writes `weights` (Hugging Face names, stored dtypes) of a Qwen2 or Qwen3 model as the GGUF file
+ * `path`. Returns the tensors written, in order.
  */
 export function writeGguf(
   path: string,
@@ -163,23 +170,28 @@ export function writeGguf(
   weights: Map<string, RawTensor>,
   tokenizer: GgufTokenizer,
 ): string[] {
-  if (config.modelType !== "qwen2")
-    throw new ModelFormatError("config.json", "model_type", `GGUF export writes qwen2 models, not ${config.modelType}`);
-  const c = config;
+  if (!GGUF_MODEL_TYPES.includes(config.modelType))
+    throw new ModelFormatError(
+      "config.json",
+      "model_type",
+      `GGUF export writes ${GGUF_MODEL_TYPES.join(" and ")} models, not ${config.modelType}`,
+    );
+  const c = config,
+    arch = c.modelType;
   const meta: Meta[] = [
-    ["general.architecture", "string", "qwen2"],
+    ["general.architecture", "string", arch],
     ["general.name", "string", "agent-r1 export"],
     ["general.alignment", "u32", GGUF_ALIGNMENT],
-    ["qwen2.context_length", "u32", c.maxPositionEmbeddings],
-    ["qwen2.embedding_length", "u32", c.hiddenSize],
-    ["qwen2.block_count", "u32", c.numLayers],
-    ["qwen2.feed_forward_length", "u32", c.intermediateSize],
-    ["qwen2.attention.head_count", "u32", c.numHeads],
-    ["qwen2.attention.head_count_kv", "u32", c.numKvHeads],
-    ["qwen2.attention.key_length", "u32", c.headDim],
-    ["qwen2.attention.value_length", "u32", c.headDim],
-    ["qwen2.rope.freq_base", "f32", c.ropeTheta],
-    ["qwen2.attention.layer_norm_rms_epsilon", "f32", c.rmsNormEps],
+    [`${arch}.context_length`, "u32", c.maxPositionEmbeddings],
+    [`${arch}.embedding_length`, "u32", c.hiddenSize],
+    [`${arch}.block_count`, "u32", c.numLayers],
+    [`${arch}.feed_forward_length`, "u32", c.intermediateSize],
+    [`${arch}.attention.head_count`, "u32", c.numHeads],
+    [`${arch}.attention.head_count_kv`, "u32", c.numKvHeads],
+    [`${arch}.attention.key_length`, "u32", c.headDim],
+    [`${arch}.attention.value_length`, "u32", c.headDim],
+    [`${arch}.rope.freq_base`, "f32", c.ropeTheta],
+    [`${arch}.attention.layer_norm_rms_epsilon`, "f32", c.rmsNormEps],
     ["tokenizer.ggml.model", "string", "gpt2"],
     ["tokenizer.ggml.pre", "string", "qwen2"],
     ["tokenizer.ggml.add_bos_token", "bool", false],

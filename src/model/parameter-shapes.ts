@@ -25,6 +25,10 @@ export function parameterShapes(c: ModelConfig, head: "lm" | "value" = "lm"): Ma
       m.set(p + "self_attn.k_proj.bias", [kv]);
       m.set(p + "self_attn.v_proj.bias", [kv]);
     }
+    if (c.qkNorm) {
+      m.set(p + "self_attn.q_norm.weight", [c.headDim]);
+      m.set(p + "self_attn.k_norm.weight", [c.headDim]);
+    }
     m.set(p + "self_attn.o_proj.weight", [h, q]);
     m.set(p + "post_attention_layernorm.weight", [h]);
     m.set(p + "mlp.gate_proj.weight", [f, h]);

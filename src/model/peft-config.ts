@@ -99,7 +99,7 @@ const REFUSED: [keyof PeftConfigJson, string][] = [
   ["use_dora", "DoRA is not supported; only plain LoRA (use_dora: false)"],
   [
     "fan_in_fan_out",
-    "weights stored (in, out) (GPT-2 Conv1D) are not supported; Qwen2/Llama linears are (out, in), fan_in_fan_out: false",
+    "weights stored (in, out) (GPT-2 Conv1D) are not supported; Qwen2/Qwen3/Llama linears are (out, in), fan_in_fan_out: false",
   ],
   ["lora_bias", "a trained bias on lora_B is not supported; only lora_bias: false"],
   [

@@ -1,5 +1,5 @@
 /**
- * The vocabulary of LoRA adapters for the Qwen2 / Llama decoder: the modules a LoRA can target,
+ * The vocabulary of LoRA adapters for the Qwen2 / Qwen3 / Llama decoder: the modules a LoRA can target,
  * the spec (rank, alpha, targets, rsLoRA), Tinker's switches for them, and the adapted modules of a
  * model with their shapes. PEFT's file format is in ./peft.ts, its adapter_config.json in
  * ./peft-config.ts.

@@ -1,5 +1,5 @@
 /**
- * LoRA adapters in Hugging Face PEFT's on-disk format, for the Qwen2 / Llama decoder.
+ * LoRA adapters in Hugging Face PEFT's on-disk format, for the Qwen2 / Qwen3 / Llama decoder.
  *
  * A PEFT adapter is a directory with adapter_config.json and adapter_model.safetensors. For a
  * CausalLM the tensors are named after the base model's module paths under "base_model.model.":

@@ -12,7 +12,7 @@
  */
 import { copyFileSync, existsSync, renameSync } from "node:fs";
 import { join } from "node:path";
-import { ggufTokenizer, writeGguf } from "../../model/gguf.js";
+import { GGUF_MODEL_TYPES, ggufTokenizer, writeGguf } from "../../model/gguf.js";
 import { Tokenizer } from "../../model/tokenizer.js";
 import {
   copyTokenizerFiles,
@@ -141,8 +141,10 @@ function mergeInto(
 /** The GGUF file of a model being exported: prepared (and checked) before anything is written, written after. */
 function ggufWriter(src: string, weights: Map<string, RawTensor>, dtype: DType | undefined): (out: string) => string {
   const config = readModelConfig(src);
-  if (config.modelType !== "qwen2")
-    throw new InputError(`export: --gguf: ${src} is a ${config.modelType} model; the GGUF writer handles qwen2 only`);
+  if (!GGUF_MODEL_TYPES.includes(config.modelType))
+    throw new InputError(
+      `export: --gguf: ${src} is a ${config.modelType} model; the GGUF writer handles ${GGUF_MODEL_TYPES.join(" and ")} only`,
+    );
   const tokenizer = ggufTokenizer(
     readJsonFile(join(src, "tokenizer.json")),
     config.vocabSize,

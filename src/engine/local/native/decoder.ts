@@ -28,7 +28,7 @@ export interface LoadedWeight {
 
 const DTYPE_CODE: Record<DType, number> = { F32: 0, BF16: 1, F16: 2 };
 const SLOTS_GLOBAL = 4,
-  SLOTS_LAYER = 16;
+  SLOTS_LAYER = 18;
 const SLOT = { embed: 0, head: 1, norm: 2, score: 3 } as const;
 export const LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] as const;
 export type LinearName = (typeof LINEARS)[number];
@@ -96,6 +96,9 @@ function placement(config: ModelConfig, name: string): { slot: number; transpose
     rest = m[2];
   if (rest === "input_layernorm.weight") return { slot: base, transposed: false };
   if (rest === "post_attention_layernorm.weight") return { slot: base + 1, transposed: false };
+  // after ln1, ln2, the seven weights and their seven biases: Qwen3's per-head q and k norms
+  if (rest === "self_attn.q_norm.weight") return { slot: base + 2 + 2 * LINEARS.length, transposed: false };
+  if (rest === "self_attn.k_norm.weight") return { slot: base + 3 + 2 * LINEARS.length, transposed: false };
   const lin = /^(?:self_attn|mlp)\.(\w+_proj)\.(weight|bias)$/.exec(rest);
   const i = lin ? LINEARS.indexOf(lin[1] as LinearName) : -1;
   if (!lin || i < 0) throw new Error(`internal: no slot for ${name}`);

@@ -1,7 +1,7 @@
 /**
- * The Qwen2 / Llama decoder on TensorFlow.js: RMSNorm, grouped-query attention
- * with rotary embeddings (rotate-half form) and an optional KV cache, SwiGLU MLP,
- * tied or separate LM head. Computed in float32.
+ * The Qwen2 / Qwen3 / Llama decoder on TensorFlow.js: RMSNorm, grouped-query attention
+ * with rotary embeddings (rotate-half form), Qwen3's per-head q/k RMSNorm before them, and
+ * an optional KV cache, SwiGLU MLP, tied or separate LM head. Computed in float32.
  *
  * Parameters are named as in Hugging Face checkpoints. Linear weights are held
  * transposed, (in, out), so the forward pass is `x @ W` with no transpose;
@@ -200,7 +200,7 @@ export class Transformer {
     return tf.matMul(hidden, this.p("score.weight")).reshape([-1]);
   }
 
-  /** x (B, T, H) normalized (fused on the native backend; see fused-ops.ts). */
+  /** x (B, T, H) normalized (./ops.ts rmsNorm). */
   private rmsNorm(x: tf.Tensor3D, weight: string): tf.Tensor3D {
     return rmsNorm(x, this.p(weight), this.config.rmsNormEps);
   }
@@ -257,6 +257,11 @@ export class Transformer {
     let q = this.linear(x, p + "self_attn.q_proj", bias).reshape([B, T, nh, hd]) as tf.Tensor4D;
     let k = this.linear(x, p + "self_attn.k_proj", bias).reshape([B, T, kv, hd]) as tf.Tensor4D;
     const vNew = this.linear(x, p + "self_attn.v_proj", bias).reshape([B, T, kv, hd]);
+    if (c.qkNorm) {
+      // Qwen3: each head's query and key vector is RMS-normalized (weights (hd)) before RoPE
+      q = rmsNorm(q, this.p(p + "self_attn.q_norm.weight"), c.rmsNormEps);
+      k = rmsNorm(k, this.p(p + "self_attn.k_norm.weight"), c.rmsNormEps);
+    }
     q = rope(q, cos, sin); // (B, T, nh, hd)
     k = rope(k, cos, sin); // (B, T, kv, hd)
     let kAll = k.transpose([0, 2, 1, 3]) as tf.Tensor4D; // (B, kv, T, hd)
