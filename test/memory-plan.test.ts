@@ -58,7 +58,18 @@ test("Qwen2.5-0.5B in bf16: the parts by hand, sampling, LoRA and full training"
   assert.equal(full.weights, 4 * (matrices + vectors));
   assert.equal(full.training, 12 * (matrices + vectors));
   // The critic adds a float32 copy, trained in full.
-  assert.equal(planMemory({ ...needs, train: "full", critic: true }).total - full.total, 16 * (matrices + vectors));
+  assert.equal(planMemory({ ...needs, train: "full", critic: "full" }).total - full.total, 16 * (matrices + vectors));
+  // In a LoRA run the critic shares the base: only its adapters and its value head (896) train.
+  const ppo = planMemory({
+    ...needs,
+    train: "lora",
+    loraFloats: 24 * perLayer,
+    critic: "lora",
+    criticLoraFloats: 24 * perLayer,
+  });
+  assert.equal(ppo.weights, lora.weights, "one copy of the base weights");
+  assert.equal(ppo.total - lora.total, 16 * (24 * perLayer + 896));
+  assert.ok(ppo.total < 6 * GiB, `LoRA PPO+GAE plan ${(ppo.total / GiB).toFixed(2)} GiB`);
 });
 
 test("over the budget: one line with the total, the parts, the budget and what to change", () => {

@@ -164,6 +164,13 @@ export class LocalEngine implements Engine {
     return r.trainable as NativeTrainable;
   }
 
+  /** @internal The native engine's critic, once created (tests). */
+  get nativeCriticTrainable(): NativeTrainable | undefined {
+    const r = this.replicas[0];
+    if (!(r instanceof Replica) || r.backend.name !== "native") throw new Error("internal: not a native engine");
+    return r.criticTrainable as NativeTrainable | undefined;
+  }
+
   /** @internal The in-process policy model (single-replica engines only). */
   get model(): Transformer {
     return this.trainable.model;

@@ -48,6 +48,11 @@ export class Replica<M = any, T extends TrainableModel<M> = TrainableModel<M>, K
     return this.policy;
   }
 
+  /** @internal The critic, once created (tests). */
+  get criticTrainable(): T | undefined {
+    return this.critic;
+  }
+
   private get models(): Models<T> {
     return { policy: this.policy, critic: this.critic };
   }

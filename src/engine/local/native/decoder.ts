@@ -124,6 +124,44 @@ export function transpose<T extends WeightData>(src: T, rows: number, cols: numb
 const halfToFloat32 = (data: Uint16Array, dtype: DType): Float32Array =>
   toFloat32({ shape: [data.length], data, dtype });
 
+/**
+ * The native layout of PEFT adapters (A and B transposed), checked finite, with gradient
+ * accumulators when they train.
+ */
+function nativeAdapters(
+  config: ModelConfig,
+  given: { spec: LoraSpec; adapters: LoraAdapters } | undefined,
+  trainAdapters: boolean,
+  file: string,
+): { adapters: Map<string, NativeAdapter>; lora: { spec: LoraSpec; scale: number } | undefined } {
+  const adapters = new Map<string, NativeAdapter>();
+  if (!given) return { adapters, lora: undefined };
+  const { spec } = given;
+  const scale = checkLoraScale(spec, file);
+  const r = spec.rank;
+  for (const m of loraModules(config, spec.targets)) {
+    const ad = given.adapters.get(m.path);
+    if (!ad) throw new ModelFormatError(file, m.path, "the LoRA spec targets this module but it has no adapter");
+    checkFiniteTensor(file, `${m.path}.lora_A`, { shape: [r, m.in], data: ad.a });
+    checkFiniteTensor(file, `${m.path}.lora_B`, { shape: [m.out, r], data: ad.b });
+    const layer = /^model\.layers\.(\d+)\./.exec(m.path);
+    const linear = layer
+      ? Number(layer[1]) * LINEARS.length + LINEARS.indexOf(m.target as LinearName)
+      : config.numLayers * LINEARS.length;
+    adapters.set(m.path, {
+      module: m.path,
+      linear,
+      in: m.in,
+      out: m.out,
+      a: transpose(ad.a, r, m.in), // (r, in) -> (in, r)
+      b: transpose(ad.b, m.out, r), // (out, r) -> (r, out)
+      da: trainAdapters ? new Float32Array(m.in * r) : null,
+      db: trainAdapters ? new Float32Array(r * m.out) : null,
+    });
+  }
+  return { adapters, lora: { spec, scale } };
+}
+
 export class NativeDecoder {
   readonly params: Map<string, NativeParam>;
   readonly head: "lm" | "value";
@@ -201,36 +239,53 @@ export class NativeDecoder {
         owned: data !== w.data,
       });
     }
-    const adapters = new Map<string, NativeAdapter>();
-    let lora: { spec: LoraSpec; scale: number } | undefined;
-    if (opts.lora) {
-      const { spec } = opts.lora;
-      const scale = checkLoraScale(spec, file);
-      const r = spec.rank,
-        trainAdapters = mode === "lora";
-      for (const m of loraModules(config, spec.targets)) {
-        const ad = opts.lora.adapters.get(m.path);
-        if (!ad) throw new ModelFormatError(file, m.path, "the LoRA spec targets this module but it has no adapter");
-        checkFiniteTensor(file, `${m.path}.lora_A`, { shape: [r, m.in], data: ad.a });
-        checkFiniteTensor(file, `${m.path}.lora_B`, { shape: [m.out, r], data: ad.b });
-        const layer = /^model\.layers\.(\d+)\./.exec(m.path);
-        const linear = layer
-          ? Number(layer[1]) * LINEARS.length + LINEARS.indexOf(m.target as LinearName)
-          : config.numLayers * LINEARS.length;
-        adapters.set(m.path, {
-          module: m.path,
-          linear,
-          in: m.in,
-          out: m.out,
-          a: transpose(ad.a, r, m.in), // (r, in) -> (in, r)
-          b: transpose(ad.b, m.out, r), // (out, r) -> (r, out)
-          da: trainAdapters ? new Float32Array(m.in * r) : null,
-          db: trainAdapters ? new Float32Array(r * m.out) : null,
-        });
-      }
-      lora = { spec, scale };
-    }
+    const { adapters, lora } = nativeAdapters(config, opts.lora, mode === "lora", file);
     return new NativeDecoder(config, params, head, mode, lora, adapters);
+  }
+
+  /**
+   * A critic over `policy`'s frozen base (a LoRA policy): the same weight arrays, not a copy, with
+   * its own adapters (`lora`, which must not target lm_head: a value model has no LM head) and a
+   * float32 value head that trains beside them (`score`, zero when not given). Only the adapters
+   * and the value head train, so the shared weights never change.
+   */
+  static valueSharingBase(
+    policy: NativeDecoder,
+    lora: { spec: LoraSpec; adapters: LoraAdapters },
+    file: string,
+    score?: Float32Array,
+  ): NativeDecoder {
+    const c = policy.config;
+    if (policy.mode !== "lora") throw new Error("internal: a critic shares the base of a LoRA policy only");
+    if (lora.spec.targets.includes("lm_head")) throw new Error("internal: a value model has no lm_head to adapt");
+    const params = new Map<string, NativeParam>();
+    for (const [name, shape] of parameterShapes(c, "value")) {
+      if (name !== "score.weight") {
+        params.set(name, { ...policy.params.get(name)!, grad: null, owned: false });
+        continue;
+      }
+      if (score) checkFiniteTensor(file, name, { shape, data: score });
+      if (score && score.length !== c.hiddenSize)
+        throw new ModelFormatError(
+          file,
+          name,
+          `holds ${score.length} values, the model's hidden size is ${c.hiddenSize}`,
+        );
+      const data = score ? Float32Array.from(score) : new Float32Array(c.hiddenSize);
+      const { slot } = placement(c, name);
+      params.set(name, {
+        name,
+        shape: [shape[1], shape[0]],
+        dtype: "F32",
+        data,
+        grad: new Float32Array(data.length),
+        transposed: false,
+        slot,
+        owned: true,
+      });
+    }
+    const { adapters, lora: l } = nativeAdapters(c, lora, true, file);
+    return new NativeDecoder(c, params, "value", "lora", l, adapters);
   }
 
   /** Whether the full weights are ready to train: float32, with gradient accumulators. */

@@ -3,7 +3,8 @@
  * adapter_model.safetensors, which Hugging Face PEFT and vLLM load), their optimizer moments and
  * step, the base model's config.json and tokenizer files (so every command reads the directory
  * as it reads a model), and the base model's directory in adapter_config.json's
- * base_model_name_or_path, as an absolute path: the base weights are not copied.
+ * base_model_name_or_path, as an absolute path: the base weights are not copied. A LoRA critic
+ * also keeps its value head (score.weight, (1, hidden)) in value_head.safetensors beside them.
  */
 import { existsSync, writeFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
@@ -16,7 +17,7 @@ import {
   type LoraSpec,
 } from "../../../model/peft.js";
 import type { ModelConfig } from "../../../model/config.js";
-import { SINGLE_FILE, INDEX_FILE, writeSafetensorsFile } from "../../../model/safetensors.js";
+import { SINGLE_FILE, INDEX_FILE, readSafetensorsFile, writeSafetensorsFile } from "../../../model/safetensors.js";
 import { OPTIMIZER_FILE, STATE_FILE } from "../trainable-io.js";
 import { writeDirectory } from "../../../util/atomic-write.js";
 import { ModelFormatError } from "../../../util/errors.js";
@@ -59,6 +60,18 @@ export function readLoraDir(dir: string, config: ModelConfig): { spec: LoraSpec;
   return { spec, adapters };
 }
 
+/** The file of a LoRA critic's value head. */
+export const VALUE_HEAD_FILE = "value_head.safetensors";
+
+/** A LoRA critic's value head (hidden), or undefined when the directory holds none. */
+export function readValueHead(dir: string): Float32Array | undefined {
+  const file = join(dir, VALUE_HEAD_FILE);
+  if (!existsSync(file)) return undefined;
+  const t = readSafetensorsFile(file).tensors.get("score.weight");
+  if (!t) throw new ModelFormatError(file, "score.weight", "tensor missing");
+  return t.data;
+}
+
 /** Writes a LoRA checkpoint of `tr` (a LoRA model) to dir, atomically. */
 export function saveLoraTrainable(tr: NativeTrainable, dir: string, baseDir: string, tokenizerFrom: string): void {
   const model = tr.model;
@@ -70,6 +83,13 @@ export function saveLoraTrainable(tr: NativeTrainable, dir: string, baseDir: str
       config: model.config,
     });
     writeFileSync(join(tmp, "config.json"), JSON.stringify(model.config.raw, null, 2) + "\n");
+    if (model.head === "value") {
+      const score = model.params.get("score.weight")!;
+      writeSafetensorsFile(
+        join(tmp, VALUE_HEAD_FILE),
+        new Map([["score.weight", { shape: [1, score.data.length], data: score.data as Float32Array }]]),
+      );
+    }
     copyTokenizerFiles(tokenizerFrom, tmp);
     const state = tr.optimizerState();
     if (state.size) writeSafetensorsFile(join(tmp, OPTIMIZER_FILE), state);

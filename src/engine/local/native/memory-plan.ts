@@ -7,7 +7,8 @@
  *   weights      the parameters as held: matrices in their dtype (float32 once they train),
  *                norms and biases in float32
  *   training     what the trained tensors add: a float32 gradient and two AdamW moments each,
- *                plus (LoRA) the adapters themselves
+ *                plus (LoRA) the adapters themselves; a critic adds a full copy trained in full,
+ *                or (LoRA run) only its adapters and value head
  *   activations  one training micro-batch (engine.microBatchMb)
  *   kv           the prefix cache (engine.prefixCacheMb) and one sequence of the longest context
  *
@@ -35,8 +36,13 @@ export interface MemoryNeeds {
   prefixCacheBytes: number;
   /** Bytes of keys and values of one sequence at the longest context. */
   contextBytes: number;
-  /** A value head (the critic) beside the policy: a second copy of the weights, trained in full. */
-  critic?: boolean;
+  /**
+   * A value model (the critic) beside the policy: "full", a second copy of the weights trained in
+   * full; "lora", its own adapters (`criticLoraFloats` floats) and value head over the policy's
+   * frozen base, which it shares.
+   */
+  critic?: "full" | "lora";
+  criticLoraFloats?: number;
 }
 
 export interface MemoryPlan {
@@ -61,10 +67,10 @@ export function planMemory(n: MemoryNeeds): MemoryPlan {
   let weights = matrices * (full ? 4 : n.matrixBytes) + vectors * 4;
   // gradient + two moments per trained float; LoRA adapters also hold their values
   let training = full ? params * 12 : n.train === "lora" ? (n.loraFloats ?? 0) * 16 : 0;
-  if (n.critic) {
+  if (n.critic === "full") {
     weights += params * 4;
     training += params * 12;
-  }
+  } else if (n.critic === "lora") training += ((n.criticLoraFloats ?? 0) + n.config.hiddenSize) * 16;
   const activations = n.train === "none" && !n.critic ? 0 : n.activationBytes;
   const kv = n.prefixCacheBytes + n.contextBytes;
   return { weights, training, activations, kv, total: weights + training + activations + kv };

@@ -5,7 +5,7 @@
  * the weights exist once, and the matrix products and element-wise kernels use every core through
  * the addon's threads.
  */
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { availableParallelism } from "node:os";
 import { openModelDirRaw } from "../../../model/model-dir.js";
 import type { ModelConfig } from "../../../model/config.js";
@@ -14,7 +14,14 @@ import type { Tokenizer } from "../../../model/tokenizer.js";
 import type { ReplicaOptions, Role } from "../replica-api.js";
 import type { Backend, Models, OpenedBackend } from "../backend.js";
 import { hasOptimizerState, loadTrainableState, saveTrainable } from "../trainable-io.js";
-import { isLoraDir, loraBaseDir, readLoraDir, saveLoraTrainable } from "./lora-checkpoint.js";
+import {
+  isLoraDir,
+  loraBaseDir,
+  readLoraDir,
+  readValueHead,
+  saveLoraTrainable,
+  VALUE_HEAD_FILE,
+} from "./lora-checkpoint.js";
 import {
   describeTargets,
   initAdapters,
@@ -102,10 +109,19 @@ const TRAIN_HINT =
   "train LoRA adapters instead (engine.lora), use a smaller engine.microBatchMb, or raise engine.memoryGb";
 
 /** The memory plan of `model` on this engine, training what `train` says (default: what it trains now). */
-export function planFor(model: NativeDecoder, opts: ReplicaOptions, train?: "full", critic = false) {
+export function planFor(model: NativeDecoder, opts: ReplicaOptions, train?: "full", critic?: MemoryNeeds["critic"]) {
   const mode = train ?? (model.mode === "full" && !model.trainingReady ? "none" : model.mode);
   return planMemory(memoryNeeds(model.config, mode, opts, model.lora?.spec, critic));
 }
+
+/** The critic's LoRA spec in a LoRA run: the policy's, without lm_head (a value model has no LM head). */
+export const criticSpec = (policy: LoraSpec): LoraSpec => ({
+  ...policy,
+  targets: policy.targets.filter((t) => t !== "lm_head"),
+});
+
+const loraFloats = (config: ModelConfig, spec: LoraSpec | undefined) =>
+  spec ? loraModules(config, spec.targets).reduce((n, m) => n + spec.rank * (m.in + m.out), 0) : 0;
 
 /** Bytes per element of the weight matrices as config.json says they are stored (float32 when it does not say). */
 function matrixBytes(config: ModelConfig): number {
@@ -119,18 +135,19 @@ export function memoryNeeds(
   train: MemoryNeeds["train"],
   opts: ReplicaOptions,
   spec?: LoraSpec,
-  critic = false,
+  critic?: MemoryNeeds["critic"],
 ): MemoryNeeds {
   const kvPerToken = 4 * config.numLayers * 2 * config.numKvHeads * config.headDim;
   return {
     config,
     matrixBytes: matrixBytes(config),
     train,
-    loraFloats: spec ? loraModules(config, spec.targets).reduce((n, m) => n + spec.rank * (m.in + m.out), 0) : 0,
+    loraFloats: loraFloats(config, spec),
     activationBytes: opts.microBatchBytes ?? DEFAULT_NATIVE_ACTIVATION_BUDGET,
     prefixCacheBytes: opts.prefixCacheBytes ?? 256 * 2 ** 20,
     contextBytes: kvPerToken * config.maxPositionEmbeddings,
     critic,
+    criticLoraFloats: critic === "lora" && spec ? loraFloats(config, criticSpec(spec)) : 0,
   };
 }
 
@@ -150,6 +167,22 @@ function checkSameSpec(want: LoraSpec, have: LoraSpec, dir: string): void {
     );
 }
 
+/**
+ * A saved LoRA critic (adapters and value head, saveLoraTrainable) over the policy's base: it needs
+ * a LoRA policy on the same base directory, whose weights it then shares.
+ */
+function openSharedCritic(dir: string, policy: NativeTrainable | undefined): NativeTrainable {
+  const base = loraBaseDir(dir);
+  if (!policy?.model.lora || policy.model.mode !== "lora" || resolve(policy.baseDir) !== resolve(base))
+    throw new InputError(
+      `${dir}: this critic holds LoRA adapters over ${base}, which it shares with a LoRA policy on the same base; the policy is ${policy?.model.lora ? `a LoRA policy on ${policy.baseDir}` : "not a LoRA policy"}`,
+      "train the policy with engine.lora on that base model, or start the critic afresh",
+    );
+  const lora = readLoraDir(dir, policy.model.config);
+  const model = NativeDecoder.valueSharingBase(policy.model, lora, join(dir, VALUE_HEAD_FILE), readValueHead(dir));
+  return new NativeTrainable(model, policy.baseDir);
+}
+
 export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, NativeKv> {
   readonly name = "native" as const;
 
@@ -159,8 +192,12 @@ export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, Na
   ) {}
 
   open(dir: string, role: Role, models: Models<NativeTrainable>): NativeTrainable {
-    const { model, baseDir } = openModel(dir, role === "policy" ? "lm" : "value", this.opts);
-    const t = new NativeTrainable(model, baseDir);
+    const t =
+      role === "critic" && isLoraDir(dir)
+        ? openSharedCritic(dir, models.policy)
+        : (({ model, baseDir }) => new NativeTrainable(model, baseDir))(
+            openModel(dir, role === "policy" ? "lm" : "value", this.opts),
+          );
     this.loadState(t, dir, role, models);
     return t;
   }
@@ -194,11 +231,25 @@ export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, Na
     return nativePolicyPass(t, datums, loss, this.plan, coef);
   }
 
+  /**
+   * The critic: in a LoRA run, its own adapters (PEFT's initialization, so it starts as the base)
+   * and a zero value head over the policy's base weights, which it shares; otherwise a full copy of
+   * the policy's weights under a value head, trained in full.
+   */
   critic(policy: NativeTrainable): NativeTrainable {
-    const model = NativeDecoder.fromWeights(policy.model.config, policy.model.toHostWeights(), "(policy weights)", {
-      head: "value",
+    const p = policy.model;
+    if (p.mode !== "lora" || !p.lora) {
+      const model = NativeDecoder.fromWeights(p.config, p.toHostWeights(), "(policy weights)", { head: "value" });
+      return new NativeTrainable(model, policy.baseDir);
+    }
+    checkMemoryPlan(planFor(p, this.opts, undefined, "lora"), memoryBudget(this.opts.memoryGb), {
+      model: policy.baseDir,
+      doing: "training LoRA adapters and a critic's adapters and value head",
+      hint: TRAIN_HINT,
     });
-    return new NativeTrainable(model, policy.baseDir);
+    const spec = criticSpec(p.lora.spec);
+    const adapters = initAdapters(p.config, spec, (this.opts.lora?.seed ?? 0) + 1);
+    return new NativeTrainable(NativeDecoder.valueSharingBase(p, { spec, adapters }, "(new critic)"), policy.baseDir);
   }
 
   criticValues(model: NativeDecoder, sequences: number[][]) {
@@ -220,7 +271,12 @@ export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, Na
     const critic = role === "critic";
     // The policy as it will train, and a critic (trained in full) beside it when there is one.
     const policy = critic ? (models.policy ?? t) : t;
-    const plan = planFor(policy.model, this.opts, critic ? undefined : "full", critic || !!models.critic);
+    const plan = planFor(
+      policy.model,
+      this.opts,
+      critic ? undefined : "full",
+      critic || models.critic ? "full" : undefined,
+    );
     checkMemoryPlan(plan, memoryBudget(this.opts.memoryGb), {
       model: t.baseDir,
       doing: critic ? "training the critic beside the policy" : "training the full weights",
