@@ -253,3 +253,37 @@ test("main: evaluates, trains, evaluates again and leaves a run directory with e
   assert.equal(saved.before.episodes, 2);
   for (const f of ["config.yaml", "metrics.jsonl"]) assert.ok(existsSync(join(out, f)), f);
 });
+
+test("main: the policy with the best validation exact match is kept as best/ and is the one evaluated after", async () => {
+  const out = join(tempDir(), "run");
+  const r = await run(mainJobCommand, [
+    "--base",
+    model,
+    "--out",
+    out,
+    "task.options.train=4",
+    "task.options.val=4",
+    "task.options.test=2",
+    "rollout.n=2",
+    "rollout.maxTurns=2",
+    "rollout.maxTokensPerTurn=6",
+    "train.iterations=3",
+    "train.batchSize=2",
+    "train.valEvery=1",
+  ]);
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  const metrics = readFileSync(join(out, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { iteration: number; "val/em": number });
+  assert.equal(metrics.length, 3);
+  // the first iteration with the highest validation exact match
+  const top = Math.max(...metrics.map((m) => m["val/em"]));
+  const want = metrics.find((m) => m["val/em"] === top)!.iteration;
+  const saved = JSON.parse(readFileSync(join(out, "eval.json"), "utf8"));
+  assert.deepEqual(saved.best, { iteration: want, valEm: top });
+  assert.ok(existsSync(join(out, "best", "config.json")), "best/ holds the policy");
+  assert.equal(saved.final.episodes, 2, "the final policy is evaluated too");
+  if (want !== 3) assert.match(r.stdout.join("\n"), /the final policy \(iteration 3\) on the test split/);
+  assert.match(r.stdout.join("\n"), new RegExp(`the best policy on validation: iteration ${want}`));
+});

@@ -110,7 +110,7 @@ test("bad model directories give one line naming the file and the field", async 
   await failsWith(["score", "--model", join(model, "nope"), "--input", input], /nope.*not found/);
   await failsWith(
     ["score", "--model", copy((c) => (c.model_type = "gpt2")), "--input", input],
-    /config\.json \(model_type\): unsupported model_type 'gpt2'; supported: qwen2, llama/,
+    /config\.json \(model_type\): unsupported model_type 'gpt2'; supported: qwen2, qwen3, llama/,
   );
   await failsWith(
     ["score", "--model", copy((c) => (c.intermediate_size = 100)), "--input", input],

@@ -318,6 +318,19 @@ for (const backend of ENGINES) {
     }
   });
 
+  test(`load right after the last sample resolves: the sampler has stopped, the weights swap [${backend}]`, async () => {
+    const e = await LocalEngine.load(base, { workers: 0, backend });
+    try {
+      const prompt = e.tokenizer.encode(PROMPT_TEXT);
+      const first = (await e.sample(prompt, { maxTokens: 4, seed: 1, temperature: 0, stop: [] })).sequences[0];
+      await e.load(base); // used to fail: "model swapped while sampling"
+      const again = (await e.sample(prompt, { maxTokens: 4, seed: 1, temperature: 0, stop: [] })).sequences[0];
+      assert.deepEqual(again.tokens, first.tokens);
+    } finally {
+      await e.dispose();
+    }
+  });
+
   test(`(e) save then load: identical weights, moments and step; training continues identically [${backend}]`, async () => {
     const a = await load(backend);
     const b0 = await load(backend);

@@ -1,8 +1,11 @@
 /**
  * The main job: RL from a base checkpoint on a task, evaluated greedily on the held-out test
  * split before and after, within a wall-clock budget. `agent-r1 main` runs it with the
- * multi-hop recipe and the committed base (assets/base/multihop). The run directory keeps
- * config.yaml, metrics.jsonl, samples, checkpoints and eval.json (both evaluations).
+ * multi-hop recipe and the committed base (assets/base/multihop). The policy with the best
+ * validation exact match (train.valEvery, train.valSize) is kept as best/ and is the one the
+ * test split evaluates after training; the final policy is kept too (the last checkpoint) and
+ * evaluated beside it. The run directory keeps config.yaml, metrics.jsonl, samples,
+ * checkpoints, best/ and eval.json (the evaluations).
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -32,7 +35,12 @@ export interface MainJobOptions {
 export interface MainJobResult {
   out: string;
   before: EpisodeSummary;
+  /** The policy with the best validation exact match (the final one when nothing was validated). */
   after: EpisodeSummary;
+  /** The final policy (the same as `after` when it is the best). */
+  final: EpisodeSummary;
+  /** The iteration `after` comes from, and its validation exact match (absent without validation). */
+  best: { iteration: number; valEm?: number };
   iterations: number;
   minutes: number;
   /** The advantage estimator that trained (the recipe's `algorithm.estimator`, upper-cased: GRPO, RLOO, ...). */
@@ -73,15 +81,42 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
     o.say?.(
       `base on ${testRows.length} held-out questions (greedy): exact match ${pct(before.em)}, ${before.toolCalls.toFixed(2)} tool calls, ${before.responseTokens.toFixed(0)} response tokens`,
     );
-    while (trainer.iteration < cfg.train.iterations && Date.now() - t0 < o.budgetMinutes * 60_000)
-      o.onIteration?.(await trainer.step());
+    const bestDir = join(o.out, "best");
+    let best: { iteration: number; valEm?: number } = { iteration: 0 };
+    while (trainer.iteration < cfg.train.iterations && Date.now() - t0 < o.budgetMinutes * 60_000) {
+      const m = await trainer.step();
+      o.onIteration?.(m);
+      const valEm = m["val/em"];
+      if (valEm !== undefined && (best.valEm === undefined || valEm > best.valEm)) {
+        await trainer.policy.save(bestDir);
+        best = { iteration: m.iteration, valEm };
+      }
+    }
     if (trainer.iteration < cfg.train.iterations) {
       o.say?.(`main: time budget reached after ${trainer.iteration} iterations`);
       await trainer.checkpoint(trainer.iteration);
     }
-    const after = await evaluate();
+    const final = await evaluate();
+    let after = final;
+    if (best.valEm === undefined) best = { iteration: trainer.iteration };
+    else if (best.iteration !== trainer.iteration) {
+      o.say?.(
+        `main: the final policy (iteration ${trainer.iteration}) on the test split: exact match ${pct(final.em)}; now the best on validation, iteration ${best.iteration} (${pct(best.valEm)}), kept in ${bestDir}`,
+      );
+      await trainer.policy.load(bestDir);
+      after = await evaluate();
+    }
     const minutes = (Date.now() - t0) / 60_000;
-    const result: MainJobResult = { out: o.out, before, after, iterations: trainer.iteration, minutes, algorithm };
+    const result: MainJobResult = {
+      out: o.out,
+      before,
+      after,
+      final,
+      best,
+      iterations: trainer.iteration,
+      minutes,
+      algorithm,
+    };
     writeFileSync(
       join(o.out, "eval.json"),
       JSON.stringify({ split: "test", rows: testRows.length, greedy: true, ...result }, null, 2) + "\n",

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { loadTask } from "../../tasks/index.js";
 import { loadConfig } from "../../train/load-config.js";
 import { pct, runMainJob, type MainJobResult } from "../../train/main-job.js";
+import type { EpisodeSummary } from "../../train/evaluate.js";
 import { InputError } from "../../util/errors.js";
 import { optionalNumber, parseFlags, usageError, type FlagSpec } from "../args.js";
 import type { Command, CommandIO } from "../command.js";
@@ -89,10 +90,14 @@ export function reportLines(res: MainJobResult, taskName: string): string[] {
       [
         ["base", b],
         [`after ${res.algorithm}`, a],
+        ...(res.final !== a ? [[`final (iteration ${res.iterations})`, res.final] as [string, EpisodeSummary]] : []),
       ],
       taskName,
     ),
-    `held-out exact match: ${pct(b.em)} → ${pct(a.em)}`,
+    `held-out exact match: ${pct(b.em)} → ${pct(a.em)}` +
+      (res.best.valEm !== undefined
+        ? ` (the best policy on validation: iteration ${res.best.iteration}, ${pct(res.best.valEm)}; in ${res.out}/best)`
+        : ""),
     `tool calls per episode: ${b.toolCalls.toFixed(2)} → ${a.toolCalls.toFixed(2)}`,
     `response length (tokens per episode): ${b.responseTokens.toFixed(1)} → ${a.responseTokens.toFixed(1)}`,
     `${res.iterations} iterations in ${res.minutes.toFixed(1)} min; run directory ${res.out}`,

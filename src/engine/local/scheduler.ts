@@ -185,10 +185,13 @@ export class Scheduler<KV = unknown> {
   private async loop(): Promise<void> {
     this.running = true;
     try {
-      while (this.queue.length > 0 || this.rows.length > 0) {
+      for (;;) {
         this.admit();
         this.drawAndRetire();
         if (this.rows.length > 0) this.decode();
+        // Done: stop before yielding, so a caller that awaited the last result finds the loop
+        // stopped (and may swap the weights at once).
+        if (this.queue.length === 0 && this.rows.length === 0) break;
         // Let new submissions in between steps.
         await new Promise((r) => setImmediate(r));
       }
