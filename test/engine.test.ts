@@ -318,6 +318,20 @@ for (const backend of ENGINES) {
     }
   });
 
+  test(`engine.maxContextTokens: a row stops with 'length' at that many tokens, prompt included [${backend}]`, async () => {
+    const prompt = Array.from({ length: 10 }, (_, i) => 5 + i);
+    const e = await LocalEngine.load(base, { workers: 0, backend, maxContextTokens: 13 });
+    try {
+      const s = (await e.sample(prompt, { n: 2, maxTokens: 50, seed: 3, stop: [] })).sequences;
+      for (const q of s) {
+        assert.equal(q.tokens.length, 3);
+        assert.equal(q.stopReason, "length");
+      }
+    } finally {
+      await e.dispose();
+    }
+  });
+
   test(`load right after the last sample resolves: the sampler has stopped, the weights swap [${backend}]`, async () => {
     const e = await LocalEngine.load(base, { workers: 0, backend });
     try {

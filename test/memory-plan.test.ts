@@ -163,3 +163,11 @@ test("native engine: rows wait while their keys and values would pass what the p
   assert.equal(tight.rows, tight.steps, "one row per decode step");
   assert.deepEqual(tight.tokens, free.tokens, "the same tokens either way");
 });
+
+test("engine.maxContextTokens caps the keys and values the plan reserves for one sequence", () => {
+  const kvPerToken = 4 * 24 * 2 * 2 * 64;
+  assert.equal(memoryNeeds(QWEN_05B, "lora", {}).contextBytes, kvPerToken * 32768);
+  assert.equal(memoryNeeds(QWEN_05B, "lora", { maxContextTokens: 4096 }).contextBytes, kvPerToken * 4096);
+  // above the model's own limit it changes nothing
+  assert.equal(memoryNeeds(QWEN_05B, "lora", { maxContextTokens: 1e6 }).contextBytes, kvPerToken * 32768);
+});

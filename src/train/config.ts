@@ -84,6 +84,11 @@ export const configSchema = z.strictObject({
         .describe(
           "The local engine: native (the decoder in C over native memory, one copy of the weights, bf16 kept as bf16), tfjs (TensorFlow.js on wasm, the portable engine and the reference) or auto (native where the addon loads, else tfjs on wasm). Default: env AGENT_R1_BACKEND, else auto.",
         ),
+      maxContextTokens: positiveInt
+        .optional()
+        .describe(
+          "Longest sequence (prompt + completion) the local engine serves, tokens: sampling stops with 'length' there, and the native memory plan reserves keys and values for this many tokens instead of the model's max_position_embeddings. Default: the model's.",
+        ),
       memoryGb: z
         .number()
         .positive()

@@ -21,6 +21,7 @@ export interface LocalEngineSection {
   blas?: BlasChoice;
   bf16Products?: Bf16Products;
   memoryGb?: number;
+  maxContextTokens?: number;
   lora?: {
     rank: number;
     alpha?: number;
@@ -44,6 +45,7 @@ export function localEngineOptions(section: LocalEngineSection): LocalEngineOpti
     blas: section.blas,
     bf16Products: section.bf16Products,
     memoryGb: section.memoryGb,
+    maxContextTokens: section.maxContextTokens,
     lora: section.lora && loraOption(section.lora),
   };
 }

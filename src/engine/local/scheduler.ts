@@ -43,6 +43,11 @@ export interface SchedulerOptions {
    * Default: no limit.
    */
   kvBudgetBytes?: number;
+  /**
+   * Longest sequence (prompt + sampled tokens) served, below the model's max_position_embeddings:
+   * a row stops with "length" there. Default: the model's.
+   */
+  maxContextTokens?: number;
 }
 
 /** Internal: which random streams a request's sequences use (for splitting n across replicas). */
@@ -102,6 +107,7 @@ export class Scheduler<KV = unknown> {
   readonly prefix: PrefixCache<KV>;
   private readonly maxBatch: number;
   private readonly kvBudget: number;
+  private readonly maxContext: number;
   private counters: SchedulerStats = { decodeSteps: 0, decodedRows: 0, prefillTokens: 0 };
   /** A request was cancelled: drop its rows before the next decode step rather than decoding them. */
   private compactNow = false;
@@ -113,6 +119,7 @@ export class Scheduler<KV = unknown> {
   ) {
     this.maxBatch = opts.maxBatch ?? 64;
     this.kvBudget = opts.kvBudgetBytes ?? Infinity;
+    this.maxContext = opts.maxContextTokens ?? Infinity;
     this.prefix = new PrefixCache(opts.prefixCacheBytes ?? 256 * 2 ** 20, compute.kvBytesPerToken, compute);
     this.batch = compute.newBatch();
   }
@@ -149,7 +156,7 @@ export class Scheduler<KV = unknown> {
         topLogprobs,
         firstStream: stream.first,
         onToken: params.onToken,
-        budget: Math.min(maxTokens, this.compute.maxPositions - prompt.length),
+        budget: Math.min(maxTokens, Math.min(this.compute.maxPositions, this.maxContext) - prompt.length),
         done: new Array(n),
         pending: n,
       };

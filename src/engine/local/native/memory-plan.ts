@@ -11,6 +11,7 @@
  *                or (LoRA run) only its adapters and value head
  *   activations  one training micro-batch (engine.microBatchMb)
  *   kv           the prefix cache (engine.prefixCacheMb) and one sequence of the longest context
+ *                (engine.maxContextTokens, else max_position_embeddings)
  *
  * Arithmetic only; the backend (./native-backend.ts) decides when to check: at load, and before
  * the full weights (or a critic) first train. The TF.js engine's limit is its wasm heap instead

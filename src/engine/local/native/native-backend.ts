@@ -138,6 +138,7 @@ export function memoryNeeds(
   critic?: MemoryNeeds["critic"],
 ): MemoryNeeds {
   const kvPerToken = 4 * config.numLayers * 2 * config.numKvHeads * config.headDim;
+  const context = Math.min(config.maxPositionEmbeddings, opts.maxContextTokens ?? Infinity);
   return {
     config,
     matrixBytes: matrixBytes(config),
@@ -145,7 +146,7 @@ export function memoryNeeds(
     loraFloats: loraFloats(config, spec),
     activationBytes: opts.microBatchBytes ?? DEFAULT_NATIVE_ACTIVATION_BUDGET,
     prefixCacheBytes: opts.prefixCacheBytes ?? 256 * 2 ** 20,
-    contextBytes: kvPerToken * config.maxPositionEmbeddings,
+    contextBytes: kvPerToken * context,
     critic,
     criticLoraFloats: critic === "lora" && spec ? loraFloats(config, criticSpec(spec)) : 0,
   };
