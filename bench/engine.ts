@@ -15,11 +15,13 @@
  * torch, or if it fails, there is no torch_ratio and one stderr line says why; --no-torch skips it.
  *   npm run bench:engine [-- --only S|M] [-- --workers N] [-- --backend auto|native|tfjs] [-- --blas own|system|auto] [-- --no-torch]
  *
- * --model qwen2.5-0.5b replaces S and M with a model of real size: Qwen2.5-0.5B's published config.json
- * (Qwen2ForCausalLM, hidden 896, 24 layers, 14 heads, 2 kv heads, ffn 4864, vocab 151936, q/k/v biases,
- * tied head, RoPE theta 1e6, bfloat16; 494M parameters) with random bf16 weights, N(0, 0.02) truncated at
- * 2 std (988 MB of model.safetensors, written by bench/qwen-model.ts in a process of its own so that its
- * memory stays out of ours), and the 512-token bench tokenizer (the config's vocabulary is larger; prompts
+ * --model qwen2.5-0.5b | qwen2.5-1.5b | qwen3-4b replaces S and M with a model of real size: the published
+ * config.json (bench/qwen-model.ts REAL_MODELS; Qwen2.5-0.5B: hidden 896, 24 layers, 14 heads, 2 kv heads,
+ * ffn 4864, q/k/v biases, 494M parameters; Qwen2.5-1.5B: hidden 1536, 28 layers, 12 heads, ffn 8960, 1.54B;
+ * Qwen3-4B: hidden 2560, 36 layers, 32 heads of 128, 8 kv heads, ffn 9728, q/k norms, 4.02B; all tied,
+ * vocab 151936, RoPE theta 1e6, bfloat16) with random bf16 weights, N(0, 0.02) truncated at 2 std
+ * (written by bench/qwen-model.ts in a process of its own so that its memory stays out of ours), engine.maxContextTokens
+ * 4096, and the 512-token bench tokenizer (the config's vocabulary is larger; prompts
  * and training tokens are drawn from all 151936 ids). It loads on the native engine with new LoRA adapters
  * (rank 32, alpha 32, no rsLoRA, q/k/v/o and gate/up/down of every layer) and measures, in this order:
  *   sample_b32  32 prompts of 64 random tokens submitted at once, 64 new tokens each (stop: [], so every
@@ -27,7 +29,7 @@
  *   sample_b1   one other prompt alone, 64 new tokens;
  *   lora_train  4 x 256 tokens, importance-sampling loss, forwardBackward + optimStep (AdamW on the
  *               adapters only), one untimed step then the mean of two; tokens / s.
- * Per-workload lines are named qwen05b_*, with gflops counting 2 * params a sampled token and 4 * params
+ * Per-workload lines are named KEY_* (qwen05b, qwen15b, qwen3_4b), with gflops counting 2 * params a sampled token and 4 * params
  * a trained one (the base is frozen: forward and input gradients, no weight gradients). The summary:
  *   {"qwen05b":{"sample_b32":n,"sample_b1":n,"lora_train":n},"peak_rss_mb":n,"backend":"native","blas":"own"|"system",
  *    "torch_ratio":{"qwen05b_sample_b32":x,"qwen05b_sample_b1":x,"qwen05b_lora_train":x}}
@@ -35,7 +37,7 @@
  * `bench/torch_engine.py --model qwen2.5-0.5b`: the same shapes, bf16 base weights held and computed by torch,
  * the LoRA written by hand, the same token counts. A workload that throws is left out of the figures and
  * named with its error under "errors" (exit status 1); the others still run.
- *   npm run bench:engine -- --model qwen2.5-0.5b [--blas own|system|auto] [--no-torch]
+ *   npm run bench:engine -- --model qwen2.5-0.5b|qwen2.5-1.5b|qwen3-4b [--blas own|system|auto] [--no-torch]
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { extname, join } from "node:path";
@@ -52,7 +54,7 @@ import type { Datum } from "../src/engine/types.js";
 import { Rng } from "../src/util/rng.js";
 import { targetsFromTinker, type LoraSpec } from "../src/model/peft.js";
 import { errorReason, torchRatioFromRun, type Json } from "./suite-lib.js";
-import { QWEN25_05B_CONFIG } from "./qwen-model.js";
+import { REAL_MODELS, type RealModelName } from "./qwen-model.js";
 import { findPython, NO_TORCH_REASON, runProcess, TORCH_SCRIPT } from "./torch-ref.js";
 
 const { values: args } = parseArgs({
@@ -65,10 +67,6 @@ const { values: args } = parseArgs({
     "no-torch": { type: "boolean", default: false },
   },
 });
-
-/** Named real-model presets (--model): the key of their figures in the summary line. */
-const MODELS = { "qwen2.5-0.5b": "qwen05b" } as const;
-type ModelName = keyof typeof MODELS;
 
 const SHAPES = {
   S: { preset: "small" as const, vocab: 512 },
@@ -225,14 +223,16 @@ const BENCH_LORA: LoraSpec = {
 };
 const MODEL_TRAIN = { batch: 4, len: 256 };
 const MODEL_SAMPLE = { batch: 32, prompt: 64, newTokens: 64 };
+/** engine.maxContextTokens of the --model runs, as a recipe for these lengths would set it. */
+const MODEL_CONTEXT = 4096;
 
 /**
  * --model: a real model's config.json with random bf16 weights, on the native engine with a LoRA:
  * sampling at batch 32 and 1, LoRA training, peak RSS; then the PyTorch reference on the same shapes.
  */
 async function modelBench(model: string): Promise<void> {
-  if (!Object.hasOwn(MODELS, model))
-    throw new Error(`--model: unknown model '${model}'; known: ${Object.keys(MODELS).join(", ")}`);
+  if (!Object.hasOwn(REAL_MODELS, model))
+    throw new Error(`--model: unknown model '${model}'; known: ${Object.keys(REAL_MODELS).join(", ")}`);
   if (args.only !== undefined) throw new Error("--only picks among the S and M shapes; it does not go with --model");
   if (args.backend !== undefined && parseBackend(args.backend, "--backend") === "tfjs")
     throw new Error("--model trains LoRA adapters, which only the native engine runs: drop --backend tfjs");
@@ -240,8 +240,8 @@ async function modelBench(model: string): Promise<void> {
   if (!st.ok) throw new Error(`--model needs the native engine, whose addon does not load: ${st.reason}`);
   const blasChoice = args.blas !== undefined ? parseBlas(args.blas, "--blas") : undefined;
   const blas = resolveBlas(st.addon, blasChoice);
-  const key = MODELS[model as ModelName];
-  const config = parseModelConfig(QWEN25_05B_CONFIG);
+  const { key, config: raw } = REAL_MODELS[model as RealModelName];
+  const config = parseModelConfig(raw);
   const vocab = config.vocabSize,
     params = parameterCount(config);
   const figures: Record<string, number> = {};
@@ -254,13 +254,20 @@ async function modelBench(model: string): Promise<void> {
     // process of its own so that its ~1 GB stays out of our peak RSS, config.json and the weights.
     benchTokenizer(dir, 512);
     const script = fileURLToPath(new URL(`./qwen-model${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
-    const wrote = await runProcess("weights", process.execPath, [...process.execArgv, script, dir], 30);
+    const wrote = await runProcess("weights", process.execPath, [...process.execArgv, script, dir, model], 30);
     if (wrote.code !== 0 || wrote.timedOutMinutes !== undefined)
       throw new Error(`writing the model failed: ${errorReason(wrote.stderr, wrote)}`);
     report({ workload: `${key}_write`, seconds: wrote.seconds });
 
     let t0 = performance.now();
-    const engine = await LocalEngine.load(dir, { backend: "native", blas, lora: { spec: BENCH_LORA, seed: 0 } });
+    // The longest sequence here is 256 tokens: the memory plan reserves keys and values for
+    // MODEL_CONTEXT of them, not the config's max_position_embeddings (32768 to 131072).
+    const engine = await LocalEngine.load(dir, {
+      backend: "native",
+      blas,
+      lora: { spec: BENCH_LORA, seed: 0 },
+      maxContextTokens: MODEL_CONTEXT,
+    });
     report({ workload: `${key}_load`, seconds: (performance.now() - t0) / 1000 });
     const rng = new Rng(7);
     const run = async (name: string, fn: () => Promise<void>) => {

@@ -1,14 +1,15 @@
 /**
- * The Qwen2.5-0.5B-shaped model of `bench/engine.ts --model qwen2.5-0.5b`: Qwen2.5-0.5B's own
- * config.json and random bf16 weights under the names and shapes the loader expects
- * (src/model/parameter-shapes.ts), about 988 MB in model.safetensors.
+ * The real-size models of `bench/engine.ts --model NAME`: a published config.json (Qwen2.5-0.5B,
+ * Qwen2.5-1.5B, Qwen3-4B: REAL_MODELS) and random bf16 weights under the names and shapes the
+ * loader expects (src/model/parameter-shapes.ts): 988 MB, 3.1 GB and 8.0 GB of model.safetensors.
  *
  * The weights are drawn tensor by tensor straight into bf16 bit patterns (a Uint16Array each),
  * never as float32: every value is an entry of a 65536-entry table of normal draws (std 0.02,
- * truncated at 2 std) picked by 16 random bits, so 494M values take a few seconds. Norms are 1.
+ * truncated at 2 std) picked by 16 random bits, so 494M values take a few seconds. Norms (Qwen3's
+ * q/k norms too) are 1.
  *
- * bench/engine.ts runs this file as its own process (`node [loader flags] bench/qwen-model.(ts|js) DIR`),
- * so that the ~1 GB the writer holds does not count in the benchmark's peak RSS.
+ * bench/engine.ts runs this file as its own process (`node [loader flags] bench/qwen-model.(ts|js) DIR NAME`),
+ * so that what the writer holds does not count in the benchmark's peak RSS.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -46,6 +47,57 @@ export const QWEN25_05B_CONFIG = {
   vocab_size: 151936,
 };
 
+/** Qwen/Qwen2.5-1.5B's config.json, as published. */
+export const QWEN25_15B_CONFIG = {
+  ...QWEN25_05B_CONFIG,
+  hidden_size: 1536,
+  intermediate_size: 8960,
+  max_position_embeddings: 131072,
+  max_window_layers: 28,
+  num_attention_heads: 12,
+  num_hidden_layers: 28,
+  num_key_value_heads: 2,
+  sliding_window: 131072,
+};
+
+/** Qwen/Qwen3-4B's config.json, as published. */
+export const QWEN3_4B_CONFIG = {
+  architectures: ["Qwen3ForCausalLM"],
+  attention_bias: false,
+  attention_dropout: 0.0,
+  bos_token_id: 151643,
+  eos_token_id: 151645,
+  head_dim: 128,
+  hidden_act: "silu",
+  hidden_size: 2560,
+  initializer_range: 0.02,
+  intermediate_size: 9728,
+  max_position_embeddings: 40960,
+  max_window_layers: 36,
+  model_type: "qwen3",
+  num_attention_heads: 32,
+  num_hidden_layers: 36,
+  num_key_value_heads: 8,
+  rms_norm_eps: 1e-6,
+  rope_scaling: null,
+  rope_theta: 1000000,
+  sliding_window: null,
+  tie_word_embeddings: true,
+  torch_dtype: "bfloat16",
+  transformers_version: "4.51.0",
+  use_cache: true,
+  use_sliding_window: false,
+  vocab_size: 151936,
+};
+
+/** The models `--model` names: the key of their figures in the bench's lines, and their config.json. */
+export const REAL_MODELS = {
+  "qwen2.5-0.5b": { key: "qwen05b", config: QWEN25_05B_CONFIG },
+  "qwen2.5-1.5b": { key: "qwen15b", config: QWEN25_15B_CONFIG },
+  "qwen3-4b": { key: "qwen3_4b", config: QWEN3_4B_CONFIG },
+} as const;
+export type RealModelName = keyof typeof REAL_MODELS;
+
 const BF16_ONE = 0x3f80;
 
 /** 65536 bf16 bit patterns of std * N(0, 1) truncated at 2 std. */
@@ -62,11 +114,17 @@ function normalTable(rng: Rng, std: number): Uint16Array {
   return table;
 }
 
-/** config.json and model.safetensors (random bf16) of the Qwen2.5-0.5B shape in `dir`. */
-export function writeQwen05bModel(dir: string, seed = 0, std = 0.02): { bytes: number; tensors: number } {
+/** config.json and model.safetensors (random bf16) of a real model's shape in `dir`. */
+export function writeRealModel(
+  dir: string,
+  name: RealModelName,
+  seed = 0,
+  std = 0.02,
+): { bytes: number; tensors: number } {
+  const raw = REAL_MODELS[name].config;
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "config.json"), JSON.stringify(QWEN25_05B_CONFIG, null, 2) + "\n");
-  const config = parseModelConfig(QWEN25_05B_CONFIG);
+  writeFileSync(join(dir, "config.json"), JSON.stringify(raw, null, 2) + "\n");
+  const config = parseModelConfig(raw);
   const table = normalTable(new Rng(seed, 0xffff), std);
   const weights = new Map<string, RawTensor>();
   let stream = 0,
@@ -93,13 +151,13 @@ export function writeQwen05bModel(dir: string, seed = 0, std = 0.02): { bytes: n
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const dir = process.argv[2];
-  if (!dir) {
-    console.error("usage: qwen-model DIR [SEED]");
+  const [dir, name] = process.argv.slice(2);
+  if (!dir || !Object.hasOwn(REAL_MODELS, name ?? "")) {
+    console.error(`usage: qwen-model DIR ${Object.keys(REAL_MODELS).join("|")} [SEED]`);
     process.exit(2);
   }
   const t0 = performance.now();
-  const { bytes, tensors } = writeQwen05bModel(dir, Number(process.argv[3] ?? 0));
+  const { bytes, tensors } = writeRealModel(dir, name as RealModelName, Number(process.argv[4] ?? 0));
   console.log(
     JSON.stringify({
       wrote: dir,

@@ -18,8 +18,10 @@ GFLOPS use bench/engine.ts's formulas: 6 * params * tokens (train), 2 * params *
 Prints one JSON line per workload and ends with one line with bench/engine.ts's keys:
   {"train_tokens_per_s":{"S":n,"M":n},"sample_tokens_per_s":{"S_b32":n,"M_b32":n,"M_b1":n},"peak_rss_mb":n}
 
---model qwen2.5-0.5b (bench/engine.ts --model qwen2.5-0.5b): Qwen2.5-0.5B's shapes (hidden 896, 24 layers,
-14 heads, 2 kv heads, ffn 4864, vocab 151936, tied head, RoPE theta 1e6), random base weights (N(0, 0.02))
+--model qwen2.5-0.5b|qwen2.5-1.5b|qwen3-4b (bench/engine.ts --model ...): the model's shapes (Qwen2.5-0.5B:
+hidden 896, 24 layers, 14 heads, 2 kv heads, ffn 4864, q/k/v biases; Qwen2.5-1.5B: hidden 1536, 28 layers,
+12 heads, 2 kv heads, ffn 8960, biases; Qwen3-4B: hidden 2560, 36 layers, 32 heads of 128, 8 kv heads, ffn
+9728, no biases, per-head q/k RMSNorm before RoPE; vocab 151936, tied head, RoPE theta 1e6), random base weights (N(0, 0.02))
 held in bfloat16 (--dtype float32 for a float32 model) and frozen, computed in that dtype as transformers
 does (RMSNorm and attention softmax in float32, float32 logits). A LoRA by hand on q, k, v, o, gate, up,
 down of every layer: float32 A (32, in) and B (out, 32), PEFT's init, y = x W^T + b + (32 / 32) (x A^T) B^T;
@@ -28,10 +30,10 @@ AdamW over A and B only.
               small warm-up on other prompts); sample_b1: one other prompt alone. Tokens/s counts new tokens.
   lora_train: 4 x 256 tokens, the importance-sampling loss above, forward + backward + AdamW step,
               one untimed step then the mean of two (--quick: one).
-Ends with {"qwen05b":{"sample_b32":n,"sample_b1":n,"lora_train":n},"peak_rss_mb":n}.
+Ends with {KEY:{"sample_b32":n,"sample_b1":n,"lora_train":n},"peak_rss_mb":n}, KEY qwen05b, qwen15b or qwen3_4b.
 
   python3 bench/torch_engine.py [--only S|M] [--threads 2] [--quick] [--omp-wait passive|active|default]
-  python3 bench/torch_engine.py --model qwen2.5-0.5b [--dtype bfloat16|float32] [--threads 2] [--quick]
+  python3 bench/torch_engine.py --model qwen2.5-0.5b|qwen2.5-1.5b|qwen3-4b [--dtype bfloat16|float32] [--threads 2] [--quick]
   python3 bench/torch_engine.py --peak     # float32 matmul GFLOPS: the machine's practical peak
 --peak works with numpy alone when torch is missing.
 """
@@ -45,7 +47,8 @@ import time
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--only", choices=["S", "M"])
-ap.add_argument("--model", choices=["qwen2.5-0.5b"], help="a real model's shapes with a LoRA instead of S and M")
+ap.add_argument("--model", choices=["qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-4b"],
+                help="a real model's shapes with a LoRA instead of S and M")
 ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
                 help="--model: the base weights' dtype and the compute's (default bfloat16, as the checkpoint)")
 ap.add_argument("--threads", type=int, default=2)
@@ -235,10 +238,11 @@ class Decoder(nn.Module):
 
 
 def param_count(s):
-    """As src/model/config.ts parameterCount: tied embedding counted once, q/k/v biases included."""
-    h, hd = s["hidden"], s["hidden"] // s["heads"]
+    """As src/model/config.ts parameterCount: tied embedding counted once, q/k/v biases (when the model
+    has them) and q/k norms (Qwen3) included."""
+    h, hd = s["hidden"], s.get("head_dim", s["hidden"] // s["heads"])
     q, kv = s["heads"] * hd, s["kv_heads"] * hd
-    attn = h * q + 2 * h * kv + q * h + q + 2 * kv
+    attn = h * q + 2 * h * kv + q * h + (q + 2 * kv if s.get("bias", True) else 0) + (2 * hd if s.get("qk_norm") else 0)
     layer = attn + 3 * h * s["ffn"] + 2 * h
     return s["layers"] * layer + h + s["vocab"] * h
 
@@ -270,9 +274,15 @@ def sample(model, prompts, new_tokens):
     return torch.cat(out, dim=1)
 
 
-# ---------------------------------------------------------------- --model qwen2.5-0.5b
+# ---------------------------------------------------------------- --model NAME
 
-QWEN05B = dict(hidden=896, layers=24, heads=14, kv_heads=2, ffn=4864, vocab=151936, theta=1000000.0, eps=1e-6)
+# Each model's key in the output and its shapes (bench/qwen-model.ts REAL_MODELS has the config.json files).
+_QWEN = dict(vocab=151936, theta=1000000.0, eps=1e-6)
+REAL_MODELS = {
+    "qwen2.5-0.5b": ("qwen05b", dict(_QWEN, hidden=896, layers=24, heads=14, kv_heads=2, head_dim=64, ffn=4864, bias=True, qk_norm=False)),
+    "qwen2.5-1.5b": ("qwen15b", dict(_QWEN, hidden=1536, layers=28, heads=12, kv_heads=2, head_dim=128, ffn=8960, bias=True, qk_norm=False)),
+    "qwen3-4b": ("qwen3_4b", dict(_QWEN, hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128, ffn=9728, bias=False, qk_norm=True)),
+}
 LORA_RANK, LORA_ALPHA = 32, 32
 MODEL_TRAIN_BATCH, MODEL_TRAIN_LEN = 4, 256
 MODEL_SAMPLE_BATCH, MODEL_PROMPT_LEN, MODEL_NEW_TOKENS = 32, 64, 64
@@ -322,11 +332,14 @@ class LoraLayer(nn.Module):
     def __init__(self, s, dtype, gen):
         super().__init__()
         h, f = s["hidden"], s["ffn"]
-        self.h, self.kv, self.hd = s["heads"], s["kv_heads"], h // s["heads"]
+        self.h, self.kv, self.hd = s["heads"], s["kv_heads"], s["head_dim"]
         self.input_layernorm = Norm(h, s["eps"], dtype)
-        self.q_proj = LoraLinear(h, self.h * self.hd, True, dtype, gen)
-        self.k_proj = LoraLinear(h, self.kv * self.hd, True, dtype, gen)
-        self.v_proj = LoraLinear(h, self.kv * self.hd, True, dtype, gen)
+        self.q_proj = LoraLinear(h, self.h * self.hd, s["bias"], dtype, gen)
+        self.k_proj = LoraLinear(h, self.kv * self.hd, s["bias"], dtype, gen)
+        self.v_proj = LoraLinear(h, self.kv * self.hd, s["bias"], dtype, gen)
+        # Qwen3: RMSNorm of each head's query and key (weights of head_dim) before RoPE
+        self.q_norm = Norm(self.hd, s["eps"], dtype) if s["qk_norm"] else None
+        self.k_norm = Norm(self.hd, s["eps"], dtype) if s["qk_norm"] else None
         self.o_proj = LoraLinear(self.h * self.hd, h, False, dtype, gen)
         self.post_attention_layernorm = Norm(h, s["eps"], dtype)
         self.gate_proj = LoraLinear(h, f, False, dtype, gen)
@@ -336,8 +349,11 @@ class LoraLayer(nn.Module):
     def attention(self, x, cos, sin, pos, cache):
         B, T, _ = x.shape
         G = self.h // self.kv
-        q = self.q_proj(x).view(B, T, self.h, self.hd).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.kv, self.hd).transpose(1, 2)
+        q = self.q_proj(x).view(B, T, self.h, self.hd)
+        k = self.k_proj(x).view(B, T, self.kv, self.hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.kv, self.hd).transpose(1, 2)
         c, s_ = cos[pos:pos + T], sin[pos:pos + T]
         q, k = rotate(q, c, s_), rotate(k, c, s_)
@@ -373,7 +389,7 @@ class LoraDecoder(nn.Module):
             fill_normal(self.embed_tokens.weight, 0.02, gen)
         self.layers = nn.ModuleList([LoraLayer(s, dtype, gen) for _ in range(s["layers"])])
         self.norm = Norm(s["hidden"], s["eps"], dtype)
-        cos, sin = rope_tables(s["hidden"] // s["heads"], max_pos, s["theta"])
+        cos, sin = rope_tables(s["head_dim"], max_pos, s["theta"])
         self.register_buffer("cos", cos.to(dtype), persistent=False)
         self.register_buffer("sin", sin.to(dtype), persistent=False)
 
@@ -387,12 +403,12 @@ class LoraDecoder(nn.Module):
 
     def new_caches(self, batch, max_len):
         s = self.s
-        shape = (batch, s["kv_heads"], max_len, s["hidden"] // s["heads"])
+        shape = (batch, s["kv_heads"], max_len, s["head_dim"])
         return [(torch.zeros(shape, dtype=self.dtype), torch.zeros(shape, dtype=self.dtype)) for _ in range(s["layers"])]
 
 
 def model_main():
-    s, key = QWEN05B, "qwen05b"
+    key, s = REAL_MODELS[args.model]
     dtype = getattr(torch, args.dtype)
     emit({"workload": "info", "framework": "torch", "torch_version": torch.__version__, "threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"), "model": args.model, "dtype": args.dtype})
     gen = torch.Generator().manual_seed(args.seed)
