@@ -57,6 +57,11 @@ export interface RenderOptions {
   addGenerationPrompt: boolean;
 }
 
+/** The setup with more template variables (a request's chat_template_kwargs) over its own. */
+export function withTemplateVars(chat: ChatSetup, vars: Record<string, unknown> | undefined): ChatSetup {
+  return vars && Object.keys(vars).length > 0 ? { ...chat, extra: { ...chat.extra, ...vars } } : chat;
+}
+
 export function renderMessages(chat: ChatSetup, messages: AgentMessage[], opts: RenderOptions): string {
   try {
     return renderChatTemplate(chat.template, {

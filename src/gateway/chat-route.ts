@@ -57,6 +57,7 @@ export async function episodeChat(
       userAgent,
       forced: forcedOpening(choice) || undefined,
       stop: typeof body.stop === "string" ? [body.stop] : (body.stop ?? undefined),
+      templateVars: body.chat_template_kwargs ?? undefined,
       signal,
     }),
   );

@@ -43,7 +43,7 @@
  */
 import type { Engine, SampledSequence, StopReason } from "../engine/types.js";
 import type { ToolSchema } from "../model/chat-template.js";
-import { renderMessages, type AgentMessage, type ChatSetup } from "../agent/chat-setup.js";
+import { renderMessages, withTemplateVars, type AgentMessage, type ChatSetup } from "../agent/chat-setup.js";
 import { checkDrift } from "../agent/drift.js";
 import { ChatTemplateError } from "../agent/errors.js";
 import { observationDeltaTokens } from "../agent/observation-delta.js";
@@ -98,6 +98,8 @@ export interface CompletionRequest {
    * (the action is what was sampled), and the answer ends before it, as OpenAI's API returns it.
    */
   stop?: string[];
+  /** The request's chat_template_kwargs: the episode's template variables, the same in every request. */
+  templateVars?: Record<string, unknown>;
   signal?: AbortSignal;
 }
 
@@ -160,12 +162,16 @@ type Next =
 /** Whether `b` asks exactly what `a` asked (a client's retry); the next turn has more messages, so it is told apart at once. */
 function sameRequest(a: CompletionRequest, b: CompletionRequest): boolean {
   if (a.messages.length !== b.messages.length) return false;
-  const key = (r: CompletionRequest) => JSON.stringify([r.messages, r.tools ?? null, r.forced ?? "", r.stop ?? []]);
+  const key = (r: CompletionRequest) =>
+    JSON.stringify([r.messages, r.tools ?? null, r.forced ?? "", r.stop ?? [], r.templateVars ?? {}]);
   return key(a) === key(b);
 }
 
 export class EpisodeRecorder {
   private readonly rec: TrajectoryBuilder;
+  /** The chat setup with the episode's template variables (its first request's chat_template_kwargs). */
+  private chat: ChatSetup;
+  private templateVarsKey?: string;
   /** The conversation before the pending action, in template form. */
   private history: AgentMessage[] = [];
   private tools?: ToolSchema[];
@@ -205,6 +211,7 @@ export class EpisodeRecorder {
     private readonly o: RecorderOptions,
   ) {
     this.rec = new TrajectoryBuilder(id, rowIndex, sampleIndex);
+    this.chat = o.chat;
   }
 
   get calls(): number {
@@ -237,6 +244,21 @@ export class EpisodeRecorder {
     this.closing.abort(new Error(`episode ${this.id} was closed`));
   }
 
+  /**
+   * The first request's chat_template_kwargs become the episode's template variables; a later
+   * request must send the same, since the episode's tokens were rendered with them.
+   */
+  private useTemplateVars(vars: Record<string, unknown> | undefined): void {
+    const key = JSON.stringify(vars ?? {});
+    if (this.templateVarsKey === undefined) {
+      this.templateVarsKey = key;
+      this.chat = withTemplateVars(this.o.chat, vars);
+    } else if (key !== this.templateVarsKey)
+      throw new RecorderError(
+        `episode ${this.id}: chat_template_kwargs ${key} differ from the episode's ${this.templateVarsKey}; the episode's tokens were rendered with those, so send the same in every request`,
+      );
+  }
+
   /** How `req` relates to the episode: its first request, an extension (with the observation delta), or a rewrite. */
   private classify(req: CompletionRequest): Next {
     const p = this.pending;
@@ -245,11 +267,11 @@ export class EpisodeRecorder {
     const reason = this.divergence(req, expected);
     if (reason !== undefined) return { kind: "rewrite", reason };
     const fresh = req.messages.slice(expected.length);
-    const observation = observationDeltaTokens(this.o.chat, {
+    const observation = observationDeltaTokens(this.chat, {
       history: this.history,
       messages: fresh,
       tools: this.tools,
-      actionClosed: p.action[p.action.length - 1] === this.o.chat.endOfTurnId,
+      actionClosed: p.action[p.action.length - 1] === this.chat.endOfTurnId,
     });
     return { kind: "extends", expected, fresh, observation };
   }
@@ -257,7 +279,7 @@ export class EpisodeRecorder {
   /** The context `req` samples from, given how it relates to the episode. */
   private contextOf(req: CompletionRequest, next: Next): number[] {
     if (next.kind === "extends") return [...this.pending!.context, ...this.pending!.action, ...next.observation];
-    const chat = this.o.chat;
+    const chat = this.chat;
     return chat.tokenizer.encode(renderMessages(chat, req.messages, { tools: req.tools, addGenerationPrompt: true }));
   }
 
@@ -403,11 +425,12 @@ export class EpisodeRecorder {
       this.replays++;
       return this.last.out;
     }
+    this.useTemplateVars(req.templateVars);
     this.busy = true;
     try {
       const next = this.classify(req);
       this.refuseMixedOrOverTurns(req, next);
-      const forced = req.forced ? this.o.chat.tokenizer.encode(req.forced) : [];
+      const forced = req.forced ? this.chat.tokenizer.encode(req.forced) : [];
       const context = [...this.contextOf(req, next), ...forced];
       const room = this.roomFor(context, req, next);
       const t0 = performance.now();
@@ -478,7 +501,7 @@ export class EpisodeRecorder {
 
   /** One sequence from the engine, stopped when the client closes the request or the episode ends. */
   private async draw(context: number[], req: CompletionRequest, room: number): Promise<SampledSequence> {
-    const chat = this.o.chat;
+    const chat = this.chat;
     const signal = req.signal ? AbortSignal.any([req.signal, this.closing.signal]) : this.closing.signal;
     let res: Awaited<ReturnType<Engine["sample"]>>;
     try {
@@ -500,7 +523,7 @@ export class EpisodeRecorder {
 
   /** The sampled text (forced prefix included, cut at a stop string), its tool calls, and the assistant message it makes. */
   private answerOf(seq: SampledSequence, forced: number[], req: CompletionRequest) {
-    const chat = this.o.chat;
+    const chat = this.chat;
     const closed = seq.tokens[seq.tokens.length - 1] === chat.endOfTurnId;
     const text = beforeStop(
       chat.tokenizer.decode([...forced, ...(closed ? seq.tokens.slice(0, -1) : seq.tokens)]),
@@ -536,12 +559,12 @@ export class EpisodeRecorder {
     const tokens = finalSegment(last.finish(end));
     try {
       return last.finish(end, {
-        drift: checkDrift(this.o.chat, {
+        drift: checkDrift(this.chat, {
           messages,
           tools: this.tools,
           tokens,
           endsWithObservation: false,
-          actionClosed: p.action[p.action.length - 1] === this.o.chat.endOfTurnId,
+          actionClosed: p.action[p.action.length - 1] === this.chat.endOfTurnId,
         }),
       });
     } catch (err) {

@@ -8,7 +8,7 @@
 import { forcedOpening, parseToolChoice } from "./tool-choice.js";
 import { sampleUntilClosed } from "./cancel-on-close.js";
 import type { ServerResponse } from "node:http";
-import { renderMessages } from "../agent/chat-setup.js";
+import { renderMessages, withTemplateVars } from "../agent/chat-setup.js";
 import { newId, unixNow, type ServeContext } from "./context.js";
 import { badRequest } from "./errors.js";
 import { sendChoices } from "./http.js";
@@ -55,7 +55,8 @@ function chatPrompt(ctx: ServeContext, req: ChatRequest): { prompt: number[]; fo
   );
   const useTools = (req.tools?.length ?? 0) > 0 && choice !== "none";
   const forced = forcedOpening(choice);
-  const text = renderMessages(ctx.chat(), templateMessages(req.messages), {
+  const chat = withTemplateVars(ctx.chat(), req.chat_template_kwargs ?? undefined);
+  const text = renderMessages(chat, templateMessages(req.messages), {
     tools: useTools ? toolSchemas(req.tools!) : undefined,
     addGenerationPrompt: true,
   });

@@ -85,6 +85,8 @@ export const chatRequestSchema = z.object({
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
   response_format: z.object({ type: z.string() }).nullish(),
+  /** vLLM's and SGLang's: more variables for the chat template (Qwen3's enable_thinking). */
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
 });
 export type ChatRequest = z.infer<typeof chatRequestSchema>;
 
