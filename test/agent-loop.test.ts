@@ -243,3 +243,45 @@ test("Llama 3 JSON calls: results in role ipython, byte for byte", async () => {
   assert.deepEqual(engine.calls[1].prompt, [...t.steps[0].context!, ...call, ...obs]);
   assert.equal(t.drift?.firstDiff, -1);
 });
+
+test("an env that rebuilds the prompt ({ prompt }): each step is its own segment, sampled from that prompt alone", async () => {
+  /** A counter world: the prompt shows the state and the last action; "inc" adds one; done at 2. */
+  class Counter {
+    private n = 0;
+    private last = "none";
+    private prompt() {
+      return [
+        { role: "system", content: "Reach 2." },
+        { role: "user", content: `count ${this.n}; last action: ${this.last}; admissible: inc` },
+      ];
+    }
+    reset() {
+      return { prompt: this.prompt() };
+    }
+    step(a: { text: string }) {
+      if (a.text === "inc") this.n++;
+      this.last = a.text;
+      return { observation: { prompt: this.prompt() }, reward: this.n === 2 ? 1 : 0, done: this.n === 2, info: {} };
+    }
+  }
+  const engine = new ScriptedEngine(tok, (c) =>
+    c.text.includes("last action: none") ? "nop<|im_end|>" : "inc<|im_end|>",
+  );
+  const t = await new AgentLoop(engine, chat, { maxTurns: 5 }).run(new Counter(), {});
+  assert.equal(t.endReason, "done");
+  assert.equal(t.steps.length, 3);
+  const rendered = (user: string) =>
+    tok.encode(`<|im_start|>system\nReach 2.<|im_end|>\n<|im_start|>user\n${user}<|im_end|>\n<|im_start|>assistant\n`);
+  const users = ["count 0; last action: none", "count 0; last action: nop", "count 1; last action: inc"];
+  t.steps.forEach((s, i) => {
+    assert.equal(s.extendsPrevious, false, `step ${i} starts its own segment`);
+    assert.deepEqual(s.context, rendered(`${users[i]}; admissible: inc`), `step ${i}'s prompt`);
+    assert.deepEqual(s.observation, [], "nothing is appended after the action");
+  });
+  assert.deepEqual(
+    engine.calls.map((c) => c.prompt),
+    t.steps.map((s) => s.context),
+    "each turn sampled from its rebuilt prompt alone",
+  );
+  assert.equal(t.reward, 1);
+});

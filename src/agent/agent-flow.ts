@@ -41,7 +41,8 @@ export interface FlowState {
 /** A new context: messages rendered through the chat template, or tokens given outright. */
 export type ContextRewrite = { messages: AgentMessage[]; tokens?: number[] };
 
-const obsField = (o: Observation) => o as { messages?: AgentMessage[]; text?: string; tokens?: number[] };
+const obsField = (o: Observation) =>
+  o as { messages?: AgentMessage[]; text?: string; tokens?: number[]; prompt?: AgentMessage[] };
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** The error the env threw (not our wrapper), with the stage it threw in. */
@@ -86,7 +87,8 @@ export abstract class AgentFlow<Row = unknown> {
     const o = this.options;
     const first = await this.resetEnv(env, row);
     const tools = env.tools;
-    let messages = obsField(first).messages ? [...obsField(first).messages!] : null;
+    const opening = obsField(first).messages ?? obsField(first).prompt;
+    let messages = opening ? [...opening] : null;
     let context = this.firstContext(first, tools);
     if (context.length >= o.maxTotalTokens)
       throw new EnvError(
@@ -108,7 +110,8 @@ export abstract class AgentFlow<Row = unknown> {
       const closed = action.tokens[action.tokens.length - 1] === this.chat.endOfTurnId;
       end = result.done ? "done" : turn + 1 >= o.maxTurns ? "max_turns" : undefined;
       let observation: number[] = [];
-      if (end === undefined) {
+      const rebuilt = obsField(result.observation).prompt;
+      if (end === undefined && !rebuilt) {
         observation = this.observationTokens(result.observation, messages, tools, closed);
         // No room left for another turn: nobody would sample from this observation.
         if (context.length + action.tokens.length + observation.length >= o.maxTotalTokens)
@@ -134,7 +137,9 @@ export abstract class AgentFlow<Row = unknown> {
       tail = { tokens: [...context, ...action.tokens, ...observation], closed, endsWithObservation: end === undefined };
       if (end !== undefined) break;
       context = tail.tokens;
-      const rewrite = await this.prepareContext({ turn, messages, context, tools });
+      // The env rebuilt the prompt: the next turn starts a new segment from it (a flow may still rewrite it).
+      const rewrite =
+        (await this.prepareContext({ turn, messages, context, tools })) ?? (rebuilt && { messages: [...rebuilt] });
       if (rewrite) {
         messages = [...rewrite.messages];
         context = rewrite.tokens ? rewrite.tokens.slice() : this.firstContext({ messages }, tools);
@@ -160,12 +165,13 @@ export abstract class AgentFlow<Row = unknown> {
     }
   }
 
-  /** Context tokens of a first observation: messages rendered with the generation prompt, text encoded, tokens as given. */
+  /** Context tokens of a first observation: messages (or a prompt) rendered with the generation prompt, text encoded, tokens as given. */
   protected firstContext(obs: Observation, tools?: ToolSchema[]): number[] {
     const f = obsField(obs);
     if (f.tokens) return f.tokens.slice();
     if (f.text !== undefined) return this.chat.tokenizer.encode(f.text);
-    return this.chat.tokenizer.encode(renderMessages(this.chat, f.messages!, { tools, addGenerationPrompt: true }));
+    const messages = f.messages ?? f.prompt!;
+    return this.chat.tokenizer.encode(renderMessages(this.chat, messages, { tools, addGenerationPrompt: true }));
   }
 
   /** Tokens appended after an action for an observation (messages go through the chat template's delta). */

@@ -5,7 +5,12 @@
  *  - messages: chat messages, rendered through the chat template (on reset the
  *    whole prompt; on step only the new messages, appended as a token delta);
  *  - text: raw text appended as is (tokenized once);
- *  - tokens: token ids appended as is.
+ *  - tokens: token ids appended as is;
+ *  - prompt: the whole next prompt, rebuilt from the env's state (task, current
+ *    observation, history, admissible actions), rendered through the chat
+ *    template with the generation prompt. Nothing is appended: the next turn
+ *    samples from the new prompt alone, so each such step is its own segment
+ *    (its own datum), as Agent-R1's ALFWorld and WebShop recipes build them.
  */
 import type { StopReason } from "../engine/types.js";
 import type { ToolSchema } from "../model/chat-template.js";
@@ -13,7 +18,8 @@ import type { AgentMessage } from "./chat-setup.js";
 import type { ToolCallRecord } from "./tool-runner.js";
 import { EnvError } from "./errors.js";
 
-export type Observation = { messages: AgentMessage[] } | { text: string } | { tokens: number[] };
+export type Observation =
+  { messages: AgentMessage[] } | { text: string } | { tokens: number[] } | { prompt: AgentMessage[] };
 
 /** One sampled assistant turn. */
 export interface Action {
@@ -59,18 +65,21 @@ function isObject(v: unknown): v is Record<string, unknown> {
 /** Throws an EnvError naming the broken field; returns the observation typed. */
 export function checkObservation(o: unknown, stage: "reset" | "step"): Observation {
   if (!isObject(o)) throw new EnvError(stage, `observation must be an object, got ${o === null ? "null" : typeof o}`);
-  const keys = (["messages", "text", "tokens"] as const).filter((k) => o[k] !== undefined);
+  const keys = (["messages", "text", "tokens", "prompt"] as const).filter((k) => o[k] !== undefined);
   if (keys.length !== 1)
     throw new EnvError(
       stage,
-      `observation must have exactly one of messages, text, tokens; got ${keys.length ? keys.join(", ") : "none"}`,
+      `observation must have exactly one of messages, text, tokens, prompt; got ${keys.length ? keys.join(", ") : "none"}`,
     );
-  if (keys[0] === "messages") {
-    const ms = o.messages;
-    if (!Array.isArray(ms)) throw new EnvError(stage, "observation.messages must be an array");
+  if (keys[0] === "messages" || keys[0] === "prompt") {
+    const key = keys[0],
+      ms = o[key];
+    if (!Array.isArray(ms)) throw new EnvError(stage, `observation.${key} must be an array`);
+    if (key === "prompt" && ms.length === 0)
+      throw new EnvError(stage, "observation.prompt must hold at least one message");
     ms.forEach((m, i) => {
       if (!isObject(m) || typeof m.role !== "string" || typeof m.content !== "string") {
-        throw new EnvError(stage, `observation.messages[${i}] must be { role: string, content: string }`);
+        throw new EnvError(stage, `observation.${key}[${i}] must be { role: string, content: string }`);
       }
     });
   } else if (keys[0] === "text") {
