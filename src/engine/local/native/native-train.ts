@@ -4,6 +4,12 @@
  * loss is Σ c·l with the aggregation coefficients c of the whole call, as on the TF.js engine
  * (../tfjs/policy-train.ts), and its derivative in each logprob (src/rl tokenLossGrad) is where
  * the native backward starts.
+ *
+ * Shared prefixes (on unless `share` is false, engine.sharedPrefix): the sequences of a call form
+ * a prefix forest (../prefix-tree.ts) and a pass runs whole trees, each node once, a node
+ * continuing its parent's keys and values. A sequence reads its outputs at the rows of its path;
+ * each sequence's loss is its own, as without sharing, and the gradient at a shared row is the sum
+ * of the gradients of the sequences that hold it.
  */
 import type { Datum } from "../../types.js";
 import type { ValueDatum } from "../../types.js";
@@ -14,6 +20,7 @@ import type { RawForwardBackward, RawValuePass } from "../replica-api.js";
 import type { MicroBatchPlanner } from "../../micro-batches.js";
 import type { NativeDecoder } from "./decoder.js";
 import type { NativeTrainable } from "./native-trainable.js";
+import { nodeRows, nodeSlice, prefixForest, separateForest } from "../prefix-tree.js";
 
 /** Consecutive sequences whose total tokens stay within `maxTokens` (a longer one goes alone). */
 export function tokenPlanner(maxTokens: number): MicroBatchPlanner {
@@ -35,46 +42,110 @@ export function tokenPlanner(maxTokens: number): MicroBatchPlanner {
   };
 }
 
+/** One pass of a call: whole trees of its prefix forest. */
+export interface TreePass {
+  /** The pass's sequences: the tokens of its nodes. */
+  seqs: number[][];
+  /** Each node's targets, when the call has targets. */
+  targets: Int32Array | undefined;
+  /** Each node's parent in the pass, or -1; undefined when no node has one. */
+  parents: Int32Array | undefined;
+  /** The call's sequences in the pass, with the pass's row of each of their positions. */
+  members: { index: number; rows: Int32Array }[];
+}
+
+/**
+ * The passes of a call over `tokens` (per-row `targets` when rows are scored against them): with
+ * `share`, trees of the prefix forest packed by their rows, else every sequence alone, packed by
+ * its length (as `plan` packs sequences).
+ */
+export function treePasses(
+  tokens: number[][],
+  targets: number[][] | undefined,
+  plan: MicroBatchPlanner,
+  share: boolean,
+): TreePass[] {
+  const forest = share ? prefixForest(tokens, targets) : separateForest(tokens);
+  const treeOf = new Int32Array(forest.nodes.length);
+  forest.trees.forEach((nodes, t) => nodes.forEach((n) => (treeOf[n] = t)));
+  const byTree: number[][] = forest.trees.map(() => []);
+  forest.paths.forEach((path, i) => {
+    if (path.length) byTree[treeOf[path[0]]].push(i);
+  });
+  const local = new Int32Array(forest.nodes.length); // a node's index in its pass
+  const row0 = new Int32Array(forest.nodes.length); // its first row in its pass
+  return plan(forest.trees.map((nodes) => nodeRows(forest, nodes))).map((trees) => {
+    const nodes = trees.flatMap((t) => forest.trees[t]);
+    let rows = 0,
+      shared = false;
+    nodes.forEach((n, i) => {
+      local[n] = i;
+      row0[n] = rows;
+      rows += forest.nodes[n].length;
+      shared ||= forest.nodes[n].parent >= 0;
+    });
+    const members = trees.flatMap((t) =>
+      byTree[t].map((index) => {
+        const r = new Int32Array(tokens[index].length);
+        for (const n of forest.paths[index]) {
+          const { start, length } = forest.nodes[n];
+          for (let k = 0; k < length; k++) r[start + k] = row0[n] + k;
+        }
+        return { index, rows: r };
+      }),
+    );
+    return {
+      seqs: nodes.map((n) => nodeSlice(forest, n, tokens)),
+      targets: targets && Int32Array.from(nodes.flatMap((n) => nodeSlice(forest, n, targets))),
+      parents: shared
+        ? Int32Array.from(nodes, (n) => (forest.nodes[n].parent < 0 ? -1 : local[forest.nodes[n].parent]))
+        : undefined,
+      members,
+    };
+  });
+}
+
 export function nativePolicyPass(
   tr: NativeTrainable,
   datums: Datum[],
   loss: ResolvedLoss,
   plan: MicroBatchPlanner,
   coef?: number[][],
+  share = true,
 ): RawForwardBackward {
   coef ??= aggregationCoefficients(datums, loss.aggregation, loss.normalizer);
-  const logprobs: number[][] = new Array(datums.length);
+  const logprobs: number[][] = datums.map(() => []);
   let lossSum = 0,
     entropySum = 0;
-  for (const idx of plan(datums.map((d) => d.tokens.length))) {
-    const group = idx.map((i) => datums[i]);
-    const targets = Int32Array.from(group.flatMap((d) => d.targetTokens));
-    const pass = tr.model.forward(
-      group.map((d) => d.tokens),
-      true,
-      tr.nextPassSeed(),
-    );
+  const calls = treePasses(
+    datums.map((d) => d.tokens),
+    datums.map((d) => d.targetTokens),
+    plan,
+    share,
+  );
+  for (const b of calls) {
+    const pass = tr.model.forward(b.seqs, true, tr.nextPassSeed(), b.parents);
     try {
-      const { logp, entropy } = pass.logprobs(targets, loss.temperature);
+      const { logp, entropy } = pass.logprobs(b.targets!, loss.temperature);
       const dlogp = new Float32Array(logp.length);
-      let o = 0;
-      group.forEach((d, b) => {
-        const c = coef![idx[b]];
-        for (let t = 0; t < d.tokens.length; t++, o++) {
+      for (const { index, rows } of b.members) {
+        const d = datums[index],
+          c = coef[index];
+        for (let t = 0; t < rows.length; t++) {
           if (c[t] === 0) continue;
           const { loss: l, grad } = tokenLossGrad(
             loss,
-            logp[o],
+            logp[rows[t]],
             d.logprobs?.[t] ?? 0,
             d.advantages?.[t] ?? 0,
             d.refLogprobs?.[t] ?? 0,
           );
           lossSum += c[t] * l;
-          dlogp[o] = c[t] * grad;
+          dlogp[rows[t]] += c[t] * grad;
         }
-        logprobs[idx[b]] = Array.from(logp.subarray(o - d.tokens.length, o));
-        for (let t = 0; t < d.tokens.length; t++) if (d.weights[t] > 0) entropySum += entropy[o - d.tokens.length + t];
-      });
+        logprobs[index] = Array.from(rows, (r) => logp[r]);
+        for (let t = 0; t < rows.length; t++) if (d.weights[t] > 0) entropySum += entropy[rows[t]];
+      }
       pass.backward(dlogp);
       tr.accumulated = true;
     } finally {
@@ -90,20 +161,16 @@ export function nativeLogprobs(
   sequences: number[][],
   temperature: number,
   plan: MicroBatchPlanner,
+  share = true,
 ): (number | null)[][] {
-  const out: (number | null)[][] = new Array(sequences.length);
-  for (const idx of plan(sequences.map((s) => s.length))) {
-    const group = idx.map((i) => sequences[i]);
-    // row t predicts token t + 1; the last row of each sequence predicts nothing (target 0)
-    const targets = Int32Array.from(group.flatMap((s) => s.map((_, t) => (t + 1 < s.length ? s[t + 1] : 0))));
-    const pass = model.forward(group, false);
+  const out: (number | null)[][] = sequences.map(() => [null]);
+  // row t predicts token t + 1; the last row of each sequence predicts nothing (target 0)
+  const targets = sequences.map((s) => s.map((_, t) => (t + 1 < s.length ? s[t + 1] : 0)));
+  for (const b of treePasses(sequences, targets, plan, share)) {
+    const pass = model.forward(b.seqs, false, 0, b.parents);
     try {
-      const { logp } = pass.logprobs(targets, temperature);
-      let o = 0;
-      group.forEach((s, b) => {
-        out[idx[b]] = [null, ...Array.from(logp.subarray(o, o + s.length - 1))];
-        o += s.length;
-      });
+      const { logp } = pass.logprobs(b.targets!, temperature);
+      for (const { index, rows } of b.members) out[index] = [null, ...Array.from(rows.subarray(0, -1), (r) => logp[r])];
     } finally {
       pass.free();
     }
@@ -111,18 +178,18 @@ export function nativeLogprobs(
   return out;
 }
 
-export function nativeCriticValues(model: NativeDecoder, sequences: number[][], plan: MicroBatchPlanner): number[][] {
-  const out: number[][] = new Array(sequences.length);
-  for (const idx of plan(sequences.map((s) => s.length))) {
-    const group = idx.map((i) => sequences[i]);
-    const pass = model.forward(group, false);
+export function nativeCriticValues(
+  model: NativeDecoder,
+  sequences: number[][],
+  plan: MicroBatchPlanner,
+  share = true,
+): number[][] {
+  const out: number[][] = sequences.map(() => []);
+  for (const b of treePasses(sequences, undefined, plan, share)) {
+    const pass = model.forward(b.seqs, false, 0, b.parents);
     try {
       const v = pass.values();
-      let o = 0;
-      group.forEach((s, b) => {
-        out[idx[b]] = Array.from(v.subarray(o, o + s.length));
-        o += s.length;
-      });
+      for (const { index, rows } of b.members) out[index] = Array.from(rows, (r) => v[r]);
     } finally {
       pass.free();
     }
@@ -140,29 +207,30 @@ export function nativeCriticPass(
   clip: number,
   total: number,
   plan: MicroBatchPlanner,
+  share = true,
 ): RawValuePass {
-  const values: number[][] = new Array(datums.length);
+  const values: number[][] = datums.map(() => []);
   let lossSum = 0;
   const norm = Math.max(total, 1e-12);
-  for (const idx of plan(datums.map((d) => d.tokens.length))) {
-    const group = idx.map((i) => datums[i]);
-    const pass = tr.model.forward(
-      group.map((d) => d.tokens),
-      true,
-      tr.nextPassSeed(),
-    );
+  for (const b of treePasses(
+    datums.map((d) => d.tokens),
+    undefined,
+    plan,
+    share,
+  )) {
+    const pass = tr.model.forward(b.seqs, true, tr.nextPassSeed(), b.parents);
     try {
       const v = pass.values();
       const dv = new Float32Array(v.length);
-      let o = 0;
-      group.forEach((d, b) => {
-        values[idx[b]] = Array.from(v.subarray(o, o + d.tokens.length));
-        for (let t = 0; t < d.tokens.length; t++, o++) {
-          const at = valueLossAt(v[o], d.returns[t], d.weights[t] / norm, clip, d.oldValues?.[t]);
+      for (const { index, rows } of b.members) {
+        const d = datums[index];
+        values[index] = Array.from(rows, (r) => v[r]);
+        for (let t = 0; t < rows.length; t++) {
+          const at = valueLossAt(v[rows[t]], d.returns[t], d.weights[t] / norm, clip, d.oldValues?.[t]);
           lossSum += at.loss;
-          dv[o] = at.grad;
+          dv[rows[t]] += at.grad;
         }
-      });
+      }
       pass.backwardValues(dv);
       tr.accumulated = true;
     } finally {

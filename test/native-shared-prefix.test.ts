@@ -1,0 +1,242 @@
+/**
+ * Shared-prefix passes on the native engine (issue 31 item 3): datums of one call that share a
+ * prefix compute it once. Logprobs, entropies, the loss and every gradient (full weights and LoRA
+ * adapters), scoring logprobs, the critic's values, its loss and gradients all equal the unshared
+ * computation at float tolerance, for a GRPO group, nested trajectory prefixes, sequences sharing
+ * nothing and a mix; and modelPass refuses bad parents.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { parseModelConfig, presetConfigJson, type ModelConfig } from "../src/model/config.js";
+import { randomHostWeights } from "../src/model/parameter-shapes.js";
+import type { LoraSpec } from "../src/model/peft.js";
+import { NativeDecoder } from "../src/engine/local/native/decoder.js";
+import { NativeTrainable } from "../src/engine/local/native/native-trainable.js";
+import { modelAddon } from "../src/engine/local/native/model-addon.js";
+import {
+  nativeCriticPass,
+  nativeCriticValues,
+  nativeLogprobs,
+  nativePolicyPass,
+  tokenPlanner,
+  treePasses,
+} from "../src/engine/local/native/native-train.js";
+import { resolvedLoss } from "../src/rl/policy-loss.js";
+import type { Datum, ValueDatum } from "../src/engine/types.js";
+import { Rng } from "../src/util/rng.js";
+import { ENGINES } from "./engine-internals.js";
+import { randomAdapters } from "./model-fixtures.js";
+import { assertClose } from "./native-helpers.js";
+
+const skip = !ENGINES.includes("native") && "the native addon is not built";
+const REL = 1e-5;
+const config: ModelConfig = parseModelConfig(presetConfigJson("tiny", 71));
+const V = config.vocabSize;
+
+const draw = (rng: Rng, n: number) => Array.from({ length: n }, () => 3 + rng.int(V - 3));
+
+/** Full sequences (prompt + response) and the index where each one's response starts. */
+interface Shape {
+  seqs: number[][];
+  promptLen: number[];
+}
+
+/** A GRPO group: `n` samples of one `prompt`-token prompt, responses of 5 .. 24 tokens. */
+function grpoGroup(rng: Rng, n: number, prompt: number): Shape {
+  const p = draw(rng, prompt);
+  const seqs = Array.from({ length: n }, () => [...p, ...draw(rng, 5 + rng.int(20))]);
+  // two samples whose responses begin alike (a short common run: stays in the branches)
+  seqs[1] = [...p, ...seqs[0].slice(prompt, prompt + 3), ...draw(rng, 9)];
+  return { seqs, promptLen: seqs.map(() => prompt) };
+}
+
+/** Trajectories whose prefixes nest: a shared first turn, then shared second turns per branch. */
+function nestedTrajectories(rng: Rng): Shape {
+  const turn1 = draw(rng, 30);
+  const seqs: number[][] = [];
+  for (let b = 0; b < 3; b++) {
+    const turn2 = draw(rng, 20);
+    for (let k = 0; k < 3; k++) seqs.push([...turn1, ...turn2, ...draw(rng, 4 + rng.int(12))]);
+  }
+  seqs.push(turn1.slice(0, 25)); // a sequence that is a prefix of the others
+  seqs.push([...turn1, ...seqs[0].slice(30, 50)]); // one that ends where a shared node ends
+  return { seqs, promptLen: seqs.map(() => 10) };
+}
+
+function apart(rng: Rng): Shape {
+  const seqs = [12, 30, 7, 18].map((n) => draw(rng, n));
+  return { seqs, promptLen: seqs.map(() => 3) };
+}
+
+function mix(rng: Rng): Shape {
+  const parts = [grpoGroup(rng, 4, 20), apart(rng), grpoGroup(rng, 3, 33), nestedTrajectories(rng)];
+  return { seqs: parts.flatMap((p) => p.seqs), promptLen: parts.flatMap((p) => p.promptLen) };
+}
+
+const SHAPES: [string, (rng: Rng) => Shape][] = [
+  ["a GRPO group (8 samples, 40-token prompt)", (rng) => grpoGroup(rng, 8, 40)],
+  ["nested trajectory prefixes", nestedTrajectories],
+  ["sequences sharing nothing", apart],
+  ["a mix", mix],
+];
+
+function policyDatums(shape: Shape, rng: Rng): Datum[] {
+  return shape.seqs.map((s, i) => {
+    const n = s.length - 1;
+    const weights = Array.from({ length: n }, (_, t) => (t + 1 >= shape.promptLen[i] ? 1 : 0));
+    return {
+      tokens: s.slice(0, -1),
+      targetTokens: s.slice(1),
+      weights,
+      advantages: Array.from({ length: n }, () => rng.normal()),
+      logprobs: Array.from({ length: n }, () => -Math.log(V) + 0.3 * rng.normal()),
+      refLogprobs: Array.from({ length: n }, () => -Math.log(V) + 0.3 * rng.normal()),
+      sequence: i,
+    };
+  });
+}
+
+function model(kind: "full" | "lora", head: "lm" | "value" = "lm"): NativeTrainable {
+  const w = randomHostWeights(config, 5, head);
+  if (kind === "full") return new NativeTrainable(NativeDecoder.fromWeights(config, w, "(test)", { head }));
+  const spec: LoraSpec = {
+    rank: 4,
+    alpha: 8,
+    dropout: 0,
+    targets: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    rslora: false,
+  };
+  const adapters = randomAdapters(config, spec, 6, 0.3);
+  return new NativeTrainable(NativeDecoder.fromWeights(config, w, "(test)", { head, lora: { spec, adapters } }));
+}
+
+/** The gradients accumulated since the last zeroGrad, copied, by tensor name. */
+function grads(tr: NativeTrainable): Map<string, Float32Array> {
+  return new Map(tr.model.trainedTensors().map((t) => [t.name, t.grad.slice()]));
+}
+
+function assertSameGrads(got: Map<string, Float32Array>, want: Map<string, Float32Array>, what: string): void {
+  assert.equal(got.size, want.size);
+  for (const [name, g] of want) assertClose(got.get(name)!, g, REL, `${what}: gradient of ${name}`);
+}
+
+const closeNumber = (a: number, b: number, what: string) =>
+  assert.ok(Math.abs(a - b) <= REL * Math.max(1, Math.abs(b)), `${what}: ${a} vs ${b}`);
+
+for (const kind of ["full", "lora"] as const)
+  for (const [name, make] of SHAPES)
+    test(`shared prefixes (${kind}), ${name}: forwardBackward equals the unshared pass`, { skip }, () => {
+      const datums = policyDatums(make(new Rng(3)), new Rng(4));
+      const loss = resolvedLoss({ type: "ppo", kl: { coef: 0.1 }, aggregation: "seq-mean-token-mean" });
+      const tr = model(kind);
+      // a budget that splits the call into a few passes, trees kept whole
+      const plan = tokenPlanner(150);
+      tr.zeroGrad();
+      const want = nativePolicyPass(tr, datums, loss, plan, undefined, false);
+      const wantGrads = grads(tr);
+      tr.zeroGrad();
+      const got = nativePolicyPass(tr, datums, loss, plan, undefined, true);
+      want.logprobs.forEach((lp, i) => assertClose(got.logprobs[i], lp, REL, `logprobs of datum ${i}`));
+      closeNumber(got.lossSum, want.lossSum, "loss sum");
+      closeNumber(got.entropySum, want.entropySum, "entropy sum");
+      assertSameGrads(grads(tr), wantGrads, name);
+      assert.ok([...wantGrads.values()].some((g) => g.some((x) => x !== 0)), "some gradient is not zero");
+    });
+
+test("shared prefixes: computeLogprobs equals the unshared pass", { skip }, () => {
+  const tr = model("lora");
+  for (const [name, make] of SHAPES) {
+    const { seqs } = make(new Rng(8));
+    const want = nativeLogprobs(tr.model, seqs, 0.7, tokenPlanner(200), false);
+    const got = nativeLogprobs(tr.model, seqs, 0.7, tokenPlanner(200), true);
+    want.forEach((row, i) => {
+      assert.equal(got[i][0], null);
+      assertClose(got[i].slice(1) as number[], row.slice(1) as number[], REL, `${name}: sequence ${i}`);
+    });
+  }
+});
+
+test("shared prefixes: the critic's values, loss and gradients equal the unshared pass", { skip }, () => {
+  const tr = model("full", "value");
+  // a non-zero value head, so that values and their gradients reach every layer
+  const score = tr.model.params.get("score.weight")!.data as Float32Array;
+  const rng = new Rng(12);
+  for (let i = 0; i < score.length; i++) score[i] = 0.2 * rng.normal();
+  for (const [name, make] of SHAPES) {
+    const { seqs, promptLen } = make(new Rng(9));
+    const plan = tokenPlanner(120);
+    const want = nativeCriticValues(tr.model, seqs, plan, false);
+    const got = nativeCriticValues(tr.model, seqs, plan, true);
+    want.forEach((v, i) => assertClose(got[i], v, REL, `${name}: values of sequence ${i}`));
+    const datums: ValueDatum[] = seqs.map((s, i) => ({
+      tokens: s,
+      weights: s.map((_, t) => (t >= promptLen[i] ? 1 : 0)),
+      returns: s.map(() => rng.normal()),
+      oldValues: want[i].map((v) => v + 0.1 * rng.normal()),
+    }));
+    const total = datums.reduce((n, d) => n + d.weights.reduce((a, b) => a + b, 0), 0);
+    tr.zeroGrad();
+    const a = nativeCriticPass(tr, datums, 0.2, total, plan, false);
+    const ga = grads(tr);
+    tr.zeroGrad();
+    const b = nativeCriticPass(tr, datums, 0.2, total, plan, true);
+    closeNumber(b.lossSum, a.lossSum, `${name}: value loss`);
+    assert.equal(b.clipped, a.clipped);
+    assertSameGrads(grads(tr), ga, `${name}: critic`);
+  }
+});
+
+test("shared prefixes: a pass keeps each tree whole and shares the GRPO prompt", () => {
+  const { seqs } = grpoGroup(new Rng(1), 8, 40);
+  const targets = seqs.map((s) => [...s.slice(1), 0]);
+  const passes = treePasses(seqs, targets, tokenPlanner(100), true);
+  assert.equal(passes.length, 1, "the tree goes whole into one pass, over budget");
+  const [p] = passes;
+  assert.equal(p.seqs[0].length, 39, "the prompt's rows but its last (whose target differs)");
+  assert.deepEqual(Array.from(p.parents!).slice(0, 2), [-1, 0]);
+  const rows = p.seqs.reduce((n, s) => n + s.length, 0);
+  assert.equal(rows, seqs.reduce((n, s) => n + s.length, 0) - 7 * 39);
+  const apartPasses = treePasses(seqs, targets, tokenPlanner(100), false);
+  assert.ok(apartPasses.length > 1 && apartPasses.every((q) => q.parents === undefined));
+});
+
+test("modelPass: bad parents are refused", { skip }, () => {
+  const a = modelAddon();
+  const tr = model("full");
+  // the decoder's own handle, reached as the tests of native-hostile reach it
+  const handle = (tr.model as unknown as { handle: Parameters<typeof a.modelPass>[0] }).handle;
+  const tokens = Int32Array.from([3, 4, 5, 6, 7]),
+    lens = Int32Array.from([2, 2, 1]);
+  const pass = (parents: unknown, ...cache: unknown[]) => () =>
+    a.modelPass(
+      handle,
+      tokens,
+      lens,
+      true,
+      ...((cache.length ? cache : [null, null, null]) as [null, null, null]),
+      0,
+      parents as Int32Array,
+    );
+  assert.throws(pass(Int32Array.from([-1, 1, 0])), { name: "RangeError", message: /parents\[1\] = 1 must be -1 or an earlier/ });
+  assert.throws(pass(Int32Array.from([-1, 0, 2])), { name: "RangeError", message: /parents\[2\] = 2/ });
+  assert.throws(pass(Int32Array.from([-2, 0, 1])), { name: "RangeError", message: /parents\[0\] = -2/ });
+  assert.throws(pass(Int32Array.from([-1, 0])), { name: "RangeError", message: /parents holds 2 entries for 3 sequences/ });
+  assert.throws(pass([-1, 0, 1]), { name: "TypeError", message: /parents must be an Int32Array or null/ });
+  assert.throws(pass(new Float32Array(3)), { name: "TypeError", message: /parents must be an Int32Array/ });
+  const kvFloats = tr.model.kvFloatsPerToken * 4;
+  const caches = () =>
+    a.modelPass(
+      handle,
+      tokens,
+      lens,
+      false,
+      Int32Array.from([0, 0, 0]),
+      [0, 1, 2].map(() => new Float32Array(kvFloats)),
+      Int32Array.from([4, 4, 4]),
+      0,
+      Int32Array.from([-1, 0, 1]),
+    );
+  assert.throws(caches, { name: "RangeError", message: /cannot be combined with KV caches/ });
+  // accepted: a chain, and all -1 (no sharing)
+  for (const ok of [Int32Array.from([-1, 0, 1]), Int32Array.from([-1, -1, -1]), null]) a.passFree(pass(ok)());
+});
