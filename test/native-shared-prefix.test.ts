@@ -13,6 +13,7 @@ import type { LoraSpec } from "../src/model/peft.js";
 import { NativeDecoder } from "../src/engine/local/native/decoder.js";
 import { NativeTrainable } from "../src/engine/local/native/native-trainable.js";
 import { modelAddon } from "../src/engine/local/native/model-addon.js";
+import { requireAddon } from "../src/engine/local/addon.js";
 import {
   nativeCriticPass,
   nativeCriticValues,
@@ -41,10 +42,10 @@ interface Shape {
   promptLen: number[];
 }
 
-/** A GRPO group: `n` samples of one `prompt`-token prompt, responses of 5 .. 24 tokens. */
-function grpoGroup(rng: Rng, n: number, prompt: number): Shape {
+/** A GRPO group: `n` samples of one `prompt`-token prompt, responses of `shortest` .. shortest + 19 tokens. */
+function grpoGroup(rng: Rng, n: number, prompt: number, shortest = 5): Shape {
   const p = draw(rng, prompt);
-  const seqs = Array.from({ length: n }, () => [...p, ...draw(rng, 5 + rng.int(20))]);
+  const seqs = Array.from({ length: n }, () => [...p, ...draw(rng, shortest + rng.int(20))]);
   // two samples whose responses begin alike (a short common run: stays in the branches)
   seqs[1] = [...p, ...seqs[0].slice(prompt, prompt + 3), ...draw(rng, 9)];
   return { seqs, promptLen: seqs.map(() => prompt) };
@@ -140,8 +141,44 @@ for (const kind of ["full", "lora"] as const)
       closeNumber(got.lossSum, want.lossSum, "loss sum");
       closeNumber(got.entropySum, want.entropySum, "entropy sum");
       assertSameGrads(grads(tr), wantGrads, name);
-      assert.ok([...wantGrads.values()].some((g) => g.some((x) => x !== 0)), "some gradient is not zero");
+      assert.ok(
+        [...wantGrads.values()].some((g) => g.some((x) => x !== 0)),
+        "some gradient is not zero",
+      );
     });
+
+test(
+  "shared prefixes on two threads, contexts past one attention block: equal to unshared, the same bits run to run",
+  { skip },
+  () => {
+    const addon = requireAddon();
+    addon.setFusedThreads(2);
+    try {
+      // two groups (two trees, so both threads have one), prompts of 100 and 70, responses of 60 .. 79
+      const rng = new Rng(21);
+      const a = grpoGroup(rng, 4, 100, 60),
+        b = grpoGroup(rng, 3, 70, 60);
+      const datums = policyDatums({ seqs: [...a.seqs, ...b.seqs], promptLen: [...a.promptLen, ...b.promptLen] }, rng);
+      const loss = resolvedLoss({ type: "importance_sampling" });
+      const tr = model("lora");
+      const plan = tokenPlanner(4096);
+      const run = (share: boolean) => {
+        tr.zeroGrad();
+        const out = nativePolicyPass(tr, datums, loss, plan, undefined, share);
+        return { out, g: grads(tr) };
+      };
+      const want = run(false),
+        got = run(true),
+        again = run(true);
+      want.out.logprobs.forEach((lp, i) => assertClose(got.out.logprobs[i], lp, REL, `logprobs of datum ${i}`));
+      assertSameGrads(got.g, want.g, "two threads");
+      assert.deepEqual(again.out, got.out);
+      for (const [name, g] of got.g) assert.deepEqual(again.g.get(name), g, `${name}: the same bits`);
+    } finally {
+      addon.setFusedThreads(1);
+    }
+  },
+);
 
 test("shared prefixes: computeLogprobs equals the unshared pass", { skip }, () => {
   const tr = model("lora");
@@ -207,20 +244,28 @@ test("modelPass: bad parents are refused", { skip }, () => {
   const handle = (tr.model as unknown as { handle: Parameters<typeof a.modelPass>[0] }).handle;
   const tokens = Int32Array.from([3, 4, 5, 6, 7]),
     lens = Int32Array.from([2, 2, 1]);
-  const pass = (parents: unknown, ...cache: unknown[]) => () =>
-    a.modelPass(
-      handle,
-      tokens,
-      lens,
-      true,
-      ...((cache.length ? cache : [null, null, null]) as [null, null, null]),
-      0,
-      parents as Int32Array,
-    );
-  assert.throws(pass(Int32Array.from([-1, 1, 0])), { name: "RangeError", message: /parents\[1\] = 1 must be -1 or an earlier/ });
+  const pass =
+    (parents: unknown, ...cache: unknown[]) =>
+    () =>
+      a.modelPass(
+        handle,
+        tokens,
+        lens,
+        true,
+        ...((cache.length ? cache : [null, null, null]) as [null, null, null]),
+        0,
+        parents as Int32Array,
+      );
+  assert.throws(pass(Int32Array.from([-1, 1, 0])), {
+    name: "RangeError",
+    message: /parents\[1\] = 1 must be -1 or an earlier/,
+  });
   assert.throws(pass(Int32Array.from([-1, 0, 2])), { name: "RangeError", message: /parents\[2\] = 2/ });
   assert.throws(pass(Int32Array.from([-2, 0, 1])), { name: "RangeError", message: /parents\[0\] = -2/ });
-  assert.throws(pass(Int32Array.from([-1, 0])), { name: "RangeError", message: /parents holds 2 entries for 3 sequences/ });
+  assert.throws(pass(Int32Array.from([-1, 0])), {
+    name: "RangeError",
+    message: /parents holds 2 entries for 3 sequences/,
+  });
   assert.throws(pass([-1, 0, 1]), { name: "TypeError", message: /parents must be an Int32Array or null/ });
   assert.throws(pass(new Float32Array(3)), { name: "TypeError", message: /parents must be an Int32Array/ });
   const kvFloats = tr.model.kvFloatsPerToken * 4;
