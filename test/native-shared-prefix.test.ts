@@ -5,7 +5,12 @@
  * computation at float tolerance, for a GRPO group, nested trajectory prefixes, sequences sharing
  * nothing and a mix; and modelPass refuses bad parents.
  */
-import { test } from "node:test";
+import { test, before, after } from "node:test";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { initModel } from "../src/model/init-model.js";
+import { LocalEngine } from "../src/engine/local/local-engine.js";
 import assert from "node:assert/strict";
 import { parseModelConfig, presetConfigJson, type ModelConfig } from "../src/model/config.js";
 import { randomHostWeights } from "../src/model/parameter-shapes.js";
@@ -223,16 +228,28 @@ test("shared prefixes: the critic's values, loss and gradients equal the unshare
   }
 });
 
-test("shared prefixes: a pass keeps each tree whole and shares the GRPO prompt", () => {
+test("shared prefixes: a tree within budget goes whole into one pass, a larger one in runs that fit", () => {
   const { seqs } = grpoGroup(new Rng(1), 8, 40);
   const targets = seqs.map((s) => [...s.slice(1), 0]);
-  const passes = treePasses(seqs, targets, tokenPlanner(100), true);
-  assert.equal(passes.length, 1, "the tree goes whole into one pass, over budget");
-  const [p] = passes;
+  const total = seqs.reduce((n, s) => n + s.length, 0);
+  const rowsOf = (p: { seqs: number[][] }) => p.seqs.reduce((n, s) => n + s.length, 0);
+  const [p, ...more] = treePasses(seqs, targets, tokenPlanner(4096), true);
+  assert.equal(more.length, 0);
   assert.equal(p.seqs[0].length, 39, "the prompt's rows but its last (whose target differs)");
-  assert.deepEqual(Array.from(p.parents!).slice(0, 2), [-1, 0]);
-  const rows = p.seqs.reduce((n, s) => n + s.length, 0);
-  assert.equal(rows, seqs.reduce((n, s) => n + s.length, 0) - 7 * 39);
+  assert.deepEqual(Array.from(p.parents!), [-1, 0, 0, 0, 0, 0, 0, 0, 0]);
+  assert.equal(rowsOf(p), total - 7 * 39);
+  assert.deepEqual(
+    p.members.map((m) => m.index),
+    [0, 1, 2, 3, 4, 5, 6, 7],
+  );
+  // a budget of 120 rows: runs of samples, each with its own copy of the prompt
+  const runs = treePasses(seqs, targets, tokenPlanner(120), true);
+  assert.ok(runs.length > 1);
+  for (const r of runs) {
+    assert.ok(rowsOf(r) <= 120, `a pass of ${rowsOf(r)} rows`);
+    if (r.members.length > 1) assert.equal(r.seqs[0].length, 39);
+  }
+  assert.deepEqual(runs.flatMap((r) => r.members.map((m) => m.index)).sort(), [0, 1, 2, 3, 4, 5, 6, 7]);
   const apartPasses = treePasses(seqs, targets, tokenPlanner(100), false);
   assert.ok(apartPasses.length > 1 && apartPasses.every((q) => q.parents === undefined));
 });
@@ -285,3 +302,38 @@ test("modelPass: bad parents are refused", { skip }, () => {
   // accepted: a chain, and all -1 (no sharing)
   for (const ok of [Int32Array.from([-1, 0, 1]), Int32Array.from([-1, -1, -1]), null]) a.passFree(pass(ok)());
 });
+
+let root = "";
+before(() => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), "agent-r1-shared-"));
+});
+after(() => fs.rmSync(root, { recursive: true, force: true }));
+
+test(
+  "engine.sharedPrefix: the engine shares by default and not when off, with the same results",
+  { skip },
+  async () => {
+    const dir = path.join(root, "tiny");
+    await initModel({ preset: "tiny", out: dir, seed: 3 });
+    const on = await LocalEngine.load(dir, { workers: 0, backend: "native" });
+    const off = await LocalEngine.load(dir, { workers: 0, backend: "native", sharedPrefix: false });
+    try {
+      const V = on.config.vocabSize;
+      const rng = new Rng(5);
+      const prompt = Array.from({ length: 30 }, () => 3 + rng.int(V - 3));
+      const seqs = Array.from({ length: 6 }, () => [...prompt, ...Array.from({ length: 8 }, () => 3 + rng.int(V - 3))]);
+      const datums = policyDatums({ seqs, promptLen: seqs.map(() => 30) }, rng);
+      const a = await on.forwardBackward(datums, { type: "importance_sampling" });
+      const b = await off.forwardBackward(datums, { type: "importance_sampling" });
+      a.logprobs.forEach((lp, i) => assertClose(lp, b.logprobs[i], REL, `logprobs of datum ${i}`));
+      closeNumber(a.metrics.loss, b.metrics.loss, "loss");
+      closeNumber(a.metrics.entropy!, b.metrics.entropy!, "entropy");
+      const la = await on.computeLogprobs(seqs),
+        lb = await off.computeLogprobs(seqs);
+      la.forEach((row, i) => assertClose(row.slice(1) as number[], lb[i].slice(1) as number[], REL, `scoring ${i}`));
+    } finally {
+      await on.dispose();
+      await off.dispose();
+    }
+  },
+);

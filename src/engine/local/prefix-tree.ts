@@ -116,8 +116,10 @@ export function separateForest(tokens: ArrayLike<number>[]): PrefixForest {
 }
 
 /** The total positions of a set of nodes. */
-export function nodeRows(forest: PrefixForest, nodes: number[]): number {
-  return nodes.reduce((n, i) => n + forest.nodes[i].length, 0);
+export function nodeRows(forest: PrefixForest, nodes: Iterable<number>): number {
+  let n = 0;
+  for (const i of nodes) n += forest.nodes[i].length;
+  return n;
 }
 
 /** A node's values of `seqs` (tokens or targets), read from its source sequence. */

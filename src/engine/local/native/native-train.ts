@@ -20,11 +20,14 @@ import type { RawForwardBackward, RawValuePass } from "../replica-api.js";
 import type { MicroBatchPlanner } from "../../micro-batches.js";
 import type { NativeDecoder } from "./decoder.js";
 import type { NativeTrainable } from "./native-trainable.js";
-import { nodeRows, nodeSlice, prefixForest, separateForest } from "../prefix-tree.js";
+import { nodeRows, nodeSlice, prefixForest, separateForest, type PrefixForest } from "../prefix-tree.js";
+
+/** A planner that also says its budget: tokens per micro-batch. */
+export type TokenPlanner = MicroBatchPlanner & { readonly maxTokens: number };
 
 /** Consecutive sequences whose total tokens stay within `maxTokens` (a longer one goes alone). */
-export function tokenPlanner(maxTokens: number): MicroBatchPlanner {
-  return (lengths) => {
+export function tokenPlanner(maxTokens: number): TokenPlanner {
+  const plan: MicroBatchPlanner = (lengths) => {
     const out: number[][] = [];
     let cur: number[] = [],
       sum = 0;
@@ -40,6 +43,7 @@ export function tokenPlanner(maxTokens: number): MicroBatchPlanner {
     if (cur.length) out.push(cur);
     return out;
   };
+  return Object.assign(plan, { maxTokens });
 }
 
 /** One pass of a call: whole trees of its prefix forest. */
@@ -54,10 +58,52 @@ export interface TreePass {
   members: { index: number; rows: Int32Array }[];
 }
 
+/** Some of a call's sequences (`ids`) and their forest: a unit the planner packs whole. */
+interface Unit {
+  ids: number[];
+  forest: PrefixForest;
+  rows: number;
+}
+
+/**
+ * The units of a call: without `share`, every sequence alone; with it, every tree of the prefix
+ * forest, and a tree of more than `maxRows` rows cut into runs of its sequences that each fit
+ * (each run sharing what its own sequences share).
+ */
+function callUnits(tokens: number[][], targets: number[][] | undefined, share: boolean, maxRows: number): Unit[] {
+  const unit = (ids: number[]): Unit => {
+    const t = ids.map((i) => tokens[i]);
+    const forest = share ? prefixForest(t, targets && ids.map((i) => targets[i])) : separateForest(t);
+    return { ids, forest, rows: nodeRows(forest, forest.nodes.keys()) };
+  };
+  const live = [...tokens.keys()].filter((i) => tokens[i].length > 0);
+  if (!share) return live.map((i) => unit([i]));
+  const whole = prefixForest(tokens, targets);
+  const treeOf = new Int32Array(whole.nodes.length);
+  whole.trees.forEach((nodes, t) => nodes.forEach((n) => (treeOf[n] = t)));
+  const byTree: number[][] = whole.trees.map(() => []);
+  for (const i of live) byTree[treeOf[whole.paths[i][0]]].push(i);
+  return byTree.flatMap((ids, t) => {
+    if (nodeRows(whole, whole.trees[t]) <= maxRows) return [unit(ids)];
+    const out: Unit[] = [];
+    let cur = unit([ids[0]]);
+    for (const i of ids.slice(1)) {
+      const next = unit([...cur.ids, i]);
+      if (next.rows <= maxRows) cur = next;
+      else {
+        out.push(cur);
+        cur = unit([i]);
+      }
+    }
+    out.push(cur);
+    return out;
+  });
+}
+
 /**
  * The passes of a call over `tokens` (per-row `targets` when rows are scored against them): with
- * `share`, trees of the prefix forest packed by their rows, else every sequence alone, packed by
- * its length (as `plan` packs sequences).
+ * `share`, trees of the prefix forest packed by their rows (a tree over the planner's budget cut
+ * into runs of sequences that fit), else every sequence alone, packed by its length.
  */
 export function treePasses(
   tokens: number[][],
@@ -65,41 +111,39 @@ export function treePasses(
   plan: MicroBatchPlanner,
   share: boolean,
 ): TreePass[] {
-  const forest = share ? prefixForest(tokens, targets) : separateForest(tokens);
-  const treeOf = new Int32Array(forest.nodes.length);
-  forest.trees.forEach((nodes, t) => nodes.forEach((n) => (treeOf[n] = t)));
-  const byTree: number[][] = forest.trees.map(() => []);
-  forest.paths.forEach((path, i) => {
-    if (path.length) byTree[treeOf[path[0]]].push(i);
-  });
-  const local = new Int32Array(forest.nodes.length); // a node's index in its pass
-  const row0 = new Int32Array(forest.nodes.length); // its first row in its pass
-  return plan(forest.trees.map((nodes) => nodeRows(forest, nodes))).map((trees) => {
-    const nodes = trees.flatMap((t) => forest.trees[t]);
-    let rows = 0,
-      shared = false;
-    nodes.forEach((n, i) => {
-      local[n] = i;
-      row0[n] = rows;
-      rows += forest.nodes[n].length;
-      shared ||= forest.nodes[n].parent >= 0;
-    });
-    const members = trees.flatMap((t) =>
-      byTree[t].map((index) => {
+  const maxRows = "maxTokens" in plan ? (plan as TokenPlanner).maxTokens : Infinity;
+  const units = callUnits(tokens, targets, share, maxRows);
+  return plan(units.map((u) => u.rows)).map((which) => {
+    const seqs: number[][] = [],
+      parents: number[] = [],
+      nodeTargets: number[] = [],
+      members: TreePass["members"] = [];
+    let rows = 0;
+    for (const { ids, forest } of which.map((u) => units[u])) {
+      const first = seqs.length; // the unit's first node in the pass
+      const row0: number[] = [];
+      const local = ids.map((i) => tokens[i]),
+        localTargets = targets && ids.map((i) => targets[i]);
+      forest.nodes.forEach((n, k) => {
+        row0.push(rows);
+        rows += n.length;
+        seqs.push(nodeSlice(forest, k, local));
+        parents.push(n.parent < 0 ? -1 : first + n.parent);
+        if (localTargets) for (const x of nodeSlice(forest, k, localTargets)) nodeTargets.push(x);
+      });
+      ids.forEach((index, j) => {
         const r = new Int32Array(tokens[index].length);
-        for (const n of forest.paths[index]) {
-          const { start, length } = forest.nodes[n];
-          for (let k = 0; k < length; k++) r[start + k] = row0[n] + k;
+        for (const k of forest.paths[j]) {
+          const { start, length } = forest.nodes[k];
+          for (let x = 0; x < length; x++) r[start + x] = row0[k] + x;
         }
-        return { index, rows: r };
-      }),
-    );
+        members.push({ index, rows: r });
+      });
+    }
     return {
-      seqs: nodes.map((n) => nodeSlice(forest, n, tokens)),
-      targets: targets && Int32Array.from(nodes.flatMap((n) => nodeSlice(forest, n, targets))),
-      parents: shared
-        ? Int32Array.from(nodes, (n) => (forest.nodes[n].parent < 0 ? -1 : local[forest.nodes[n].parent]))
-        : undefined,
+      seqs,
+      targets: targets && Int32Array.from(nodeTargets),
+      parents: parents.some((x) => x >= 0) ? Int32Array.from(parents) : undefined,
       members,
     };
   });
