@@ -21,6 +21,7 @@
         "native/model/layers.c",
         "native/model/lora_drop.c",
         "native/model/decoder.c",
+        "native/model/chains.c",
         "native/model/scratch.c",
         "native/model/model_create.c",
         "native/model/model_napi.c"

@@ -7,6 +7,13 @@
  *         M = hidden 512, 8 layers, 8 heads, 2 kv heads, ffn 1536, vocab 2048.
  * Train: 16 x 256 tokens, importance-sampling loss, forward + backward + AdamW.
  * Sample: 32 prompts of 64 tokens, 192 new tokens each, submitted at once; and one prompt alone.
+ * GRPO update (native engine only): 16 prompts x 8 samples, 200-token prompts and 140-token responses
+ * (weights on the responses), forwardBackward + optimStep, with shared prefixes (engine.sharedPrefix,
+ * the default) and without, on two engines over the same model in the same run: after one untimed
+ * update each, two alternations, the best of each side; tokens/s count every datum's 340 tokens.
+ * Lines grpo_<shape>_shared and grpo_<shape>_apart; the summary adds
+ *   "grpo_update_tokens_per_s":{"S_shared":n,"S_apart":n,...},"grpo_shared_ratio":{"S":x,...}
+ * (PyTorch has no such workload: no torch_ratio for it).
  * "backend" names the compute backend and, on native, "blas" its matrix products (--blas own|system|auto:
  * the project's kernels or the system BLAS the addon was built with). After our workloads, when a python3 imports torch
  * ($AGENT_R1_TORCH_PYTHON, python3, /usr/bin/python3; Debian's python3-torch), the PyTorch reference
@@ -29,6 +36,9 @@
  *   sample_b1   one other prompt alone, 64 new tokens;
  *   lora_train  4 x 256 tokens, importance-sampling loss, forwardBackward + optimStep (AdamW on the
  *               adapters only), one untimed step then the mean of two; tokens / s.
+ *   grpo        the GRPO update above with 2 prompts x 8 samples (the same group shape), shared and
+ *               apart (a second engine loaded after the first is disposed): lines KEY_grpo_shared,
+ *               KEY_grpo_apart; figures grpo_shared, grpo_apart and grpo_shared_ratio.
  * Per-workload lines are named KEY_* (qwen05b, qwen15b, qwen3_4b), with gflops counting 2 * params a sampled token and 4 * params
  * a trained one (the base is frozen: forward and input gradients, no weight gradients). The summary:
  *   {"qwen05b":{"sample_b32":n,"sample_b1":n,"lora_train":n},"peak_rss_mb":n,"backend":"native","blas":"own"|"system",
@@ -118,6 +128,8 @@ async function main() {
   const summary: {
     train_tokens_per_s: Record<string, number>;
     sample_tokens_per_s: Record<string, number>;
+    grpo_update_tokens_per_s?: Record<string, number>;
+    grpo_shared_ratio?: Record<string, number>;
     peak_rss_mb: number;
     backend: string;
     blas?: string;
@@ -185,6 +197,17 @@ async function main() {
       });
       summary.sample_tokens_per_s.M_b1 = round(b1Tps);
     }
+    if (backend === "native") {
+      const opts = { backend, blas, ...(workers !== undefined ? { workers } : {}) };
+      const apart = await LocalEngine.load(dir, { ...opts, sharedPrefix: false });
+      const g = await grpoUpdates(engine, apart, grpoDatums(rng, GRPO.prompts, shape.vocab), 2);
+      await apart.dispose();
+      report({ workload: `grpo_${name}_shared`, tokens_per_s: g.shared, seconds: g.sharedSeconds });
+      report({ workload: `grpo_${name}_apart`, tokens_per_s: g.apart, seconds: g.apartSeconds });
+      (summary.grpo_update_tokens_per_s ??= {})[`${name}_shared`] = round(g.shared);
+      summary.grpo_update_tokens_per_s[`${name}_apart`] = round(g.apart);
+      (summary.grpo_shared_ratio ??= {})[name] = Math.round((g.shared / g.apart) * 100) / 100;
+    }
     await engine.dispose();
   }
   rmSync(root, { recursive: true, force: true });
@@ -192,6 +215,52 @@ async function main() {
   const ratio = await torchRatioOf(summary, args.only ? ["--only", args.only] : []);
   if (ratio) summary.torch_ratio = ratio;
   console.log(JSON.stringify(summary));
+}
+
+/** The GRPO workload: prompts x samples, prompt and response tokens. */
+const GRPO = { prompts: 16, samples: 8, prompt: 200, response: 140 };
+
+/** A GRPO batch: `prompts` groups of GRPO.samples samples of one prompt, weights on the responses. */
+function grpoDatums(rng: Rng, prompts: number, vocab: number): Datum[] {
+  const out: Datum[] = [];
+  for (let p = 0; p < prompts; p++) {
+    const prompt = randomTokens(rng, GRPO.prompt, vocab);
+    for (let k = 0; k < GRPO.samples; k++) {
+      const seq = [...prompt, ...randomTokens(rng, GRPO.response + 1, vocab)];
+      const n = seq.length - 1;
+      out.push({
+        tokens: seq.slice(0, -1),
+        targetTokens: seq.slice(1),
+        weights: Array.from({ length: n }, (_, t) => (t + 1 >= GRPO.prompt ? 1 : 0)),
+        advantages: Array.from({ length: n }, () => rng.normal()),
+        logprobs: Array.from({ length: n }, () => -Math.log(vocab)),
+      });
+    }
+  }
+  return out;
+}
+
+/**
+ * Update tokens/s (forwardBackward + optimStep) of the same datums on an engine with shared
+ * prefixes and one without: one untimed update each, then `rounds` alternations, the best of each.
+ */
+async function grpoUpdates(shared: LocalEngine, apart: LocalEngine, datums: Datum[], rounds: number) {
+  const tokens = datums.reduce((n, d) => n + d.tokens.length, 0);
+  const update = async (e: LocalEngine) => {
+    const t0 = performance.now();
+    await e.forwardBackward(datums, { type: "importance_sampling" });
+    await e.optimStep({ lr: 1e-5 });
+    return (performance.now() - t0) / 1000;
+  };
+  await update(shared);
+  await update(apart);
+  let sharedSeconds = Infinity,
+    apartSeconds = Infinity;
+  for (let r = 0; r < rounds; r++) {
+    sharedSeconds = Math.min(sharedSeconds, await update(shared));
+    apartSeconds = Math.min(apartSeconds, await update(apart));
+  }
+  return { shared: tokens / sharedSeconds, apart: tokens / apartSeconds, sharedSeconds, apartSeconds };
 }
 
 /**
@@ -260,7 +329,7 @@ async function modelBench(model: string): Promise<void> {
     report({ workload: `${key}_write`, seconds: wrote.seconds });
 
     let t0 = performance.now();
-    // The longest sequence here is 256 tokens: the memory plan reserves keys and values for
+    // The longest sequence here is 340 tokens: the memory plan reserves keys and values for
     // MODEL_CONTEXT of them, not the config's max_position_embeddings (32768 to 131072).
     const engine = await LocalEngine.load(dir, {
       backend: "native",
@@ -269,6 +338,7 @@ async function modelBench(model: string): Promise<void> {
       maxContextTokens: MODEL_CONTEXT,
     });
     report({ workload: `${key}_load`, seconds: (performance.now() - t0) / 1000 });
+    let disposed = false;
     const rng = new Rng(7);
     const run = async (name: string, fn: () => Promise<void>) => {
       try {
@@ -347,7 +417,40 @@ async function modelBench(model: string): Promise<void> {
       });
       figures.lora_train = round(tokens / s);
     });
-    await engine.dispose();
+
+    // The GRPO update, shared then apart: one engine at a time (each holds the 0.5B weights).
+    await run("grpo", async () => {
+      const datums = grpoDatums(rng, 2, vocab);
+      const tokens = datums.reduce((n, d) => n + d.tokens.length, 0);
+      const best = async (e: LocalEngine) => {
+        let s = Infinity;
+        for (let r = 0; r < 3; r++) {
+          const t = performance.now();
+          await e.forwardBackward(datums, { type: "importance_sampling" });
+          await e.optimStep({ lr: 1e-5 });
+          if (r > 0) s = Math.min(s, (performance.now() - t) / 1000);
+        }
+        return s;
+      };
+      const shared = await best(engine);
+      disposed = true;
+      await engine.dispose();
+      const apartEngine = await LocalEngine.load(dir, {
+        backend: "native",
+        blas,
+        lora: { spec: BENCH_LORA, seed: 0 },
+        maxContextTokens: MODEL_CONTEXT,
+        sharedPrefix: false,
+      });
+      const apart = await best(apartEngine);
+      await apartEngine.dispose();
+      report({ workload: `${key}_grpo_shared`, tokens_per_s: tokens / shared, seconds: shared });
+      report({ workload: `${key}_grpo_apart`, tokens_per_s: tokens / apart, seconds: apart });
+      figures.grpo_shared = round(tokens / shared);
+      figures.grpo_apart = round(tokens / apart);
+      figures.grpo_shared_ratio = Math.round((apart / shared) * 100) / 100;
+    });
+    if (!disposed) await engine.dispose();
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

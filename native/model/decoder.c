@@ -139,6 +139,7 @@ pass_t *pass_create(const model_t *m, int64_t nseq, const int64_t *n, const int6
     q->past = past ? past[s] : 0;
     q->kv = kv ? kv[s] : NULL;
     q->cap = cap ? cap[s] : 0;
+    q->parent = -1;
     for (int64_t i = 0; i < q->n; i++) p->pos[row + i] = (int32_t)(q->past + i);
     row += q->n;
   }

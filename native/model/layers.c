@@ -338,9 +338,12 @@ void rope_apply(float *x, const float *cos, const float *sin, int64_t N, int64_t
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * Task t = (sequence, kv head j): the G query heads j·G .. j·G+G-1 of each of the sequence's
- * new tokens attend to the sequence's keys 0 .. their position. Keys and values of a sequence
- * are rows of (S, kv*hd) matrices: the pass's own k, v (training) or the sequence's cache.
+ * Forward task t = (sequence, kv head j): the G query heads j·G .. j·G+G-1 of each of the
+ * sequence's new tokens attend to the sequence's keys 0 .. their position. Keys and values of a
+ * sequence are rows of (S, kv*hd) matrices: the pass's own k, v (training, scoring) or the
+ * sequence's cache. A sequence with a parent (a shared prefix, model.h) reads its chain's keys and
+ * values: its ancestors' rows of the pass's k, v and then its own, gathered for head j into
+ * contiguous (S, hd) scratch.
  */
 typedef struct {
   const model_t *m;
@@ -354,48 +357,88 @@ typedef struct {
   const float *dctx; /* (N, nh*hd) */
   float *dq;         /* (N, nh*hd) written */
   float *dk, *dv;    /* (N, kv*hd) written */
+  const int64_t *order, *tree0; /* sequences by tree, and where each tree starts in order (backward) */
   int failed;
 } attn_ctx;
 
-/* Keys and values of sequence s at layer l: (S, kv*hd) each. */
-static void seq_kv(const attn_ctx *c, const seq_t *s, const float **k, const float **v) {
-  const int64_t kvd = c->m->kv * c->m->hd;
-  if (s->kv) {
-    const float *base = s->kv + c->layer * 2 * s->cap * kvd;
-    *k = base;
-    *v = base + s->cap * kvd;
-  } else {
-    *k = c->kact + s->row0 * kvd;
-    *v = c->vact + s->row0 * kvd;
-  }
-}
+/* The keys and values of one sequence for one kv head: S rows of hd floats, ld floats apart. */
+typedef struct {
+  const float *k, *v;
+  int64_t ld;
+} kv_view;
 
 /* Query rows per block of the blocked attention: scores are (QB, S) floats per head. */
 #define QB 64
 
-/* The longest context among tasks [lo, hi). */
-static int64_t tasks_smax(const attn_ctx *c, int64_t lo, int64_t hi) {
+/* The longest context among sequences [lo, hi). */
+static int64_t seqs_smax(const pass_t *p, int64_t lo, int64_t hi) {
   int64_t smax = 1;
-  for (int64_t t = lo; t < hi; t++) {
-    const seq_t *s = &c->p->seqs[t / c->m->kv];
-    if (s->past + s->n > smax) smax = s->past + s->n;
-  }
+  for (int64_t s = lo; s < hi; s++)
+    if (p->seqs[s].past + p->seqs[s].n > smax) smax = p->seqs[s].past + p->seqs[s].n;
   return smax;
 }
 
+/* Copies head j of sequence s's chain (its ancestors' rows, then its own) from src (N, kv*hd) of
+ * the pass into dst (past + n, hd). Each member's rows go to its own positions past .. past+n-1. */
+static void chain_gather(const attn_ctx *c, const seq_t *s, int64_t j, const float *src, float *dst) {
+  const int64_t hd = c->m->hd, kvd = c->m->kv * hd;
+  for (const seq_t *x = s;; x = &c->p->seqs[x->parent]) {
+    for (int64_t i = 0; i < x->n; i++)
+      memcpy(dst + (x->past + i) * hd, src + (x->row0 + i) * kvd + j * hd, (size_t)hd * sizeof(float));
+    if (x->parent < 0) break;
+  }
+}
+
+/* The reverse of chain_gather, adding: dst (N, kv*hd) += src (past + n, hd) at the chain's rows. */
+static void chain_scatter_add(const attn_ctx *c, const seq_t *s, int64_t j, const float *src, float *dst) {
+  const int64_t hd = c->m->hd, kvd = c->m->kv * hd;
+  for (const seq_t *x = s;; x = &c->p->seqs[x->parent]) {
+    for (int64_t i = 0; i < x->n; i++) {
+      float *d = dst + (x->row0 + i) * kvd + j * hd;
+      const float *r = src + (x->past + i) * hd;
+      for (int64_t e = 0; e < hd; e++) d[e] += r[e];
+    }
+    if (x->parent < 0) break;
+  }
+}
+
+/* Sequence s's keys and values of kv head j at layer `layer`: in place, or gathered into kbuf and
+ * vbuf ((past + n, hd) each) when s continues a parent. */
+static kv_view seq_kv(const attn_ctx *c, const seq_t *s, int64_t j, float *kbuf, float *vbuf) {
+  const int64_t hd = c->m->hd, kvd = c->m->kv * hd;
+  kv_view w;
+  if (s->kv) {
+    const float *base = s->kv + c->layer * 2 * s->cap * kvd;
+    w.k = base + j * hd;
+    w.v = base + s->cap * kvd + j * hd;
+    w.ld = kvd;
+  } else if (s->parent < 0) {
+    w.k = c->kact + s->row0 * kvd + j * hd;
+    w.v = c->vact + s->row0 * kvd + j * hd;
+    w.ld = kvd;
+  } else {
+    chain_gather(c, s, j, c->kact, kbuf);
+    chain_gather(c, s, j, c->vact, vbuf);
+    w.k = kbuf;
+    w.v = vbuf;
+    w.ld = hd;
+  }
+  return w;
+}
+
 /*
- * Scores of a block of query rows i0 .. i0+bq-1 of head h against keys 0 .. S-1 (S = past + i0 + bq),
- * turned into attention weights: P (bq, S) = softmax over each row's visible keys (0 .. past + i),
- * exactly 0 past them. Row i's log-sum-exp goes to lse_out[i] when given; with lse_in, the weights
- * are exp(score - lse_in[i]) instead (the backward's recomputation).
+ * Scores of a block of query rows i0 .. i0+bq-1 of head h against keys 0 .. S-1 (S = past + i0 + bq,
+ * rows ldk floats apart), turned into attention weights: P (bq, S) = softmax over each row's visible
+ * keys (0 .. past + i), exactly 0 past them. Row i's log-sum-exp goes to lse_out[i] when given; with
+ * lse_in, the weights are exp(score - lse_in[i]) instead (the backward's recomputation).
  */
-static int block_weights(const attn_ctx *c, const float *qr, const float *K, int64_t past, int64_t i0, int64_t bq,
-                         int64_t S, float *P, float *lse_out, const float *lse_in) {
+static int block_weights(const attn_ctx *c, const float *qr, const float *K, int64_t ldk, int64_t past, int64_t i0,
+                         int64_t bq, int64_t S, float *P, float *lse_out, const float *lse_in) {
   const model_t *m = c->m;
-  const int64_t kvd = m->kv * m->hd, qd = m->nh * m->hd, nh = m->nh;
+  const int64_t qd = m->nh * m->hd, nh = m->nh;
   const float scale = 1.0f / sqrtf((float)m->hd);
   /* P (bq, S) = Q (bq, hd) @ K (S, hd)^T */
-  if (!own_gemm_1t(0, 1, bq, S, m->hd, qr, qd, K, DT_F32, kvd, P, S, 0)) return 0;
+  if (!own_gemm_1t(0, 1, bq, S, m->hd, qr, qd, K, DT_F32, ldk, P, S, 0)) return 0;
   for (int64_t i = 0; i < bq; i++) {
     float *pr = P + i * S;
     const int64_t vis = past + i0 + i + 1;
@@ -429,25 +472,27 @@ ROW_LOOP static void attn_fwd_tasks(void *arg, int64_t lo, int64_t hi, int chunk
   (void)chunk;
   attn_ctx *c = (attn_ctx *)arg;
   const model_t *m = c->m;
-  const int64_t nh = m->nh, kvh = m->kv, hd = m->hd, G = nh / kvh, kvd = kvh * hd, qd = nh * hd;
-  float *P = (float *)malloc((size_t)QB * (size_t)tasks_smax(c, lo, hi) * sizeof(float)); /* (QB, S) */
+  const int64_t nh = m->nh, kvh = m->kv, hd = m->hd, G = nh / kvh, qd = nh * hd;
+  const int64_t smax = seqs_smax(c->p, lo / kvh, (hi - 1) / kvh + 1);
+  /* P (QB, S), then the gathered chain keys and values (S, hd) each */
+  float *P = (float *)malloc((size_t)(QB + 2 * hd) * (size_t)smax * sizeof(float));
   if (!P) {
     c->failed = 1;
     return;
   }
+  float *kbuf = P + QB * smax, *vbuf = kbuf + smax * hd;
   for (int64_t t = lo; t < hi && !c->failed; t++) {
     const seq_t *s = &c->p->seqs[t / kvh];
     const int64_t j = t % kvh;
-    const float *K, *Vv;
-    seq_kv(c, s, &K, &Vv);
+    const kv_view w = seq_kv(c, s, j, kbuf, vbuf);
     for (int64_t g = 0; g < G; g++) {
       const int64_t h = j * G + g;
       for (int64_t i0 = 0; i0 < s->n; i0 += QB) {
         const int64_t bq = s->n - i0 < QB ? s->n - i0 : QB, S = s->past + i0 + bq, row = s->row0 + i0;
         float *lse = c->lse ? c->lse + row * nh + h : NULL;
-        if (!block_weights(c, c->q + row * qd + h * hd, K + j * hd, s->past, i0, bq, S, P, lse, NULL) ||
+        if (!block_weights(c, c->q + row * qd + h * hd, w.k, w.ld, s->past, i0, bq, S, P, lse, NULL) ||
             /* ctx (bq, hd) = P (bq, S) @ V (S, hd) */
-            !own_gemm_1t(0, 0, bq, hd, S, P, S, Vv + j * hd, DT_F32, kvd, c->ctx + row * qd + h * hd, qd, 0))
+            !own_gemm_1t(0, 0, bq, hd, S, P, S, w.v, DT_F32, w.ld, c->ctx + row * qd + h * hd, qd, 0))
           c->failed = 1;
       }
     }
@@ -457,72 +502,127 @@ ROW_LOOP static void attn_fwd_tasks(void *arg, int64_t lo, int64_t hi, int chunk
 
 int attention_forward(const model_t *m, const pass_t *p, int64_t layer, const float *q, const float *k,
                       const float *v, float *ctx, float *lse) {
-  attn_ctx c = {m, p, layer, q, k, v, ctx, lse, NULL, NULL, NULL, NULL, 0};
+  attn_ctx c = {m, p, layer, q, k, v, ctx, lse, NULL, NULL, NULL, NULL, NULL, NULL, 0};
   parallel_for(p->nseq * m->kv, 1, attn_fwd_tasks, &c);
   return !c.failed;
 }
 
 /*
- * Backward, blocked the same way, with the weights P recomputed from Q, K and the saved lse and
- * D_i = dctx_i · ctx_i:
+ * The backward of sequence s's queries at kv head j, blocked as the forward, with the weights P
+ * recomputed from Q, K and the saved lse and D_i = dctx_i · ctx_i:
  *   dV += P^T dctx;  dP = dctx V^T;  dS = P ⊙ (dP - D) · scale;  dQ = dS K;  dK += dS^T Q.
- * A task owns its kv head's dK, dV rows, so no two tasks write the same entry.
+ * K, V (w) and dK, dV (rows ld floats apart, as w's) cover the sequence's whole context (S rows);
+ * P and dS are (QB, S) scratch.
+ */
+static int seq_attn_backward(const attn_ctx *c, const seq_t *s, int64_t j, kv_view w, float *dK, float *dV,
+                             float *P, float *dS) {
+  const model_t *m = c->m;
+  const int64_t nh = m->nh, hd = m->hd, G = nh / m->kv, qd = nh * hd;
+  const float scale = 1.0f / sqrtf((float)hd);
+  for (int64_t g = 0; g < G; g++) {
+    const int64_t h = j * G + g;
+    for (int64_t i0 = 0; i0 < s->n; i0 += QB) {
+      const int64_t bq = s->n - i0 < QB ? s->n - i0 : QB, S = s->past + i0 + bq, row = s->row0 + i0;
+      const float *qr = c->q + row * qd + h * hd, *dor = c->dctx + row * qd + h * hd;
+      int ok = block_weights(c, qr, w.k, w.ld, s->past, i0, bq, S, P, NULL, c->lse + row * nh + h);
+      /* dV (S, hd) += P^T (S, bq) @ dctx (bq, hd);  dS (bq, S) = dctx (bq, hd) @ V^T (hd, S) */
+      ok = ok && own_gemm_1t(1, 0, S, hd, bq, P, S, dor, DT_F32, qd, dV, w.ld, 1);
+      ok = ok && own_gemm_1t(0, 1, bq, S, hd, dor, qd, w.v, DT_F32, w.ld, dS, S, 0);
+      if (!ok) return 0;
+      for (int64_t i = 0; i < bq; i++) {
+        const float D = dot8(dor + i * qd, c->ctx + (row + i) * qd + h * hd, hd);
+        float *dsr = dS + i * S;
+        const float *pr = P + i * S;
+        for (int64_t k = 0; k < S; k++) dsr[k] = pr[k] * (dsr[k] - D) * scale;
+      }
+      /* dQ (bq, hd) = dS (bq, S) @ K (S, hd);  dK (S, hd) += dS^T (S, bq) @ Q (bq, hd) */
+      ok = own_gemm_1t(0, 0, bq, hd, S, dS, S, w.k, DT_F32, w.ld, c->dq + row * qd + h * hd, qd, 0);
+      ok = ok && own_gemm_1t(1, 0, S, hd, bq, dS, S, qr, DT_F32, qd, dK, w.ld, 1);
+      if (!ok) return 0;
+    }
+  }
+  return 1;
+}
+
+/*
+ * Backward task t = (tree, kv head j): a tree is a sequence without a parent and every sequence
+ * that continues it, taken in index order (parents first), so that the dK, dV rows of the tree at
+ * head j have one writer and add up in a fixed order. A sequence with a parent accumulates into
+ * scratch over its whole chain, then adds that into its ancestors' rows and its own.
  */
 ROW_LOOP static void attn_bwd_tasks(void *arg, int64_t lo, int64_t hi, int chunk) {
   (void)chunk;
   attn_ctx *c = (attn_ctx *)arg;
   const model_t *m = c->m;
-  const int64_t nh = m->nh, kvh = m->kv, hd = m->hd, G = nh / kvh, kvd = kvh * hd, qd = nh * hd;
-  const float scale = 1.0f / sqrtf((float)hd);
-  const int64_t smax = tasks_smax(c, lo, hi);
-  float *P = (float *)malloc((size_t)2 * QB * (size_t)smax * sizeof(float)); /* P and dS, (QB, S) each */
+  const int64_t kvh = m->kv, hd = m->hd, kvd = kvh * hd;
+  const int64_t smax = seqs_smax(c->p, 0, c->p->nseq);
+  /* P and dS (QB, S) each, then a chain's K, V, dK, dV (S, hd) each */
+  float *P = (float *)malloc((size_t)(2 * QB + 4 * hd) * (size_t)smax * sizeof(float));
   if (!P) {
     c->failed = 1;
     return;
   }
-  float *dS = P + QB * smax;
+  float *dS = P + QB * smax, *kbuf = dS + QB * smax, *vbuf = kbuf + smax * hd;
+  float *dkbuf = vbuf + smax * hd, *dvbuf = dkbuf + smax * hd;
   for (int64_t t = lo; t < hi && !c->failed; t++) {
-    const seq_t *s = &c->p->seqs[t / kvh];
-    const int64_t j = t % kvh;
-    const float *K = c->kact + s->row0 * kvd + j * hd, *Vv = c->vact + s->row0 * kvd + j * hd;
-    float *dK = c->dk + s->row0 * kvd + j * hd, *dV = c->dv + s->row0 * kvd + j * hd;
-    for (int64_t i = 0; i < s->n; i++) {
-      memset(dK + i * kvd, 0, (size_t)hd * sizeof(float));
-      memset(dV + i * kvd, 0, (size_t)hd * sizeof(float));
-    }
-    for (int64_t g = 0; g < G; g++) {
-      const int64_t h = j * G + g;
-      for (int64_t i0 = 0; i0 < s->n; i0 += QB) {
-        const int64_t bq = s->n - i0 < QB ? s->n - i0 : QB, S = i0 + bq, row = s->row0 + i0;
-        const float *qr = c->q + row * qd + h * hd, *dor = c->dctx + row * qd + h * hd;
-        int ok = block_weights(c, qr, K, 0, i0, bq, S, P, NULL, c->lse + row * nh + h);
-        /* dV (S, hd) += P^T (S, bq) @ dctx (bq, hd);  dS (bq, S) = dctx (bq, hd) @ V^T (hd, S) */
-        ok = ok && own_gemm_1t(1, 0, S, hd, bq, P, S, dor, DT_F32, qd, dV, kvd, 1);
-        ok = ok && own_gemm_1t(0, 1, bq, S, hd, dor, qd, Vv, DT_F32, kvd, dS, S, 0);
-        if (!ok) {
-          c->failed = 1;
-          break;
-        }
-        for (int64_t i = 0; i < bq; i++) {
-          const float D = dot8(dor + i * qd, c->ctx + (row + i) * qd + h * hd, hd);
-          float *dsr = dS + i * S;
-          const float *pr = P + i * S;
-          for (int64_t k = 0; k < S; k++) dsr[k] = pr[k] * (dsr[k] - D) * scale;
-        }
-        /* dQ (bq, hd) = dS (bq, S) @ K (S, hd);  dK (S, hd) += dS^T (S, bq) @ Q (bq, hd) */
-        ok = own_gemm_1t(0, 0, bq, hd, S, dS, S, K, DT_F32, kvd, c->dq + row * qd + h * hd, qd, 0);
-        ok = ok && own_gemm_1t(1, 0, S, hd, bq, dS, S, qr, DT_F32, qd, dK, kvd, 1);
-        if (!ok) c->failed = 1;
+    const int64_t tree = t / kvh, j = t % kvh;
+    const int64_t *members = c->order + c->tree0[tree], count = c->tree0[tree + 1] - c->tree0[tree];
+    for (int64_t x = 0; x < count; x++) {
+      const seq_t *s = &c->p->seqs[members[x]];
+      for (int64_t i = 0; i < s->n; i++) {
+        memset(c->dk + (s->row0 + i) * kvd + j * hd, 0, (size_t)hd * sizeof(float));
+        memset(c->dv + (s->row0 + i) * kvd + j * hd, 0, (size_t)hd * sizeof(float));
       }
+    }
+    for (int64_t x = 0; x < count && !c->failed; x++) {
+      const seq_t *s = &c->p->seqs[members[x]];
+      const kv_view w = seq_kv(c, s, j, kbuf, vbuf);
+      if (s->parent < 0) {
+        if (!seq_attn_backward(c, s, j, w, c->dk + s->row0 * kvd + j * hd, c->dv + s->row0 * kvd + j * hd, P, dS))
+          c->failed = 1;
+        continue;
+      }
+      const int64_t S = s->past + s->n;
+      memset(dkbuf, 0, (size_t)(S * hd) * sizeof(float));
+      memset(dvbuf, 0, (size_t)(S * hd) * sizeof(float));
+      if (!seq_attn_backward(c, s, j, w, dkbuf, dvbuf, P, dS)) c->failed = 1;
+      chain_scatter_add(c, s, j, dkbuf, c->dk);
+      chain_scatter_add(c, s, j, dvbuf, c->dv);
     }
   }
   free(P);
 }
 
+/* The pass's sequences grouped by tree: order (nseq) lists each tree's members in index order,
+ * tree t's from tree0[t] to tree0[t + 1] (tree0: ntrees + 1). Returns the number of trees, or -1
+ * when out of memory (*order then NULL). */
+static int64_t group_trees(const pass_t *p, int64_t **order, int64_t **tree0) {
+  const int64_t nseq = p->nseq;
+  int64_t *buf = (int64_t *)malloc((size_t)(3 * nseq + 1) * sizeof(int64_t));
+  *order = buf;
+  if (!buf) return -1;
+  int64_t *tree = buf + nseq, *start = buf + 2 * nseq; /* tree of each sequence; counts, then starts */
+  int64_t ntrees = 0;
+  for (int64_t s = 0; s < nseq; s++) tree[s] = p->seqs[s].parent < 0 ? ntrees++ : tree[p->seqs[s].parent];
+  memset(start, 0, (size_t)(ntrees + 1) * sizeof(int64_t));
+  for (int64_t s = 0; s < nseq; s++) start[tree[s] + 1]++;
+  for (int64_t t = 0; t < ntrees; t++) start[t + 1] += start[t];
+  /* start[t] serves as tree t's cursor, ending where tree t + 1 starts; then shifted back */
+  for (int64_t s = 0; s < nseq; s++) buf[start[tree[s]]++] = s;
+  for (int64_t t = ntrees; t > 0; t--) start[t] = start[t - 1];
+  start[0] = 0;
+  *tree0 = start;
+  return ntrees;
+}
+
 int attention_backward(const model_t *m, const pass_t *p, const float *q, const float *k, const float *v,
                        const float *ctx, const float *lse, const float *dctx, float *dq, float *dk, float *dv) {
-  attn_ctx c = {m, p, 0, q, k, v, (float *)ctx, (float *)lse, dctx, dq, dk, dv, 0};
-  parallel_for(p->nseq * m->kv, 1, attn_bwd_tasks, &c);
+  int64_t *order, *tree0;
+  const int64_t ntrees = group_trees(p, &order, &tree0);
+  if (ntrees < 0) return 0;
+  attn_ctx c = {m, p, 0, q, k, v, (float *)ctx, (float *)lse, dctx, dq, dk, dv, order, tree0, 0};
+  parallel_for(ntrees * m->kv, 1, attn_bwd_tasks, &c);
+  free(order);
   return !c.failed;
 }
 

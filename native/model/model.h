@@ -100,13 +100,16 @@ typedef struct {
  * One sequence of a pass: n new tokens at positions past .. past+n-1, whose keys and values are
  * written at rows past .. past+n-1 of k and v (per layer: (cap, kv*hd) each, row-major) and which
  * attend to rows 0 .. their own position. A training pass has past = 0 and k, v inside its
- * activations; a sampling pass uses each sequence's cache.
+ * activations; a sampling pass uses each sequence's cache. A sequence of a pass without caches may
+ * instead continue a parent sequence of the same pass (pass_set_parents): its past is the length
+ * of its chain of ancestors, whose rows of the pass's k and v are its first keys and values.
  */
 typedef struct {
   int64_t row0; /* first of its rows in the pass's (N, ...) buffers */
   int64_t n, past;
   float *kv;   /* sampling: (L, 2, cap, kv*hd) cache; training: NULL */
   int64_t cap; /* rows of the cache */
+  int64_t parent; /* an earlier sequence of the pass this one continues (shared prefix), or -1 */
 } seq_t;
 
 typedef struct {
@@ -137,6 +140,10 @@ size_t pass_bytes(const model_t *m, int64_t N, int64_t nseq, int train);
 pass_t *pass_create(const model_t *m, int64_t nseq, const int64_t *n, const int64_t *past, float *const *kv,
                     const int64_t *cap, const int32_t *tokens, int train);
 void pass_free(pass_t *p);
+/* Chains of a pass without caches: past[s] (nseq) = the total length of sequence s's ancestors
+ * under parent (nseq; parent[s] in [-1, s)). For pass_create, then pass_set_parents. */
+void chain_pasts(int64_t nseq, const int64_t *n, const int32_t *parent, int64_t *past);
+void pass_set_parents(pass_t *p, const int32_t *parent);
 
 /* The decoder ---------------------------------------------------------------------------- */
 

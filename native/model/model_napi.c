@@ -18,11 +18,13 @@
  *     Every length is checked against the dims; the model keeps references to the arrays (their
  *     contents may change in place, as the optimizer does; their identity may not).
  *   modelPassBytes(model, tokens, sequences, train) -> bytes a pass would allocate
- *   modelPass(model, tokens, lens, train, past?, kv?, caps?, seed?) -> pass (its forward done;
- *     seed: a training pass's LoRA dropout masks)
+ *   modelPass(model, tokens, lens, train, past?, kv?, caps?, seed?, parents?) -> pass (its forward
+ *     done; seed: a training pass's LoRA dropout masks)
  *     tokens: Int32Array (N); lens: Int32Array (sequences), Σ lens = N. For sampling, past
  *     (Int32Array) gives each sequence's cached length, kv an Array of Float32Array caches
  *     (L, 2, cap, kv·hd) and caps (Int32Array) their rows; new keys and values are written there.
+ *     parents (Int32Array (sequences), without caches): sequence s continues sequence parents[s]
+ *     (an earlier one, so parents[s] < s) or starts afresh (-1); a shared prefix, model.h.
  *   passLogprobs(pass, targets, temperature, logp, entropy): logp, entropy (N) written
  *   passLogits(pass, rows, out): out (rows, V) = logits of the pass rows named in rows (Int32Array)
  *   passValues(pass, out): out (N) written (value head)
@@ -181,13 +183,43 @@ static float **read_caches(napi_env env, const model_t *m, napi_value pastv, nap
   return kv;
 }
 
+/* The parents argument of modelPass: NULL (and *ok set) when absent, else an Int32Array (nseq) with
+ * -1 <= parents[s] < s; anything else throws (*ok cleared). */
+static int32_t *read_parents(napi_env env, napi_value v, int64_t nseq, int cached, int *ok) {
+  static const char *fn = "modelPass";
+  int32_t *parents;
+  int64_t n;
+  char msg[200];
+  *ok = 0;
+  if (!arg_i32_or_null(env, v, fn, "parents", &parents, &n)) return NULL;
+  if (parents && cached) {
+    fail_range(env, "modelPass: parents (shared prefixes) cannot be combined with KV caches");
+    return NULL;
+  }
+  if (parents && n != nseq) {
+    snprintf(msg, sizeof msg, "modelPass: parents holds %lld entries for %lld sequences", (long long)n, (long long)nseq);
+    fail_range(env, msg);
+    return NULL;
+  }
+  for (int64_t s = 0; parents && s < nseq; s++)
+    if (parents[s] < -1 || parents[s] >= s) {
+      snprintf(msg, sizeof msg, "modelPass: parents[%lld] = %d must be -1 or an earlier sequence (0 .. %lld)",
+               (long long)s, parents[s], (long long)s - 1);
+      fail_range(env, msg);
+      return NULL;
+    }
+  *ok = 1;
+  return parents;
+}
+
 static napi_value model_pass(napi_env env, napi_callback_info info) {
   static const char *fn = "modelPass";
-  size_t argc = 8;
-  napi_value argv[8];
+  size_t argc = 9;
+  napi_value argv[9];
   CHECK_NAPI(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 4)
-    return fail_type(env, "modelPass(model, tokens, lens, train, past?, kv?, caps?, seed?) needs at least 4 arguments");
+    return fail_type(env,
+                     "modelPass(model, tokens, lens, train, past?, kv?, caps?, seed?, parents?) needs at least 4 arguments");
   double seed = 0;
   if (argc >= 8 && !is_null(env, argv[7]) && !arg_number(env, argv[7], fn, "seed", &seed)) return NULL;
   if (!(seed >= 0 && seed <= 9007199254740991.0)) return fail_range(env, "modelPass: seed must be in [0, 2^53)");
@@ -203,6 +235,9 @@ static napi_value model_pass(napi_env env, napi_callback_info info) {
   if (!tokens || !lens || nseq < 1) return fail_type(env, "modelPass: tokens and lens must be non-empty Int32Arrays");
   if (!check_tokens(env, m, tokens, N, lens, nseq)) return NULL;
   const int cached = argc >= 7 && !is_null(env, argv[5]);
+  int parents_ok = 1;
+  const int32_t *parents = argc >= 9 ? read_parents(env, argv[8], nseq, cached, &parents_ok) : NULL;
+  if (!parents_ok) return NULL;
   float **kv = NULL;
   int64_t *n64 = (int64_t *)malloc((size_t)nseq * 3 * sizeof(int64_t)); /* n, past, cap per sequence */
   if (!n64) return oom(env, fn, (size_t)nseq * 24);
@@ -218,6 +253,7 @@ static napi_value model_pass(napi_env env, napi_callback_info info) {
       return NULL;
     }
   }
+  if (parents) chain_pasts(nseq, n64, parents, p64);
   pass_box *box = (pass_box *)calloc(1, sizeof(pass_box));
   const size_t bytes = pass_bytes(m, N, nseq, train);
   pass_t *p = box ? pass_create(m, nseq, n64, p64, kv, c64, tokens, train) : NULL;
@@ -227,6 +263,7 @@ static napi_value model_pass(napi_env env, napi_callback_info info) {
     free(box);
     return oom(env, fn, bytes);
   }
+  if (parents) pass_set_parents(p, parents);
   box->p = p;
   box->box = mb;
   p->dropout_seed = (uint64_t)seed;

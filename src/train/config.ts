@@ -78,6 +78,12 @@ export const configSchema = z.strictObject({
       microBatchMb: positiveInt
         .default(640)
         .describe("Activation memory per training micro-batch, MiB (the wasm heap is 4 GiB)."),
+      sharedPrefix: z
+        .boolean()
+        .default(true)
+        .describe(
+          "C engine: datums of one forwardBackward, computeLogprobs or critic call that begin alike (a GRPO group's prompt) compute their common prefix once (docs/engine.md); false runs every datum in full. The TF.js engine never shares.",
+        ),
       backend: z
         .enum(BACKEND_CHOICES)
         .optional()

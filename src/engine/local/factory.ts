@@ -17,6 +17,7 @@ export interface LocalEngineSection {
   workers?: number;
   prefixCacheMb?: number;
   microBatchMb?: number;
+  sharedPrefix?: boolean;
   backend?: BackendChoice;
   blas?: BlasChoice;
   bf16Products?: Bf16Products;
@@ -41,6 +42,7 @@ export function localEngineOptions(section: LocalEngineSection): LocalEngineOpti
     workers: section.workers,
     prefixCacheBytes: section.prefixCacheMb === undefined ? undefined : section.prefixCacheMb * 2 ** 20,
     microBatchBytes: section.microBatchMb === undefined ? undefined : section.microBatchMb * 2 ** 20,
+    sharedPrefix: section.sharedPrefix,
     backend: section.backend,
     blas: section.blas,
     bf16Products: section.bf16Products,

@@ -33,6 +33,11 @@ export interface ReplicaOptions extends SchedulerOptions {
   microBatchTokens?: number;
   /** Bytes of activations the gradient tape may hold per micro-batch. Default 640 MiB (the wasm heap is 4 GiB). */
   microBatchBytes?: number;
+  /**
+   * Native engine: sequences of one call that begin alike compute their common prefix once
+   * (./prefix-tree.ts). Default true; the TF.js engine never shares.
+   */
+  sharedPrefix?: boolean;
   /** The engine: native (the C engine, ./native/), tfjs (TensorFlow.js, ./tfjs/) or auto. Default: env AGENT_R1_BACKEND, else auto. */
   backend?: BackendChoice;
   /**

@@ -409,9 +409,10 @@ export class NativeDecoder {
 
   /**
    * Runs the forward over whole sequences (no cache). `train` keeps what the backward needs; a
-   * training pass draws its LoRA dropout masks (engine.lora.dropout) from `seed`.
+   * training pass draws its LoRA dropout masks (engine.lora.dropout) from `seed`. With `parents`,
+   * sequence i continues sequence parents[i] < i (-1: none), a shared prefix (../prefix-tree.ts).
    */
-  forward(sequences: ArrayLike<number>[], train: boolean, seed = 0): NativePass {
+  forward(sequences: ArrayLike<number>[], train: boolean, seed = 0, parents?: Int32Array): NativePass {
     const lens = Int32Array.from(sequences, (s) => s.length);
     const tokens = new Int32Array(lens.reduce((a, b) => a + b, 0));
     let o = 0;
@@ -422,7 +423,7 @@ export class NativeDecoder {
     if (train) this.prepareTraining();
     return new NativePass(
       this.addon,
-      this.addon.modelPass(this.handle, tokens, lens, train, null, null, null, seed),
+      this.addon.modelPass(this.handle, tokens, lens, train, null, null, null, seed, parents ?? null),
       lens,
     );
   }

@@ -35,6 +35,8 @@ export interface ModelAddon {
     caps?: Int32Array | null,
     /** A training pass's LoRA dropout masks derive from it (an integer below 2^53). */
     seed?: number | null,
+    /** Without caches: sequence i continues sequence parents[i] < i of the pass (-1: none). */
+    parents?: Int32Array | null,
   ): NativeHandle;
   passLogprobs(
     pass: NativeHandle,

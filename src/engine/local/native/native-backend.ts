@@ -186,11 +186,15 @@ function openSharedCritic(dir: string, policy: NativeTrainable | undefined): Nat
 
 export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, NativeKv> {
   readonly name = "native" as const;
+  /** Shared prefixes in training and scoring passes (engine.sharedPrefix). */
+  private readonly share: boolean;
 
   constructor(
     private readonly plan: MicroBatchPlanner,
     private readonly opts: ReplicaOptions,
-  ) {}
+  ) {
+    this.share = opts.sharedPrefix ?? true;
+  }
 
   open(dir: string, role: Role, models: Models<NativeTrainable>): NativeTrainable {
     const t =
@@ -225,11 +229,11 @@ export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, Na
   }
 
   logprobs(model: NativeDecoder, sequences: number[][], temperature: number) {
-    return nativeLogprobs(model, sequences, temperature, this.plan);
+    return nativeLogprobs(model, sequences, temperature, this.plan, this.share);
   }
 
   policyPass(t: NativeTrainable, datums: Datum[], loss: ResolvedLoss, coef: number[][]) {
-    return nativePolicyPass(t, datums, loss, this.plan, coef);
+    return nativePolicyPass(t, datums, loss, this.plan, coef, this.share);
   }
 
   /**
@@ -254,11 +258,11 @@ export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, Na
   }
 
   criticValues(model: NativeDecoder, sequences: number[][]) {
-    return nativeCriticValues(model, sequences, this.plan);
+    return nativeCriticValues(model, sequences, this.plan, this.share);
   }
 
   criticPass(t: NativeTrainable, datums: ValueDatum[], clip: number, total: number) {
-    return nativeCriticPass(t, datums, clip, total, this.plan);
+    return nativeCriticPass(t, datums, clip, total, this.plan, this.share);
   }
 
   /** A training pass readies full weights to train (an optimizer step needs nothing more). */
