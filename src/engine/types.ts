@@ -88,7 +88,7 @@ export interface Datum {
 }
 
 /** The per-token losses, as Tinker names them; the formulas are in src/rl/policy-loss.ts. */
-export type LossType = "cross_entropy" | "importance_sampling" | "ppo" | "cispo" | "dro";
+export type LossType = "cross_entropy" | "importance_sampling" | "ppo" | "cispo" | "dro" | "gspo";
 export type KlForm = "k1" | "k2" | "k3";
 /**
  * How per-token losses l reduce over the datums of one call, as verl's `agg_loss`; w are the

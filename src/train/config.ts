@@ -303,19 +303,25 @@ export const configSchema = z.strictObject({
   loss: z
     .strictObject({
       type: z
-        .enum(["importance_sampling", "ppo", "cross_entropy", "cispo", "dro"])
+        .enum(["importance_sampling", "ppo", "cross_entropy", "cispo", "dro", "gspo"])
         .default("ppo")
-        .describe("Policy loss (formulas in src/rl/policy-loss.ts)."),
+        .describe(
+          "Policy loss (formulas in src/rl/policy-loss.ts); gspo clips a datum's sequence-level ratio (use with aggregation seq-mean-token-mean).",
+        ),
       clipLow: z
         .number()
         .nonnegative()
         .optional()
-        .describe("PPO/CISPO ratio lower clip: 1 - clipLow. Default 0.2 (PPO), 1 (CISPO: no lower bound)."),
+        .describe(
+          "PPO/GSPO/CISPO ratio lower clip: 1 - clipLow. Default 0.2 (PPO), 3e-4 (GSPO), 1 (CISPO: no lower bound).",
+        ),
       clipHigh: z
         .number()
         .nonnegative()
         .optional()
-        .describe("PPO/CISPO ratio upper clip: 1 + clipHigh. Default 0.28 (PPO, DAPO's clip-higher), 3 (CISPO)."),
+        .describe(
+          "PPO/GSPO/CISPO ratio upper clip: 1 + clipHigh. Default 0.28 (PPO, DAPO's clip-higher), 4e-4 (GSPO), 3 (CISPO).",
+        ),
       beta: z.number().nonnegative().default(0.05).describe("DRO: weight of the penalty ½·beta·(p - q)²."),
       tis: z
         .strictObject({ cap: z.number().positive().default(2).describe("Largest importance weight.") })

@@ -9,6 +9,7 @@ import type { Critic, Datum, Engine, LossSpec, ValueDatum } from "../engine/type
 import { Rng } from "../util/rng.js";
 import type { TrainConfig } from "./config.js";
 import { learningRate } from "./lr-schedule.js";
+import { GSPO_CLIP } from "../rl/policy-loss.js";
 
 /** What one policy update needs besides the engine and the datums. */
 export interface PolicyUpdate {
@@ -70,8 +71,8 @@ export function lossSpec(cfg: TrainConfig, klCoef = cfg.algorithm.kl.coef): Loss
     kl = cfg.algorithm.kl;
   return {
     type: l.type,
-    clipLow: l.clipLow ?? (l.type === "cispo" ? 1 : 0.2),
-    clipHigh: l.clipHigh ?? (l.type === "cispo" ? 3 : 0.28),
+    clipLow: l.clipLow ?? (l.type === "cispo" ? 1 : l.type === "gspo" ? GSPO_CLIP.low : 0.2),
+    clipHigh: l.clipHigh ?? (l.type === "cispo" ? 3 : l.type === "gspo" ? GSPO_CLIP.high : 0.28),
     beta: l.beta,
     dualClip: l.dualClip,
     aggregation: l.aggregation,
@@ -128,7 +129,7 @@ export async function updatePolicy(engine: Engine, datums: Datum[], u: PolicyUpd
   return {
     loss: acc.loss / n,
     entropy: acc.noEntropy ? undefined : acc.entropy / n,
-    clipFraction: spec.type === "ppo" || spec.type === "cispo" ? acc.clip / n : undefined,
+    clipFraction: spec.type === "ppo" || spec.type === "cispo" || spec.type === "gspo" ? acc.clip / n : undefined,
     approxKl: acc.approxKl / n,
     klRef: spec.kl ? acc.klRef / n : undefined,
     gradNorm: acc.gradNorm / n,

@@ -14,7 +14,7 @@
 import type { Datum } from "../../types.js";
 import type { ValueDatum } from "../../types.js";
 import { aggregationCoefficients } from "../../../rl/aggregation.js";
-import { tokenLossGrad, type ResolvedLoss } from "../../../rl/policy-loss.js";
+import { sequenceLogRatio, tokenLossGrad, type ResolvedLoss } from "../../../rl/policy-loss.js";
 import { clipCounts, valueLossAt } from "../../../rl/value-loss.js";
 import type { RawForwardBackward, RawValuePass } from "../replica-api.js";
 import type { MicroBatchPlanner } from "../../micro-batches.js";
@@ -175,6 +175,7 @@ export function nativePolicyPass(
       for (const { index, rows } of b.members) {
         const d = datums[index],
           c = coef[index];
+        const seq = loss.type === "gspo" ? sequenceLogRatio((t) => logp[rows[t]], d.logprobs, d.weights) : undefined;
         for (let t = 0; t < rows.length; t++) {
           if (c[t] === 0) continue;
           const { loss: l, grad } = tokenLossGrad(
@@ -183,6 +184,7 @@ export function nativePolicyPass(
             d.logprobs?.[t] ?? 0,
             d.advantages?.[t] ?? 0,
             d.refLogprobs?.[t] ?? 0,
+            seq,
           );
           lossSum += c[t] * l;
           dlogp[rows[t]] += c[t] * grad;

@@ -11,7 +11,7 @@ import type { Datum, ForwardBackwardResult } from "../../types.js";
 import { aggregationCoefficients } from "../../../rl/aggregation.js";
 import { KL_CLAMP } from "../../../rl/kl.js";
 import { summarizeForwardBackward } from "../../../rl/loss-metrics.js";
-import { LOG_RATIO_CLAMP, type ResolvedLoss } from "../../../rl/policy-loss.js";
+import { LOG_RATIO_CLAMP, SEQ_LOG_RATIO_CLAMP, sequenceLogRatio, type ResolvedLoss } from "../../../rl/policy-loss.js";
 import { padRows, padTokenRows } from "./padding.js";
 import { toPlanner, type MicroBatchPlanner } from "../../micro-batches.js";
 import { tokenLogprobs } from "./train-ops.js";
@@ -64,13 +64,18 @@ export function policyPass(
       group.map((d) => d.refLogprobs ?? []),
       T,
     );
+    const w = padRows(
+      group.map((d) => d.weights),
+      T,
+    );
     let picked: tf.Tensor1D | undefined, entropy: tf.Tensor1D | undefined;
     const { value, grads } = tf.variableGrads(() => {
       const { hidden } = model.forward(tf.tensor2d(tokens, [B, T], "int32"));
       const res = tokenLogprobs(model.logits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, loss.temperature);
       picked = tf.keep(res.picked);
       entropy = tf.keep(res.entropy);
-      const perToken = tokenLossTensor(res.picked, loss, q, a, ref);
+      const seq = loss.type === "gspo" ? rowLogRatios(res.picked.dataSync() as Float32Array, q, w, T) : undefined;
+      const perToken = tokenLossTensor(res.picked, loss, q, a, ref, seq);
       return perToken.mul(tf.tensor1d(c)).sum() as tf.Scalar;
     }, vars);
     lossSum += value.dataSync()[0];
@@ -98,6 +103,35 @@ export function policyForwardBackward(
   return summarizeForwardBackward(datums, loss, raw.logprobs, raw.lossSum, raw.entropySum);
 }
 
+/** GSPO's sequence log-ratio of each padded row (rl/policy-loss.ts sequenceLogRatio), at every position of the row. */
+function rowLogRatios(p: Float32Array, q: Float32Array, w: Float32Array, T: number): Float32Array {
+  const out = new Float32Array(p.length);
+  for (let r0 = 0; r0 < p.length; r0 += T) {
+    const row = sequenceLogRatio(
+      (t) => p[r0 + t],
+      Array.from(q.subarray(r0, r0 + T)),
+      Array.from(w.subarray(r0, r0 + T)),
+    );
+    out.fill(row, r0, r0 + T);
+  }
+  return out;
+}
+
+/**
+ * GSPO-token's ratio: value s = exp(clamped sequence log-ratio), derivative s in the token's own p
+ * (0 where the clamp holds): s + (p − p's value)·s, with the values entering as constants.
+ */
+function gspoRatio(p: tf.Tensor1D, seq: Float32Array): tf.Tensor1D {
+  const pv = p.dataSync();
+  const s = new Float32Array(seq.length),
+    slope = new Float32Array(seq.length);
+  seq.forEach((lr, i) => {
+    s[i] = Math.exp(Math.max(-SEQ_LOG_RATIO_CLAMP, Math.min(SEQ_LOG_RATIO_CLAMP, lr)));
+    slope[i] = Math.abs(lr) <= SEQ_LOG_RATIO_CLAMP ? s[i] : 0;
+  });
+  return p.sub(tf.tensor1d(pv)).mul(tf.tensor1d(slope)).add(tf.tensor1d(s)) as tf.Tensor1D;
+}
+
 /** The per-token loss of rl/policy-loss.ts and rl/kl.ts, on tensors; differentiable in p. Constants are padded (N) arrays. */
 function tokenLossTensor(
   p: tf.Tensor1D,
@@ -105,6 +139,7 @@ function tokenLossTensor(
   q: Float32Array,
   a: Float32Array,
   ref: Float32Array,
+  seq?: Float32Array,
 ): tf.Tensor1D {
   let l: tf.Tensor1D;
   if (loss.type === "cross_entropy") l = p.neg();
@@ -117,7 +152,10 @@ function tokenLossTensor(
   } else if (loss.type === "cispo") l = cispoTensor(p, loss, q, a);
   else {
     const A = tf.tensor1d(a);
-    const r = p.sub(tf.tensor1d(q)).clipByValue(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp();
+    const r =
+      loss.type === "gspo"
+        ? gspoRatio(p, seq!)
+        : p.sub(tf.tensor1d(q)).clipByValue(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp();
     if (loss.type === "importance_sampling") l = r.mul(A).neg() as tf.Tensor1D;
     else {
       const unclipped = r.mul(A).neg();
