@@ -43,6 +43,14 @@ int gemm_amx_available(void);
 int gemm_amx_bf16(int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const uint16_t *b,
                   int64_t ldb, float *c, int64_t ldc, int accumulate, int threads);
 
+/* The same product on AVX512_BF16's dot products (gemm_bf16dot.c), with the same contract: A not
+ * transposed, rounded to bf16; 0, with C untouched, when a buffer could not be allocated. Call it only
+ * where gemm_cpu_has_avx512_bf16(). The "avx512bf16" kernel sends every bf16 B here. */
+int gemm_dot_bf16(int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const uint16_t *b,
+                  int64_t ldb, float *c, int64_t ldc, int accumulate, int threads);
+/* AVX-512 F + FMA + BW + VL + BF16, with the OS's support for the AVX-512 state. */
+int gemm_cpu_has_avx512_bf16(void);
+
 /* Threads per call (process-wide; default 1). */
 void own_sgemm_set_threads(int threads);
 int own_sgemm_threads(void);
