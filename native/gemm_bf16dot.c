@@ -35,7 +35,7 @@
 
 enum { MR = 12, NR = 32 };           /* tile of C per micro-kernel call */
 enum { KC = 256, NC = 512, MC = 384 }; /* k steps per block (even), columns of B per packed block, rows of A per block */
-enum { AHEAD = 8 };                  /* rows of B prefetched ahead while packing or in the one-row product */
+enum { AHEAD = 8 };                  /* rows of B prefetched ahead while packing */
 enum { DOT_CHUNK = 2048 };           /* columns of C per pass of the one-row product (kept in L1) */
 /* Below this many multiply-adds per thread a helper costs more than it saves. */
 #define MIN_MACS_PER_THREAD ((double)(1 << 19))
@@ -199,14 +199,15 @@ static const dot_kernel DOT_BY_ROWS[MR + 1] = {NULL,  dot_1, dot_2, dot_3, dot_4
 
 /* ---- One row of A, B not transposed: c (n) (+)= a2 . B, B's rows read whole, in place. ---- */
 
-/* t (16) = sums of one column group, lanes in place: t += a[x] . pair x of the rows for x < npairs. */
-TDOT INLINE void gemv_step(int npairs, const __m512i *av, const uint16_t *br, int64_t ldb, int64_t rows_left,
-                           __mmask32 mask, __m512i i0, __m512i i1, float *t) {
+/* t (32) += av[x] . pair x of B's rows at br (ldb apart; rows 2x, 2x + 1) for x < NP, in order; the
+ * columns of mask only (the others read as zero). With odd, the last pair's second row is past k: zero. */
+TDOT INLINE void gemv_pairs(const int NP, const int odd, const __m512i *av, const uint16_t *br, int64_t ldb,
+                            __mmask32 mask, __m512i i0, __m512i i1, float *t) {
   __m512 s0 = _mm512_load_ps(t), s1 = _mm512_load_ps(t + 16);
-  for (int x = 0; x < npairs; x++) {
+  for (int x = 0; x < NP; x++) {
     const uint16_t *r = br + 2 * x * ldb;
     const __m512i r0 = _mm512_maskz_loadu_epi16(mask, r);
-    const __m512i r1 = 2 * x + 1 < rows_left ? _mm512_maskz_loadu_epi16(mask, r + ldb) : _mm512_setzero_si512();
+    const __m512i r1 = odd && x == NP - 1 ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi16(mask, r + ldb);
     __m512i v0, v1;
     pair_rows(r0, r1, i0, i1, &v0, &v1);
     s0 = _mm512_dpbf16_ps(s0, BH(av[x]), BH(v0));
@@ -216,9 +217,37 @@ TDOT INLINE void gemv_step(int npairs, const __m512i *av, const uint16_t *br, in
   _mm512_store_ps(t + 16, s1);
 }
 
+/* Mask of the first n (0..32) of 32 columns. */
+static __mmask32 mask32(int64_t n) { return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1); }
+
+/* t (cols, in groups of 32) += the pairs of rows [p, p + 2 NP) of B (the last one alone when odd):
+ * a pass over t, each group of columns read from NP pairs of rows. Whole groups first, then the last,
+ * partial one; the rows of the next pass are prefetched. */
+TDOT INLINE void gemv_pass(const int NP, const int odd, const uint32_t *a2, int64_t p, const uint16_t *br, int64_t ldb,
+                           int64_t cols, int prefetch, __m512i i0, __m512i i1, float *t) {
+  __m512i av[4];
+  for (int x = 0; x < NP; x++) av[x] = _mm512_set1_epi32((int)a2[p / 2 + x]);
+  const int64_t whole = cols / 32;
+  for (int64_t g = 0; g < whole; g++) {
+    if (prefetch)
+      for (int r = 0; r < 2 * NP; r++) _mm_prefetch((const char *)(br + (2 * NP + r) * ldb + 32 * g), _MM_HINT_T0);
+    gemv_pairs(NP, odd, av, br + 32 * g, ldb, 0xffffffffu, i0, i1, t + 32 * g);
+  }
+  if (whole * 32 < cols) gemv_pairs(NP, odd, av, br + 32 * whole, ldb, mask32(cols - 32 * whole), i0, i1, t + 32 * whole);
+}
+
+/* Lane order of a sum vector -> c: (16, or the lanes of m) = t, or t + c when add. */
+TDOT INLINE void gemv_out(const float *t, float *c, int64_t left, int add) {
+  const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+  __m512 s = _mm512_load_ps(t);
+  if (add) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, c));
+  _mm512_mask_storeu_ps(c, m, s);
+}
+
 /* The columns [0, n) of C for one row: pairs a2 (ceil(k / 2)), B (k, n) rows ldb apart. Within each
- * block of KC steps, t starts at zero and takes one VDPBF16PS per pair in order (two pairs per pass
- * over t); then C = t (+ C), or C = t + C for later blocks: the micro-kernel's operations. */
+ * block of KC steps, t starts at zero and takes one VDPBF16PS per pair in order (four pairs per pass
+ * over t, then one at a time); then C = t (+ C), or C = t + C for later blocks: the micro-kernel's
+ * operations. */
 TDOT static void gemv_dot(int64_t k, int64_t n, const uint32_t *a2, const uint16_t *b, int64_t ldb, float *c,
                           int accumulate) {
   const __m512i i0 = pair_index(0), i1 = pair_index(1);
@@ -228,34 +257,76 @@ TDOT static void gemv_dot(int64_t k, int64_t n, const uint32_t *a2, const uint16
     for (int64_t pc = 0; pc < k; pc += KC) {
       const int64_t pend = k - pc < KC ? k : pc + KC;
       memset(t, 0, (size_t)groups * 32 * sizeof(float));
-      for (int64_t p = pc; p < pend; p += 4) {
-        const int npairs = pend - p >= 3 ? 2 : 1; /* pairs (p, p+1), (p+2, p+3); the last may be short */
-        const __m512i av[2] = {_mm512_set1_epi32((int)a2[p / 2]),
-                               _mm512_set1_epi32(npairs > 1 ? (int)a2[p / 2 + 1] : 0)};
-        const uint16_t *br = b + p * ldb + j0;
-        for (int64_t g = 0; g < groups; g++) {
-          const int64_t left = cols - 32 * g;
-          const __mmask32 mask = left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1);
-          if (p + 4 + AHEAD <= k)
-            for (int r = 0; r < 4; r++) _mm_prefetch((const char *)(br + (AHEAD + r) * ldb + 32 * g), _MM_HINT_T0);
-          gemv_step(npairs, av, br + 32 * g, ldb, pend - p, mask, i0, i1, t + 32 * g);
-        }
-      }
+      int64_t p = pc;
+      for (; p + 4 <= pend; p += 4) gemv_pass(2, 0, a2, p, b + p * ldb + j0, ldb, cols, p + 8 <= k, i0, i1, t);
+      for (; p + 2 <= pend; p += 2) gemv_pass(1, 0, a2, p, b + p * ldb + j0, ldb, cols, 0, i0, i1, t);
+      if (p < pend) gemv_pass(1, 1, a2, p, b + p * ldb + j0, ldb, cols, 0, i0, i1, t);
       const int add = pc > 0 || accumulate;
-      for (int64_t g = 0; g < groups; g++) {
-        const int64_t left = cols - 32 * g;
-        for (int h = 0; h < 2; h++) {
-          const int64_t l = left - 16 * h;
-          if (l <= 0) break;
-          const __mmask16 m = l >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << l) - 1u);
-          float *cc = c + j0 + 32 * g + 16 * h;
-          __m512 s = _mm512_load_ps(t + 32 * g + 16 * h);
-          if (add) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, cc));
-          _mm512_mask_storeu_ps(cc, m, s);
-        }
-      }
+      for (int64_t x = 0; x < cols; x += 16) gemv_out(t + x, c + j0 + x, cols - x, add);
     }
   }
+}
+
+/* ---- One row of A, B transposed (held (n, k)): c (n) (+)= B . a2, 16 rows of B per vector. ---- */
+
+/* acc[g] += the pairs [q, q + 16) of rows 16 g .. 16 g + 15 at rows (ldb apart), for g < G, each
+ * lane its row's pairs in order: 16 rows x 16 pairs transposed in registers, then 16 VDPBF16PS. */
+TDOT INLINE void gemvt_block(const int G, const uint32_t *a2, int64_t q, const uint16_t *rows, int64_t ldb,
+                             int64_t p0, __m512 *acc) {
+  for (int g = 0; g < G; g++) {
+    __m512 r[16], col[16];
+    for (int i = 0; i < 16; i++) {
+      const uint16_t *row = rows + (16 * g + i) * ldb + p0 + 2 * q;
+      _mm_prefetch((const char *)(row + 64), _MM_HINT_T0); /* two blocks on: 64 row streams are too many for the hardware */
+      r[i] = _mm512_loadu_ps((const void *)row);
+    }
+    transpose16_vecs(r, col);
+    for (int x = 0; x < 16; x++)
+      acc[g] = _mm512_dpbf16_ps(acc[g], BH(_mm512_set1_epi32((int)a2[p0 / 2 + q + x])), BH(_mm512_castps_si512(col[x])));
+  }
+}
+
+/* Rows [j0, j0 + 16 G) of B (all inside it), or, with G = 0, the w < 16 rows from j0: their sums with a2
+ * in blocks of KC steps as dot_body forms them, into c + j0. Pairs short of a whole block of 16 (and
+ * every pair with G = 0) are gathered one at a time. */
+TDOT INLINE void gemvt_rows(const int G, int64_t w, int64_t k, const uint32_t *a2, const uint16_t *b, int64_t ldb,
+                            int64_t j0, float *c, int accumulate) {
+  const int NV = G ? G : 1;
+  const uint16_t *rows = b + j0 * ldb;
+  __m512 out[4];
+  for (int64_t pc = 0; pc < k; pc += KC) {
+    const int64_t kc = k - pc < KC ? k - pc : KC, kc2 = (kc + 1) / 2;
+    __m512 acc[4];
+    for (int g = 0; g < NV; g++) acc[g] = _mm512_setzero_ps();
+    int64_t q = 0;
+    if (G)
+      for (; 2 * q + 32 <= kc; q += 16) gemvt_block(G, a2, q, rows, ldb, pc, acc);
+    for (; q < kc2; q++)
+      for (int g = 0; g < NV; g++) {
+        uint32_t t[16] __attribute__((aligned(64)));
+        for (int l = 0; l < 16; l++) t[l] = G || l < w ? pair_at(rows + (16 * g + l) * ldb, k, pc, q) : 0;
+        acc[g] = _mm512_dpbf16_ps(acc[g], BH(_mm512_set1_epi32((int)a2[pc / 2 + q])), BH(_mm512_load_si512(t)));
+      }
+    for (int g = 0; g < NV; g++) {
+      const __mmask16 m = G || w >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << w) - 1u);
+      if (pc > 0)
+        out[g] = _mm512_add_ps(acc[g], out[g]);
+      else
+        out[g] = accumulate ? _mm512_add_ps(acc[g], _mm512_maskz_loadu_ps(m, c + j0 + 16 * g)) : acc[g];
+    }
+  }
+  for (int g = 0; g < NV; g++)
+    _mm512_mask_storeu_ps(c + j0 + 16 * g, G || w >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << w) - 1u), out[g]);
+}
+
+/* c (n) (+)= B . a2 for B held (n, k): 64 rows at a time (four independent chains of sums), then 16,
+ * then the last few. */
+TDOT static void gemvt_dot(int64_t k, int64_t n, const uint32_t *a2, const uint16_t *b, int64_t ldb, float *c,
+                           int accumulate) {
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64) gemvt_rows(4, 64, k, a2, b, ldb, j, c, accumulate);
+  for (; j + 16 <= n; j += 16) gemvt_rows(1, 16, k, a2, b, ldb, j, c, accumulate);
+  if (j < n) gemvt_rows(0, n - j, k, a2, b, ldb, j, c, accumulate);
 }
 
 /* ---- The driver. ---- */
@@ -324,7 +395,11 @@ static void run_part(void *arg, int i) {
 static void run_gemv(void *arg, int i) {
   const dot_job *j = (const dot_job *)arg;
   const int64_t lo = i * j->per, hi = lo + j->per < j->n ? lo + j->per : j->n;
-  if (lo < hi) gemv_dot(j->k, hi - lo, j->apack, j->b + lo, j->ldb, j->c + lo, j->accumulate);
+  if (lo >= hi) return;
+  if (j->trans_b)
+    gemvt_dot(j->k, hi - lo, j->apack, j->b + lo * j->ldb, j->ldb, j->c + lo, j->accumulate);
+  else
+    gemv_dot(j->k, hi - lo, j->apack, j->b + lo, j->ldb, j->c + lo, j->accumulate);
 }
 
 /* One thread's buffers, kept between calls. */
@@ -357,7 +432,7 @@ int gemm_dot_bf16(int trans_b, int64_t m, int64_t n, int64_t k, const float *a, 
   const int64_t k2 = (k + 1) / 2, panels = (m + MR - 1) / MR;
   const double macs = (double)m * (double)n * (double)k;
   dot_job j = {trans_b, accumulate, m, n, k, k2, lda, ldb, ldc, a, NULL, b, c, 0, NULL, 0};
-  if (m == 1 && !trans_b) { /* one row: its pairs, then B's rows in place, the columns split in runs of 64 */
+  if (m == 1) { /* one row: its pairs, then B in place, the columns split in runs of 64 */
     j.apack = (uint32_t *)grow(&shared_a, (size_t)k2 * 4);
     if (!j.apack) return 0;
     round_row(a, k, j.apack);
