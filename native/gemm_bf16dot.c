@@ -86,6 +86,9 @@ TDOT INLINE __m512i pair_index(int half) {
   return _mm512_loadu_si512((const void *)idx);
 }
 
+/* Mask of the first n (0..32) of 32 columns. */
+static inline __mmask32 mask32(int64_t n) { return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1); }
+
 /* v0, v1 (16 pairs each) = columns 0-15 and 16-31 of rows r0, r1 (32 bf16 each) as pairs. */
 TDOT INLINE void pair_rows(__m512i r0, __m512i r1, __m512i i0, __m512i i1, __m512i *v0, __m512i *v1) {
   *v0 = _mm512_permutex2var_epi16(r0, i0, r1);
@@ -151,15 +154,36 @@ TDOT static void pack_bt_panel(const uint16_t *b, int64_t ldb, int64_t k, int64_
 
 #define BH(x) ((__m512bh)(x))
 
-TDOT INLINE void dot_body(const int R, int cols, int64_t kc2, const uint32_t *ap, const uint32_t *bp, float *c,
-                          int64_t ldc, int accumulate) {
+/* B's pair step q for the micro-kernel: b0, b1 (16 pairs each) from the packed panel bp, or, with
+ * DIRECT, rows 2q and 2q + 1 of B read in place at bp (rows ldb apart, cols of them; the second zero
+ * past kc) and paired in registers, the rows 16 on prefetched. */
+TDOT INLINE void dot_b(const int DIRECT, const uint32_t *bp, int64_t q, int64_t kc, int64_t ldb, __mmask32 mask,
+                       __m512i i0, __m512i i1, __m512i *b0, __m512i *b1) {
+  if (!DIRECT) {
+    *b0 = _mm512_loadu_si512((const void *)(bp + q * NR));
+    *b1 = _mm512_loadu_si512((const void *)(bp + q * NR + 16));
+    return;
+  }
+  const uint16_t *r = (const uint16_t *)bp + 2 * q * ldb;
+  _mm_prefetch((const char *)(r + 16 * ldb), _MM_HINT_T0);
+  _mm_prefetch((const char *)(r + 17 * ldb), _MM_HINT_T0);
+  const __m512i r0 = _mm512_maskz_loadu_epi16(mask, r);
+  const __m512i r1 = 2 * q + 1 < kc ? _mm512_maskz_loadu_epi16(mask, r + ldb) : _mm512_setzero_si512();
+  pair_rows(r0, r1, i0, i1, b0, b1);
+}
+
+TDOT INLINE void dot_body(const int R, const int DIRECT, int cols, int64_t kc, const uint32_t *ap, const uint32_t *bp,
+                          int64_t ldb, float *c, int64_t ldc, int accumulate) {
+  const int64_t kc2 = (kc + 1) / 2;
+  const __m512i i0 = DIRECT ? pair_index(0) : _mm512_setzero_si512(), i1 = DIRECT ? pair_index(1) : i0;
+  const __mmask32 bmask = mask32(cols);
   __m512 lo[MR], hi[MR];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; i++)
     if (i < R) lo[i] = hi[i] = _mm512_setzero_ps();
   for (int64_t q = 0; q < kc2; q++) {
-    const __m512i b0 = _mm512_loadu_si512((const void *)(bp + q * NR));
-    const __m512i b1 = _mm512_loadu_si512((const void *)(bp + q * NR + 16));
+    __m512i b0, b1;
+    dot_b(DIRECT, bp, q, kc, ldb, bmask, i0, i1, &b0, &b1);
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++) {
       if (i < R) {
@@ -185,17 +209,25 @@ TDOT INLINE void dot_body(const int R, int cols, int64_t kc2, const uint32_t *ap
   }
 }
 
-typedef void (*dot_kernel)(int cols, int64_t kc2, const uint32_t *ap, const uint32_t *bp, float *c, int64_t ldc,
-                           int accumulate);
+/* c (rows, cols) (+)= A panel (kc, 12) . B (kc, 32) over kc steps (kc / 2 pairs, rounded up): B a packed
+ * panel (ldb unused), or, for the _direct kernels, B itself read in place, rows ldb apart. */
+typedef void (*dot_kernel)(int cols, int64_t kc, const uint32_t *ap, const uint32_t *bp, int64_t ldb, float *c,
+                           int64_t ldc, int accumulate);
 
 #define DOT_K(R)                                                                                                    \
-  TDOT static void dot_##R(int cols, int64_t kc2, const uint32_t *ap, const uint32_t *bp, float *c, int64_t ldc,    \
-                           int accumulate) {                                                                        \
-    dot_body(R, cols, kc2, ap, bp, c, ldc, accumulate);                                                             \
+  TDOT static void dot_##R(int cols, int64_t kc, const uint32_t *ap, const uint32_t *bp, int64_t ldb, float *c,     \
+                           int64_t ldc, int accumulate) {                                                           \
+    dot_body(R, 0, cols, kc, ap, bp, ldb, c, ldc, accumulate);                                                      \
+  }                                                                                                                 \
+  TDOT static void dot_direct_##R(int cols, int64_t kc, const uint32_t *ap, const uint32_t *bp, int64_t ldb,        \
+                                  float *c, int64_t ldc, int accumulate) {                                          \
+    dot_body(R, 1, cols, kc, ap, bp, ldb, c, ldc, accumulate);                                                      \
   }
 DOT_K(1) DOT_K(2) DOT_K(3) DOT_K(4) DOT_K(5) DOT_K(6) DOT_K(7) DOT_K(8) DOT_K(9) DOT_K(10) DOT_K(11) DOT_K(12)
-static const dot_kernel DOT_BY_ROWS[MR + 1] = {NULL,  dot_1, dot_2, dot_3, dot_4,  dot_5, dot_6,
-                                               dot_7, dot_8, dot_9, dot_10, dot_11, dot_12};
+static const dot_kernel DOT_BY_ROWS[2][MR + 1] = {
+    {NULL, dot_1, dot_2, dot_3, dot_4, dot_5, dot_6, dot_7, dot_8, dot_9, dot_10, dot_11, dot_12},
+    {NULL, dot_direct_1, dot_direct_2, dot_direct_3, dot_direct_4, dot_direct_5, dot_direct_6, dot_direct_7,
+     dot_direct_8, dot_direct_9, dot_direct_10, dot_direct_11, dot_direct_12}}; /* [direct][rows] */
 
 /* ---- One row of A, B not transposed: c (n) (+)= a2 . B, B's rows read whole, in place. ---- */
 
@@ -216,9 +248,6 @@ TDOT INLINE void gemv_pairs(const int NP, const int odd, const __m512i *av, cons
   _mm512_store_ps(t, s0);
   _mm512_store_ps(t + 16, s1);
 }
-
-/* Mask of the first n (0..32) of 32 columns. */
-static __mmask32 mask32(int64_t n) { return n >= 32 ? 0xffffffffu : (__mmask32)((1u << n) - 1); }
 
 /* t (cols, in groups of 32) += the pairs of rows [p, p + 2 NP) of B (the last one alone when odd):
  * a pass over t, each group of columns read from NP pairs of rows. Whole groups first, then the last,
@@ -362,23 +391,29 @@ static void pack_b_block(const dot_job *j, int64_t pc, int64_t kc, int64_t jc, i
     pack_bt_panel(j->b, j->ldb, j->k, pc, kc, jc + s * NR, w - s * NR < NR ? w - s * NR : NR, P + s * kc2 * NR);
 }
 
-/* Columns [lo, hi) of C: for each (kc, nc) block of B, packed once, every (mc, kc) block of A. */
+/* Up to how many rows of A B (not transposed) is read in place rather than packed: packing costs a
+ * pass over B of its own, which few rows do not repay (the same threshold as gemm.c's). */
+#define DIRECT_ROWS (4 * MR)
+
+/* Columns [lo, hi) of C: for each (kc, nc) block of B, packed once (or, with few rows, read in place),
+ * every (mc, kc) block of A. */
 static void dot_part(const dot_job *j, int64_t lo, int64_t hi, uint32_t *P) {
+  const int direct = !j->trans_b && j->m <= DIRECT_ROWS;
   for (int64_t jc = lo; jc < hi; jc += NC) {
     const int64_t nc = hi - jc < NC ? hi - jc : NC;
     for (int64_t pc = 0; pc < j->k; pc += KC) {
       const int64_t kc = j->k - pc < KC ? j->k - pc : KC, kc2 = (kc + 1) / 2;
       const int accumulate = pc > 0 || j->accumulate;
-      pack_b_block(j, pc, kc, jc, nc, P);
+      if (!direct) pack_b_block(j, pc, kc, jc, nc, P);
       for (int64_t ic = 0; ic < j->m; ic += MC) {
         const int64_t mc = j->m - ic < MC ? j->m - ic : MC;
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int cols = (int)(nc - jr < NR ? nc - jr : NR);
-          const uint32_t *bp = P + (jr / NR) * kc2 * NR;
+          const uint32_t *bp = direct ? (const uint32_t *)(j->b + pc * j->ldb + jc + jr) : P + (jr / NR) * kc2 * NR;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int rows = (int)(mc - ir < MR ? mc - ir : MR);
             const uint32_t *ap = j->apack + ((ic + ir) / MR) * j->k2 * MR + (pc / 2) * MR;
-            DOT_BY_ROWS[rows](cols, kc2, ap, bp, j->c + (ic + ir) * j->ldc + jc + jr, j->ldc, accumulate);
+            DOT_BY_ROWS[direct][rows](cols, kc, ap, bp, j->ldb, j->c + (ic + ir) * j->ldc + jc + jr, j->ldc, accumulate);
           }
         }
       }
