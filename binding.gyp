@@ -12,6 +12,7 @@
         "native/gemm_x86.c",
         "native/gemm_avx2.c",
         "native/gemm_amx.c",
+        "native/gemm_bf16dot.c",
         "native/kernel_bindings.c",
         "native/kernels/optim.c",
         "native/napi_args.c",

@@ -47,7 +47,10 @@
  * `bench/torch_engine.py --model qwen2.5-0.5b`: the same shapes, bf16 base weights held and computed by torch,
  * the LoRA written by hand, the same token counts. A workload that throws is left out of the figures and
  * named with its error under "errors" (exit status 1); the others still run.
- *   npm run bench:engine -- --model qwen2.5-0.5b|qwen2.5-1.5b|qwen3-4b [--blas own|system|auto] [--no-torch]
+ * --bf16-products auto|tiles|exact sets engine.bf16Products for this model (default auto: the activations rounded
+ * to bfloat16 on AMX tiles or AVX512_BF16 where the CPU has them; exact widens the weights to float32); the summary
+ * names the one in effect as "bf16_products" and the kernel as "kernel".
+ *   npm run bench:engine -- --model qwen2.5-0.5b|qwen2.5-1.5b|qwen3-4b [--blas own|system|auto] [--bf16-products auto|tiles|exact] [--no-torch]
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { extname, join } from "node:path";
@@ -59,7 +62,15 @@ import { DEFAULT_CHAT_TEMPLATE } from "../src/model/chat-template.js";
 import { initModel } from "../src/model/init-model.js";
 import { parameterCount, parseModelConfig, presetConfigJson } from "../src/model/config.js";
 import { LocalEngine } from "../src/engine/local/local-engine.js";
-import { loadAddon, parseBackend, parseBlas, resolveBackend, resolveBlas } from "../src/engine/local/addon.js";
+import {
+  BF16_PRODUCT_CHOICES,
+  loadAddon,
+  parseBackend,
+  parseBlas,
+  resolveBackend,
+  resolveBlas,
+  type Bf16Products,
+} from "../src/engine/local/addon.js";
 import type { Datum } from "../src/engine/types.js";
 import { Rng } from "../src/util/rng.js";
 import { targetsFromTinker, type LoraSpec } from "../src/model/peft.js";
@@ -74,6 +85,7 @@ const { values: args } = parseArgs({
     backend: { type: "string" },
     blas: { type: "string" },
     model: { type: "string" },
+    "bf16-products": { type: "string" },
     "no-torch": { type: "boolean", default: false },
   },
 });
@@ -315,6 +327,9 @@ async function modelBench(model: string): Promise<void> {
     params = parameterCount(config);
   const figures: Record<string, number> = {};
   const errors: Record<string, string> = {};
+  const bf16Products = (args["bf16-products"] ?? "auto") as Bf16Products;
+  if (!BF16_PRODUCT_CHOICES.includes(bf16Products))
+    throw new Error(`--bf16-products must be one of ${BF16_PRODUCT_CHOICES.join(", ")}, got ${bf16Products}`);
   const summary: Json = { [key]: figures, peak_rss_mb: 0, backend: "native", blas };
   const root = join(tmpdir(), `agent-r1-bench-${process.pid}`);
   const dir = join(root, key);
@@ -334,11 +349,15 @@ async function modelBench(model: string): Promise<void> {
     const engine = await LocalEngine.load(dir, {
       backend: "native",
       blas,
+      bf16Products,
       lora: { spec: BENCH_LORA, seed: 0 },
       maxContextTokens: MODEL_CONTEXT,
     });
     report({ workload: `${key}_load`, seconds: (performance.now() - t0) / 1000 });
     let disposed = false;
+    const info = st.addon.info();
+    summary.bf16_products = ["amx", "avx512bf16"].includes(info.kernel) ? "tiles" : "exact";
+    summary.kernel = info.kernel;
     const rng = new Rng(7);
     const run = async (name: string, fn: () => Promise<void>) => {
       try {
@@ -438,6 +457,7 @@ async function modelBench(model: string): Promise<void> {
       const apartEngine = await LocalEngine.load(dir, {
         backend: "native",
         blas,
+        bf16Products,
         lora: { spec: BENCH_LORA, seed: 0 },
         maxContextTokens: MODEL_CONTEXT,
         sharedPrefix: false,

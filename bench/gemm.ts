@@ -3,9 +3,9 @@
  * addon was built with (OpenBLAS, Accelerate), on the M model's shapes (hidden 512, kv 128,
  * ffn 1536, vocab 2048), through the addon's gemm as the engine calls it. One JSON line per shape:
  *   {"shape":"...","m":..,"n":..,"k":..,"op":"NN"|"NT"|"TN","own_gflops":x,"system_gflops":y,"ratio":own/system}
- * then one line per decode shape with B in each dtype the engine keeps weights in, through gemmEx on
- * the own kernels (B not transposed, as the engine's weights are):
- *   {"shape":"...","m":..,"n":..,"k":..,"f32_gflops":x,"bf16_gflops":y,"f16_gflops":z,
+ * then one line per dtype shape (decode steps, and a 0.5B training micro-batch forward and dX) with B
+ * in each dtype the engine keeps weights in, through gemmEx on the own kernels:
+ *   {"shape":"...","m":..,"n":..,"k":..,"op":"NN"|"NT","f32_gflops":x,"bf16_gflops":y,"f16_gflops":z,
  *    "bf16_vs_f32":y/x,"f16_vs_f32":z/x,"f32_acc_gflops":a,"bf16_acc_gflops":b}
  * (the _acc figures accumulate into C: C += A @ B), then a summary line
  * {"kernel":"avx512","threads":1,"geomean_ratio":r,"min_ratio":r,"system":"OpenBLAS ..."}.
@@ -44,12 +44,18 @@ const SHAPES: [string, number, number, number, boolean, boolean][] = [
   ["train: dV", 256, 64, 256, true, false],
 ];
 
-/** [name, m, n, k]: decode steps of batch 1 and 32 on the M model's ffn up and on a 0.5B model's (896 -> 4864). */
-const DTYPE_SHAPES: [string, number, number, number][] = [
-  ["decode b1: ffn up", 1, 1536, 512],
-  ["decode b32: ffn up", 32, 1536, 512],
-  ["decode b1: ffn up 0.5B", 1, 4864, 896],
-  ["decode b32: ffn up 0.5B", 32, 4864, 896],
+/**
+ * [name, m, n, k, transB]: decode steps of batch 1 and 32 on the M model's ffn up and on a 0.5B model's
+ * (896 -> 4864), and a 512-token training micro-batch through the 0.5B's ffn up, forward (B (k, n)) and
+ * the input gradient dX = dY . Wᵀ (B held (n, k)), as LoRA training multiplies by the frozen weights.
+ */
+const DTYPE_SHAPES: [string, number, number, number, boolean][] = [
+  ["decode b1: ffn up", 1, 1536, 512, false],
+  ["decode b32: ffn up", 32, 1536, 512, false],
+  ["decode b1: ffn up 0.5B", 1, 4864, 896, false],
+  ["decode b32: ffn up 0.5B", 32, 4864, 896, false],
+  ["train: ffn up 0.5B", 512, 4864, 896, false],
+  ["train: dX of ffn up 0.5B", 512, 896, 4864, true],
 ];
 
 const junk = new Float32Array(8 << 20);
@@ -82,7 +88,7 @@ function timeEx(
   a: Float32Array,
   b: Float32Array | Uint16Array,
   c: Float32Array,
-  [m, n, k]: [number, number, number],
+  [m, n, k, tb]: [number, number, number, boolean],
   dtype: "f32" | "bf16" | "f16",
   accumulate: boolean,
   reps: number,
@@ -91,7 +97,7 @@ function timeEx(
   for (let r = 0; r < reps; r++) {
     if (args.cold) flush();
     const t0 = performance.now();
-    addon.gemmEx(a, b, c, m, n, k, false, false, dtype, accumulate);
+    addon.gemmEx(a, b, c, m, n, k, false, tb, dtype, accumulate);
     total += performance.now() - t0;
   }
   return total / reps / 1000;
@@ -100,7 +106,7 @@ function timeEx(
 /** f32 vs bf16 vs f16 B (and accumulating into C) on the decode shapes, best of 5 alternating rounds. */
 function dtypeRows(addon: Addon, rng: Rng): void {
   addon.setBlas("own");
-  for (const [shape, m, n, k] of DTYPE_SHAPES) {
+  for (const [shape, m, n, k, tb] of DTYPE_SHAPES) {
     const a = Float32Array.from({ length: m * k }, () => rng.normal());
     const b32 = Float32Array.from({ length: k * n }, () => rng.normal());
     const u32 = new Uint32Array(b32.buffer);
@@ -120,8 +126,8 @@ function dtypeRows(addon: Addon, rng: Rng): void {
     for (let round = 0; round < 5; round++) {
       for (const [name, b, dtype, acc] of round % 2 === 0 ? runs : [...runs].reverse()) {
         c.fill(0);
-        timeEx(addon, a, b, c, [m, n, k], dtype, acc, 1); // warm the packing buffers
-        best[name] = Math.min(best[name] ?? Infinity, timeEx(addon, a, b, c, [m, n, k], dtype, acc, reps));
+        timeEx(addon, a, b, c, [m, n, k, tb], dtype, acc, 1); // warm the packing buffers
+        best[name] = Math.min(best[name] ?? Infinity, timeEx(addon, a, b, c, [m, n, k, tb], dtype, acc, reps));
       }
     }
     const gf = (name: string) => Math.round((flops / best[name] / 1e9) * 10) / 10;
@@ -132,6 +138,7 @@ function dtypeRows(addon: Addon, rng: Rng): void {
         m,
         n,
         k,
+        op: tb ? "NT" : "NN",
         f32_gflops: gf("f32"),
         bf16_gflops: gf("bf16"),
         f16_gflops: gf("f16"),

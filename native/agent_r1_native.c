@@ -225,7 +225,7 @@ static napi_value set_gemm_kernel(napi_env env, napi_callback_info info) {
   char name[16] = {0};
   size_t len = 0;
   if (argc < 1 || napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok)
-    return fail_type(env, "setGemmKernel(name) needs a string: auto, avx512, avx2 or portable");
+    return fail_type(env, "setGemmKernel(name) needs a string: auto, amx, avx512bf16, avx512, avx2 or portable");
   CHECK_NAPI(env, napi_get_boolean(env, own_sgemm_force_kernel(name) != 0, &out));
   return out;
 }

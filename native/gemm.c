@@ -44,8 +44,12 @@ typedef struct {
   pack_bn_fn pack_bn;     /* a (kc, NR) panel of a bf16 / f16 B not transposed, widened */
   pack_bt_fn pack_bt;     /* a whole (kc, NR) panel of a transposed B, or NULL for the plain loop */
   pack_an_fn pack_an;     /* a (kc, MR) panel of A not transposed, or NULL for the plain loop */
-  int bf16_tiles;         /* a bf16 B goes to the AMX tile units (gemm_amx.c), A rounded to bf16 */
+  int bf16_route;         /* where a bf16 B goes, A rounded to bf16 (BF16_*); 0: the kernels above, widened */
 } kernel_info;
+
+/* Routes of a bf16 B with A not transposed: the AMX tile units (gemm_amx.c), or AVX512_BF16's dot
+ * products (gemm_bf16dot.c). */
+enum { BF16_TILES = 1, BF16_DOT = 2 };
 
 /* Bytes per element of B. */
 static int64_t dt_size(int b_dtype) { return b_dtype == DT_F32 ? 4 : 2; }
@@ -177,8 +181,8 @@ static const kernel_info PORTABLE = {"portable",
                                      NULL,
                                      0};
 #if defined(__x86_64__) || defined(_M_X64)
-/* The AVX-512 kernels; with tiles, a bf16 B goes to the AMX tile units instead. */
-#define AVX512_INFO(NAME, TILES)                                                                    \
+/* The AVX-512 kernels; with a route, a bf16 B goes to the AMX tile units or the bf16 dot products. */
+#define AVX512_INFO(NAME, ROUTE)                                                                    \
   {NAME,                                                                                            \
    {gemm_ukernel_avx512, gemm_ukernel_avx512_bf16, gemm_ukernel_avx512_f16},                        \
    12,                                                                                              \
@@ -191,9 +195,10 @@ static const kernel_info PORTABLE = {"portable",
    gemm_pack_bn_avx512,                                                                             \
    gemm_pack_bt_avx512,                                                                             \
    gemm_pack_an_avx512,                                                                             \
-   TILES}
+   ROUTE}
 static const kernel_info AVX512 = AVX512_INFO("avx512", 0);
-static const kernel_info AMX = AVX512_INFO("amx", 1);
+static const kernel_info AMX = AVX512_INFO("amx", BF16_TILES);
+static const kernel_info AVX512_BF16 = AVX512_INFO("avx512bf16", BF16_DOT);
 static const kernel_info AVX2 = {"avx2",
                                  {gemm_ukernel_avx2, gemm_ukernel_avx2_bf16, gemm_ukernel_avx2_f16},
                                  6,
@@ -214,6 +219,7 @@ static const kernel_info *chosen = NULL;
 static const kernel_info *best_kernel(void) {
 #if defined(__x86_64__) || defined(_M_X64)
   if (gemm_cpu_has_avx512() && gemm_amx_available()) return &AMX;
+  if (gemm_cpu_has_avx512_bf16()) return &AVX512_BF16;
   if (gemm_cpu_has_avx512()) return &AVX512;
   if (gemm_cpu_has_avx2()) return &AVX2;
 #endif
@@ -227,7 +233,7 @@ static const kernel_info *kernel(void) {
 
 const char *own_sgemm_kernel(void) { return kernel()->name; }
 
-/* Forces a kernel by name ("avx512", "avx2", "portable"), or the best one for "auto". Returns 0
+/* Forces a kernel by name ("amx", "avx512bf16", "avx512", "avx2", "portable"), or the best one for "auto". Returns 0
  * when the name is unknown or the CPU cannot run that kernel (nothing changes then). */
 int own_sgemm_force_kernel(const char *name) {
   if (strcmp(name, "auto") == 0) {
@@ -249,6 +255,10 @@ int own_sgemm_force_kernel(const char *name) {
   }
   if (strcmp(name, "amx") == 0 && gemm_cpu_has_avx512() && gemm_amx_available()) {
     chosen = &AMX;
+    return 1;
+  }
+  if (strcmp(name, "avx512bf16") == 0 && gemm_cpu_has_avx512_bf16()) {
+    chosen = &AVX512_BF16;
     return 1;
   }
 #endif
@@ -509,6 +519,22 @@ static void gemv_threads(const kernel_info *K, gemm_gemv fn, int trans_b, int64_
   run_tasks((int)t, run_gemv, &job);
 }
 
+/* A bf16 B (A not transposed) on the kernel's route for it, if it has one: 0 when it has none, or the
+ * route could not take it (no buffers), with C untouched. */
+static int bf16_routed(const kernel_info *K, int trans_b, int64_t m, int64_t n, int64_t k, const float *a,
+                       int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc, int accumulate, int threads) {
+#if defined(__x86_64__) || defined(_M_X64)
+  if (K->bf16_route == BF16_TILES)
+    return gemm_amx_bf16(trans_b, m, n, k, a, lda, (const uint16_t *)b, ldb, c, ldc, accumulate, threads);
+  if (K->bf16_route == BF16_DOT)
+    return gemm_dot_bf16(trans_b, m, n, k, a, lda, (const uint16_t *)b, ldb, c, ldc, accumulate, threads);
+#else
+  (void)K, (void)trans_b, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
+  (void)accumulate, (void)threads;
+#endif
+  return 0;
+}
+
 /* The general product (gemm.h). */
 void own_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *b,
               int b_dtype, int64_t ldb, float *c, int64_t ldc, int accumulate) {
@@ -520,8 +546,7 @@ void own_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const f
     return;
   }
   const kernel_info *K = kernel();
-  if (K->bf16_tiles && b_dtype == DT_BF16 && !trans_a &&
-      gemm_amx_bf16(trans_b, m, n, k, a, lda, (const uint16_t *)b, ldb, c, ldc, accumulate, gemm_threads))
+  if (b_dtype == DT_BF16 && !trans_a && bf16_routed(K, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate, gemm_threads))
     return;
   if (m == 1 && (!trans_b || K->gemvt[b_dtype])) {
     /* a row of A: (k) floats, astride apart */
@@ -569,8 +594,7 @@ int own_gemm_1t(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const
     return 1;
   }
   const kernel_info *K = kernel();
-  if (K->bf16_tiles && b_dtype == DT_BF16 && !trans_a &&
-      gemm_amx_bf16(trans_b, m, n, k, a, lda, (const uint16_t *)b, ldb, c, ldc, accumulate, 1))
+  if (b_dtype == DT_BF16 && !trans_a && bf16_routed(K, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate, 1))
     return 1;
   if (m == 1 && (!trans_b || K->gemvt[b_dtype])) {
     (trans_b ? K->gemvt : K->gemv)[b_dtype](k, n, a, trans_a ? lda : 1, b, ldb, c, K->kc, accumulate);

@@ -14,6 +14,16 @@
  * (12 x 32), AVX2 + FMA (6 x 16), or portable C (4 x 16). Several threads split C by rows or
  * columns, each packing its own panels. A half-precision B is widened while it is packed, or, where
  * B is read in place (one or few rows of A), by kernel variants that load halfs.
+ *
+ * A bfloat16 B (A not transposed) has routes of its own that compute in bfloat16, A rounded to it
+ * (nearest even) and the sums float32, as PyTorch does: the kernel "amx" (AMX tiles, gemm_amx.c) where
+ * the CPU and the OS have AMX-BF16, else "avx512bf16" (VDPBF16PS, gemm_bf16dot.c) where the CPU has
+ * AVX512_BF16; "auto" picks the first the machine runs, then avx512, avx2, portable. Each route forms
+ * every element of C the same way whatever else is computed with it (one row alone included), so a
+ * row gets the same bits alone as in a batch. Float32 and float16 B (the latter widened exactly, by
+ * F16C or AVX-512 conversions the kernel's CPU check guarantees) take the float32 kernels on every
+ * route; so does a bfloat16 B with A transposed. own_sgemm_force_kernel refuses a kernel the CPU
+ * lacks.
  */
 #ifndef AGENT_R1_GEMM_H
 #define AGENT_R1_GEMM_H
@@ -43,12 +53,20 @@ int gemm_amx_available(void);
 int gemm_amx_bf16(int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const uint16_t *b,
                   int64_t ldb, float *c, int64_t ldc, int accumulate, int threads);
 
+/* The same product on AVX512_BF16's dot products (gemm_bf16dot.c), with the same contract: A not
+ * transposed, rounded to bf16; 0, with C untouched, when a buffer could not be allocated. Call it only
+ * where gemm_cpu_has_avx512_bf16(). The "avx512bf16" kernel sends every bf16 B here. */
+int gemm_dot_bf16(int trans_b, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const uint16_t *b,
+                  int64_t ldb, float *c, int64_t ldc, int accumulate, int threads);
+/* AVX-512 F + FMA + BW + VL + BF16, with the OS's support for the AVX-512 state. */
+int gemm_cpu_has_avx512_bf16(void);
+
 /* Threads per call (process-wide; default 1). */
 void own_sgemm_set_threads(int threads);
 int own_sgemm_threads(void);
 
-/* The micro-kernel in use: "amx" (AVX-512, and AMX for a bf16 B), "avx512", "avx2" or "portable"
- * (the best the CPU runs, unless forced). */
+/* The micro-kernel in use: "amx" (AVX-512, and AMX for a bf16 B), "avx512bf16" (AVX-512, and
+ * AVX512_BF16 for a bf16 B), "avx512", "avx2" or "portable" (the best the CPU runs, unless forced). */
 const char *own_sgemm_kernel(void);
 /* Forces a kernel by name, or "auto" for the best; 0 when unknown or the CPU cannot run it. */
 int own_sgemm_force_kernel(const char *name);

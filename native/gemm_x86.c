@@ -33,8 +33,6 @@ int gemm_cpu_has_avx512(void) {
 
 /* ---- AVX-512: MR = 12 rows x NR = 32 columns (two 16-float vectors): up to 24 accumulators. ---- */
 
-#define T512 __attribute__((target("avx512f,fma")))
-
 /* The first n (0..16) of 16 halfs, as a partial load: n / 2 whole pairs, then the odd last half. */
 typedef struct {
   __m256i pairs; /* (8) dword lanes loaded */
@@ -235,32 +233,6 @@ T512 void gemm_pack_bn_avx512(const uint16_t *src, int b_dtype, int64_t ldb, int
 
 /* ---- Packing a transposed B for the AVX-512 kernel: d (kc, 32) = the (32, kc) rows of B,
  * ldb elements apart, transposed, 16 x 16 blocks at a time in registers (halfs widened as loaded). ---- */
-/* col[q] (16) = element q of each of r[0..16): a (16, 16) block transposed in registers. */
-T512 INLINE void transpose16_vecs(const __m512 *r, __m512 *col) {
-  __m512 t[16], u[16], v[16];
-  for (int i = 0; i < 8; i++) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; i++) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 4; j++) {
-      v[8 * i + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0x88);
-      v[8 * i + 4 + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0xdd);
-    }
-  for (int j = 0; j < 8; j++) {
-    col[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
-    col[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xdd);
-  }
-}
-
 /* col[q] (16) = element q of the 16 rows at src (ldbb bytes apart): a (16, 16) block transposed. */
 T512 INLINE void transpose16_regs(const int BT, const char *src, int64_t ldbb, __m512 *col) {
   __m512 r[16];

@@ -12,10 +12,38 @@
 #include <immintrin.h>
 
 #define INLINE static inline __attribute__((always_inline))
+/* The AVX-512 kernels' instruction set (gemm_x86.c; gemm_bf16dot.c adds the bf16 dot products). */
+#define T512 __attribute__((target("avx512f,fma")))
 
 /* A micro-kernel compiled for one row count (the tables index them by rows). */
 typedef void (*rows_kernel)(int cols, int64_t kc, const float *ap, int64_t arow, int64_t astride, const void *bp,
                             int64_t bstride, float *c, int64_t ldc, int accumulate);
+
+/* col[q] (16) = element q of each of r[0..16): a (16, 16) block transposed in registers. */
+T512 INLINE void transpose16_vecs(const __m512 *r, __m512 *col) {
+  __m512 t[16], u[16], v[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) {
+      v[8 * i + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0x88);
+      v[8 * i + 4 + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; j++) {
+    col[j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0x88);
+    col[8 + j] = _mm512_shuffle_f32x4(v[j], v[8 + j], 0xdd);
+  }
+}
 
 /* Bytes per element of B. */
 #define ESZ(BT) ((BT) == DT_F32 ? 4 : 2)

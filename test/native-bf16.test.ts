@@ -1,9 +1,9 @@
 /**
  * engine.bf16Products on the native engine with a tiny bf16 Qwen2 model made here: "exact" (the
- * weights widened to float32) gives the TF.js engine's logprobs; "tiles" (AMX, the activations
- * rounded to bfloat16) stays within bfloat16 rounding of them, is not the same computation, and
- * gives a sequence the same bits alone as in a batch; full fine-tuning trains float32 weights
- * whatever the setting.
+ * weights widened to float32) gives the TF.js engine's logprobs; "tiles" (AMX, or AVX512_BF16's dot
+ * products, the activations rounded to bfloat16) stays within bfloat16 rounding of them, is not the
+ * same computation, and gives a sequence the same bits alone as in a batch; full fine-tuning trains
+ * float32 weights whatever the setting.
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -32,9 +32,13 @@ after(() => {
   if (st.ok) applyBf16Products(st.addon, "auto");
 });
 
-const tilesHere = () => {
+/** The bfloat16 kernel this CPU runs (AMX tiles first), or null. */
+const bf16KernelHere = (): "amx" | "avx512bf16" | null => {
   const st = loadAddon();
-  return st.ok && st.addon.setGemmKernel("amx") && st.addon.setGemmKernel("auto");
+  if (!st.ok) return null;
+  const kernel = (["amx", "avx512bf16"] as const).find((k) => st.addon.setGemmKernel(k)) ?? null;
+  st.addon.setGemmKernel("auto");
+  return kernel;
 };
 
 async function logprobs(backend: "native" | "tfjs", bf16Products: Bf16Products, seqs: number[][]) {
@@ -61,15 +65,17 @@ test(
     const tf = await logprobs("tfjs", "auto", seqs);
     const exact = await logprobs("native", "exact", seqs);
     assert.ok(maxDiff(exact, tf) < 1e-4, `exact vs TF.js: ${maxDiff(exact, tf)}`);
-    if (!tilesHere()) {
+    const kernel = bf16KernelHere();
+    if (!kernel) {
       await assert.rejects(
         logprobs("native", "tiles", seqs),
         (e: Error & { hint?: string }) =>
-          /no AMX tile units/.test(e.message) && /bf16Products=auto or exact/.test(e.hint ?? ""),
+          /no bfloat16 units/.test(e.message) && /bf16Products=auto or exact/.test(e.hint ?? ""),
       );
-      t.diagnostic("no AMX here: tiles refused by name");
+      t.diagnostic("no AMX nor AVX512_BF16 here: tiles refused by name");
       return;
     }
+    t.diagnostic(`tiles on ${kernel}`);
     const tiles = await logprobs("native", "tiles", seqs);
     const d = maxDiff(tiles, exact);
     assert.ok(d > 0, "tiles computed exactly what exact did: the setting had no effect");
@@ -82,9 +88,14 @@ test(
 test("bf16Products: auto picks tiles exactly where the CPU has them", { skip }, () => {
   const st = loadAddon();
   assert.ok(st.ok);
-  const has = tilesHere();
-  assert.equal(applyBf16Products(st.addon, "auto"), has ? "tiles" : "exact");
+  const kernel = bf16KernelHere();
+  assert.equal(applyBf16Products(st.addon, "auto"), kernel ? "tiles" : "exact");
+  if (kernel) assert.equal(st.addon.info().kernel, kernel, "auto is the best bfloat16 kernel");
   assert.equal(applyBf16Products(st.addon, "exact"), "exact");
-  assert.equal(st.addon.info().kernel === "amx", false, "exact leaves the AMX kernel");
+  assert.ok(!["amx", "avx512bf16"].includes(st.addon.info().kernel), "exact leaves the bfloat16 kernels");
+  if (kernel) {
+    assert.equal(applyBf16Products(st.addon, "tiles"), "tiles");
+    assert.equal(st.addon.info().kernel, kernel, "tiles is the best bfloat16 kernel");
+  }
   applyBf16Products(st.addon, "auto");
 });

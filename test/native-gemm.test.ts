@@ -437,73 +437,164 @@ test(
   },
 );
 
+/** The kernels that multiply a bfloat16 B in bfloat16 (A rounded to it): AMX tiles, AVX512_BF16 dot products. */
+const BF16_KERNELS = ["amx", "avx512bf16"] as const;
+
+for (const kernel of BF16_KERNELS)
+  test(
+    `${kernel}: a bfloat16 B is the product with A rounded to bfloat16, B transposed or not; a row alone gets the batch's bits; guards untouched`,
+    native,
+    (t) => {
+      const addon = addonOrFail();
+      addon.setBlas("own");
+      if (!addon.setGemmKernel(kernel)) {
+        t.skip(`this CPU or OS cannot run ${kernel}`);
+        return;
+      }
+      assert.equal(addon.info().kernel, kernel);
+      const rng = new Rng(23);
+      // Edge blocks in every direction: k past one block (256) and odd, columns past one packed
+      // block (256 for AMX, 512 for AVX512_BF16) and past the one-row product's chunk (2048), rows
+      // past one group (256) and one block of A (384), and row counts that are no multiple of 12.
+      const shapes: [number, number, number][] = [
+        [1, 1, 1],
+        [1, 7, 5],
+        [2, 1, 2],
+        [3, 33, 31],
+        [17, 300, 65],
+        [33, 100, 600],
+        [1, 520, 513],
+        [13, 530, 257],
+        [1, 2100, 40],
+        [290, 70, 130],
+        [400, 45, 36],
+        [40, 4099, 3],
+      ];
+      for (const [m, n, k] of shapes)
+        for (const tb of [false, true])
+          for (const accumulate of [false, true])
+            for (const threads of [1, 2]) {
+              addon.setThreads(threads);
+              const what = `${kernel} x${threads}${accumulate ? " +=" : ""} (${m},${n},${k})${tb ? " B transposed" : ""}`;
+              const a = rand(rng, m * k),
+                { b, values } = bIn(rng, k * n, "bf16"),
+                c0 = rand(rng, m * n);
+              const want = reference(toHalf(a, "bf16").values, values, 1, m, n, k, false, tb);
+              if (accumulate) for (let i = 0; i < want.length; i++) want[i] += c0[i];
+              // C inside a buffer with 16 guard floats on each side
+              const buf = new Float32Array(m * n + 32).fill(-777),
+                c = buf.subarray(16, 16 + m * n);
+              c.set(accumulate ? c0 : new Float32Array(m * n).fill(Number.NaN));
+              addon.gemmEx(a, b, c, m, n, k, false, tb, "bf16", accumulate);
+              assertProduct(c, want, k, what);
+              for (const i of [...Array(16).keys(), ...Array.from({ length: 16 }, (_, j) => 16 + m * n + j)])
+                assert.equal(buf[i], -777, `${what}: guard float ${i} changed`);
+              for (const r of [0, m - 1]) {
+                const one = accumulate ? c0.slice(r * n, (r + 1) * n) : new Float32Array(n);
+                addon.gemmEx(a.subarray(r * k, (r + 1) * k), b, one, 1, n, k, false, tb, "bf16", accumulate);
+                const row = c.subarray(r * n, (r + 1) * n),
+                  at = firstDiff(one, row);
+                assert.equal(at, -1, `${what} row ${r}: alone ${one[at]} vs in the batch ${row[at]} at column ${at}`);
+              }
+            }
+      // float32 and float16 B, and a transposed A, take the AVX-512 kernels: the same bits as with "avx512"
+      for (const [dtype, ta] of [
+        ["f32", false],
+        ["f16", false],
+        ["bf16", true],
+      ] as const) {
+        const [m, n, k] = [13, 70, 40];
+        const a = rand(rng, m * k),
+          { b } = bIn(rng, k * n, dtype),
+          viaKernel = new Float32Array(m * n),
+          via512 = new Float32Array(m * n);
+        addon.gemmEx(a, b, viaKernel, m, n, k, ta, false, dtype);
+        addon.setGemmKernel("avx512");
+        addon.gemmEx(a, b, via512, m, n, k, ta, false, dtype);
+        addon.setGemmKernel(kernel);
+        assert.equal(firstDiff(viaKernel, via512), -1, `${dtype}${ta ? " A transposed" : ""} B on ${kernel} vs avx512`);
+      }
+      addon.setGemmKernel("auto");
+      addon.setThreads(1);
+    },
+  );
+
 test(
-  "amx: a bfloat16 B on the tile units is the product with A rounded to bfloat16; a row alone gets the batch's bits; guards untouched",
+  "avx512bf16: every row gets the same bits alone as in batches on both sides of the block sizes, B transposed or not",
   native,
   (t) => {
     const addon = addonOrFail();
     addon.setBlas("own");
-    if (!addon.setGemmKernel("amx")) {
-      t.skip("this CPU or OS has no AMX tiles");
+    if (!addon.setGemmKernel("avx512bf16")) {
+      t.skip("this CPU has no AVX512_BF16");
       return;
     }
-    const rng = new Rng(23);
-    // Edge blocks in every direction, k past one packed panel (256) and not a multiple of 32,
-    // columns past one panel (256), rows past one group (256).
-    const shapes: [number, number, number][] = [
-      [1, 1, 1],
-      [1, 7, 5],
-      [3, 33, 31],
-      [17, 300, 65],
-      [33, 100, 600],
-      [1, 520, 513],
-      [290, 70, 130],
-      [40, 4099, 3],
+    const rng = new Rng(24);
+    const batches: [number, boolean][] = [
+      [2, false],
+      [12, true],
+      [32, false],
+      [49, true],
+      [385, false],
     ];
-    for (const [m, n, k] of shapes)
-      for (const tb of [false, true])
-        for (const accumulate of [false, true])
-          for (const threads of [1, 2]) {
-            addon.setThreads(threads);
-            const what = `amx x${threads}${accumulate ? " +=" : ""} (${m},${n},${k})${tb ? " B transposed" : ""}`;
+    for (const [n, k] of [
+      [1536, 512],
+      [37, 901],
+      [2050, 17],
+    ] as [number, number][]) {
+      const { b } = bIn(rng, k * n, "bf16");
+      for (const threads of [1, 2]) {
+        addon.setThreads(threads);
+        for (const [m, accumulate] of batches)
+          for (const tb of [false, true]) {
             const a = rand(rng, m * k),
-              { b, values } = bIn(rng, k * n, "bf16"),
-              c0 = rand(rng, m * n);
-            const want = reference(toHalf(a, "bf16").values, values, 1, m, n, k, false, tb);
-            if (accumulate) for (let i = 0; i < want.length; i++) want[i] += c0[i];
-            // C inside a buffer with 16 guard floats on each side
-            const buf = new Float32Array(m * n + 32).fill(-777),
-              c = buf.subarray(16, 16 + m * n);
-            c.set(accumulate ? c0 : new Float32Array(m * n).fill(Number.NaN));
-            addon.gemmEx(a, b, c, m, n, k, false, tb, "bf16", accumulate);
-            assertProduct(c, want, k, what);
-            for (const i of [...Array(16).keys(), ...Array.from({ length: 16 }, (_, j) => 16 + m * n + j)])
-              assert.equal(buf[i], -777, `${what}: guard float ${i} changed`);
-            for (const r of [0, m - 1]) {
+              c0 = rand(rng, m * n),
+              all = accumulate ? c0.slice() : new Float32Array(m * n);
+            addon.gemmEx(a, b, all, m, n, k, false, tb, "bf16", accumulate);
+            for (const r of [0, Math.floor(m / 2), m - 1]) {
               const one = accumulate ? c0.slice(r * n, (r + 1) * n) : new Float32Array(n);
               addon.gemmEx(a.subarray(r * k, (r + 1) * k), b, one, 1, n, k, false, tb, "bf16", accumulate);
-              const row = c.subarray(r * n, (r + 1) * n),
-                at = firstDiff(one, row);
-              assert.equal(at, -1, `${what} row ${r}: alone ${one[at]} vs in the batch ${row[at]} at column ${at}`);
+              const row = all.subarray(r * n, (r + 1) * n);
+              const at = firstDiff(one, row);
+              assert.equal(
+                at,
+                -1,
+                `avx512bf16 x${threads}${accumulate ? " +=" : ""} (${m},${n},${k})${tb ? " B transposed" : ""} row ${r}: alone ${one[at]} vs in the batch ${row[at]} at column ${at}`,
+              );
             }
           }
-    // float32 and float16 B take the AVX-512 kernels: the same bits as with "avx512"
-    for (const dtype of ["f32", "f16"] as const) {
-      const [m, n, k] = [13, 70, 40];
-      const a = rand(rng, m * k),
-        { b } = bIn(rng, k * n, dtype),
-        viaAmx = new Float32Array(m * n),
-        via512 = new Float32Array(m * n);
-      addon.gemmEx(a, b, viaAmx, m, n, k, false, false, dtype);
-      addon.setGemmKernel("avx512");
-      addon.gemmEx(a, b, via512, m, n, k, false, false, dtype);
-      addon.setGemmKernel("amx");
-      assert.equal(firstDiff(viaAmx, via512), -1, `${dtype} B on amx vs avx512`);
+      }
     }
     addon.setGemmKernel("auto");
     addon.setThreads(1);
   },
 );
+
+test("a kernel the CPU lacks is refused, and auto picks the bfloat16 units where they are", native, (t) => {
+  const addon = addonOrFail();
+  const has = (name: "amx" | "avx512bf16") => {
+    const ok = addon.setGemmKernel(name);
+    if (ok) assert.equal(addon.info().kernel, name);
+    addon.setGemmKernel("auto");
+    return ok;
+  };
+  const amx = has("amx"),
+    dot = has("avx512bf16");
+  // forcing fails and changes nothing
+  addon.setGemmKernel("portable");
+  if (!amx) {
+    assert.equal(addon.setGemmKernel("amx"), false, "amx forced on a CPU without AMX");
+    assert.equal(addon.info().kernel, "portable", "a refused kernel changed the kernel in use");
+  } else t.diagnostic("this CPU has AMX: its refusal is not tested here");
+  if (!dot) {
+    assert.equal(addon.setGemmKernel("avx512bf16"), false, "avx512bf16 forced on a CPU without AVX512_BF16");
+    assert.equal(addon.info().kernel, "portable", "a refused kernel changed the kernel in use");
+  } else t.diagnostic("this CPU has AVX512_BF16: its refusal is not tested here");
+  addon.setGemmKernel("auto");
+  const auto = addon.info().kernel;
+  assert.equal(auto, amx ? "amx" : dot ? "avx512bf16" : auto, "auto is not the best bfloat16 kernel here");
+  if (!amx && !dot) assert.ok(["avx512", "avx2", "portable"].includes(auto), auto);
+});
 
 test("gemmEx checks its arguments and names the bad one", native, () => {
   const addon = addonOrFail();

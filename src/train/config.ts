@@ -144,7 +144,7 @@ export const configSchema = z.strictObject({
         .enum(BF16_PRODUCT_CHOICES)
         .default("auto")
         .describe(
-          "Native engine, bfloat16 weights (a sampling model, a LoRA base, the reference): tiles multiplies on the CPU's AMX tile units with the activations rounded to bfloat16 and float32 sums (as PyTorch and vLLM do in bfloat16); exact widens the weights to float32 and keeps float32 activations; auto is tiles where the CPU and OS have them. Full fine-tuning trains float32 weights either way.",
+          "Native engine, bfloat16 weights (a sampling model, a LoRA base, the reference): tiles multiplies on the CPU's bfloat16 units (AMX tiles, else AVX512_BF16 dot products) with the activations rounded to bfloat16 and float32 sums (as PyTorch and vLLM do in bfloat16); exact widens the weights to float32 and keeps float32 activations; auto is tiles where the CPU (and, for AMX, the OS) has them. Full fine-tuning trains float32 weights either way.",
         ),
       tinker: z
         .strictObject({

@@ -20,7 +20,7 @@ import { packageRoot } from "../../util/package-root.js";
 import { nativeDisabledSetting, settings } from "../../util/settings.js";
 
 /** The own kernels' micro-kernels, best first. */
-export const GEMM_KERNELS = ["amx", "avx512", "avx2", "portable"] as const;
+export const GEMM_KERNELS = ["amx", "avx512bf16", "avx512", "avx2", "portable"] as const;
 export type GemmKernel = (typeof GEMM_KERNELS)[number];
 
 export const BACKEND_CHOICES = ["auto", "native", "tfjs"] as const;
@@ -70,7 +70,8 @@ export interface Addon {
   setBlas(name: BlasName): void;
   /**
    * Forces the own kernels' micro-kernel ("auto" = the best the CPU runs); false, and no change, when the CPU lacks it.
-   * "amx" is "avx512" plus AMX tiles for a bfloat16 B (A rounded to bfloat16).
+   * "amx" is "avx512" plus AMX tiles for a bfloat16 B (A rounded to bfloat16); "avx512bf16" is "avx512" plus
+   * AVX512_BF16's dot products (VDPBF16PS) for a bfloat16 B, A rounded the same way.
    */
   setGemmKernel(name: GemmKernel | "auto"): boolean;
   /** Matrix-product threads per call (process-wide, both implementations). */
@@ -123,7 +124,7 @@ export interface NativeInfo {
   blas: BlasName;
   /** The system BLAS built in (its name and configuration), or null when the build found none. */
   system: string | null;
-  /** The own kernels' micro-kernel: "amx", "avx512", "avx2" or "portable". */
+  /** The own kernels' micro-kernel: "amx", "avx512bf16", "avx512", "avx2" or "portable". */
   kernel: string;
   threads: number;
   fusedThreads: number;
@@ -242,29 +243,33 @@ export function fallbackLine(reason: string): string {
 }
 
 /** Checks a BLAS name from a flag, config or env; the error names where it came from. */
-/** How products with a bfloat16 weight run: AMX tiles (A rounded to bfloat16), exact float32, or auto. */
+/** How products with a bfloat16 weight run: in bfloat16 (A rounded to bfloat16), exact float32, or auto. */
 export const BF16_PRODUCT_CHOICES = ["auto", "tiles", "exact"] as const;
 export type Bf16Products = (typeof BF16_PRODUCT_CHOICES)[number];
 
+/** The kernels that multiply by a bfloat16 weight in bfloat16 (AMX tiles, AVX512_BF16 dot products), best first. */
+const BF16_KERNELS: readonly string[] = ["amx", "avx512bf16"] satisfies GemmKernel[];
+
 /**
  * Sets how the own kernels multiply by a bfloat16 weight (process-wide, like setBlas):
- * "tiles" on the CPU's AMX tile units, the other operand rounded to bfloat16 and the sums in
- * float32 (as PyTorch and vLLM compute in bfloat16); "exact" widens the weight to float32 and
- * keeps the other operand as it is; "auto" (default) is tiles where the CPU and OS have them.
- * Returns the one in effect.
+ * "tiles" on the CPU's bfloat16 units — AMX tiles, else AVX512_BF16's dot products — the other
+ * operand rounded to bfloat16 and the sums in float32 (as PyTorch and vLLM compute in bfloat16);
+ * "exact" widens the weight to float32 and keeps the other operand as it is; "auto" (default) is
+ * tiles where the CPU (and, for AMX, the OS) has them. Returns the one in effect.
  */
 export function applyBf16Products(addon: Addon, choice: Bf16Products = "auto"): "tiles" | "exact" {
+  const inBf16 = () => BF16_KERNELS.includes(addon.info().kernel);
   if (choice === "exact") {
-    if (addon.info().kernel === "amx") addon.setGemmKernel("avx512");
+    if (inBf16()) addon.setGemmKernel("avx512");
     return "exact";
   }
-  if (choice === "tiles" && !addon.setGemmKernel("amx"))
+  if (choice === "tiles" && !BF16_KERNELS.some((k) => addon.setGemmKernel(k as GemmKernel)))
     throw new InputError(
-      "engine.bf16Products is tiles, but this CPU or OS has no AMX tile units (AMX-BF16, Linux 5.16 or later)",
+      "engine.bf16Products is tiles, but this CPU or OS has no bfloat16 units (AMX-BF16 with Linux 5.16 or later, or AVX512_BF16)",
       "use engine.bf16Products=auto or exact",
     );
   if (choice === "auto") addon.setGemmKernel("auto");
-  return addon.info().kernel === "amx" ? "tiles" : "exact";
+  return inBf16() ? "tiles" : "exact";
 }
 
 export function parseBlas(value: string, where: string): BlasChoice {
