@@ -50,7 +50,8 @@
  * --bf16-products auto|tiles|exact sets engine.bf16Products for this model (default auto: the activations rounded
  * to bfloat16 on AMX tiles or AVX512_BF16 where the CPU has them; exact widens the weights to float32); the summary
  * names the one in effect as "bf16_products" and the kernel as "kernel".
- *   npm run bench:engine -- --model qwen2.5-0.5b|qwen2.5-1.5b|qwen3-4b [--blas own|system|auto] [--bf16-products auto|tiles|exact] [--no-torch]
+ *   npm run bench:engine -- --model qwen2.5-0.5b|qwen2.5-1.5b|qwen3-4b [--blas own|system|auto] [--bf16-products auto|tiles|exact] [--no-torch] [--no-grpo]
+ * (--no-grpo leaves out the GRPO update, the longest workload on the larger models.)
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { extname, join } from "node:path";
@@ -87,6 +88,7 @@ const { values: args } = parseArgs({
     model: { type: "string" },
     "bf16-products": { type: "string" },
     "no-torch": { type: "boolean", default: false },
+    "no-grpo": { type: "boolean", default: false },
   },
 });
 
@@ -438,38 +440,39 @@ async function modelBench(model: string): Promise<void> {
     });
 
     // The GRPO update, shared then apart: one engine at a time (each holds the 0.5B weights).
-    await run("grpo", async () => {
-      const datums = grpoDatums(rng, 2, vocab);
-      const tokens = datums.reduce((n, d) => n + d.tokens.length, 0);
-      const best = async (e: LocalEngine) => {
-        let s = Infinity;
-        for (let r = 0; r < 3; r++) {
-          const t = performance.now();
-          await e.forwardBackward(datums, { type: "importance_sampling" });
-          await e.optimStep({ lr: 1e-5 });
-          if (r > 0) s = Math.min(s, (performance.now() - t) / 1000);
-        }
-        return s;
-      };
-      const shared = await best(engine);
-      disposed = true;
-      await engine.dispose();
-      const apartEngine = await LocalEngine.load(dir, {
-        backend: "native",
-        blas,
-        bf16Products,
-        lora: { spec: BENCH_LORA, seed: 0 },
-        maxContextTokens: MODEL_CONTEXT,
-        sharedPrefix: false,
+    if (!args["no-grpo"])
+      await run("grpo", async () => {
+        const datums = grpoDatums(rng, 2, vocab);
+        const tokens = datums.reduce((n, d) => n + d.tokens.length, 0);
+        const best = async (e: LocalEngine) => {
+          let s = Infinity;
+          for (let r = 0; r < 3; r++) {
+            const t = performance.now();
+            await e.forwardBackward(datums, { type: "importance_sampling" });
+            await e.optimStep({ lr: 1e-5 });
+            if (r > 0) s = Math.min(s, (performance.now() - t) / 1000);
+          }
+          return s;
+        };
+        const shared = await best(engine);
+        disposed = true;
+        await engine.dispose();
+        const apartEngine = await LocalEngine.load(dir, {
+          backend: "native",
+          blas,
+          bf16Products,
+          lora: { spec: BENCH_LORA, seed: 0 },
+          maxContextTokens: MODEL_CONTEXT,
+          sharedPrefix: false,
+        });
+        const apart = await best(apartEngine);
+        await apartEngine.dispose();
+        report({ workload: `${key}_grpo_shared`, tokens_per_s: tokens / shared, seconds: shared });
+        report({ workload: `${key}_grpo_apart`, tokens_per_s: tokens / apart, seconds: apart });
+        figures.grpo_shared = round(tokens / shared);
+        figures.grpo_apart = round(tokens / apart);
+        figures.grpo_shared_ratio = Math.round((apart / shared) * 100) / 100;
       });
-      const apart = await best(apartEngine);
-      await apartEngine.dispose();
-      report({ workload: `${key}_grpo_shared`, tokens_per_s: tokens / shared, seconds: shared });
-      report({ workload: `${key}_grpo_apart`, tokens_per_s: tokens / apart, seconds: apart });
-      figures.grpo_shared = round(tokens / shared);
-      figures.grpo_apart = round(tokens / apart);
-      figures.grpo_shared_ratio = Math.round((apart / shared) * 100) / 100;
-    });
     if (!disposed) await engine.dispose();
   } finally {
     rmSync(root, { recursive: true, force: true });

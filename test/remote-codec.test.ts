@@ -164,6 +164,7 @@ test("tinkerLoss refuses what Tinker lacks, saying what to use instead", () => {
   const refused = (msg: RegExp, hint: RegExp) => (e: unknown) =>
     e instanceof Error && msg.test(e.message) && hint.test(String((e as { hint?: string }).hint));
   assert.throws(() => tinkerLoss(d, { type: "ppo" }), refused(/dual clip/, /loss\.dualClip=0/));
+  assert.throws(() => tinkerLoss(d, { type: "gspo" }), refused(/cannot run gspo/, /use ppo/));
   assert.throws(
     () => tinkerLoss(d, { type: "ppo", dualClip: 0, kl: { coef: 0.1 } }),
     refused(/KL term/, /inReward=true/),

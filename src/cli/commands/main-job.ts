@@ -22,7 +22,7 @@ import { packageRoot } from "../../util/package-root.js";
 export const MAIN_JOB_DEFAULTS = {
   recipe: () => join(packageRoot(), "recipes", "multihop-grpo.yaml"),
   base: () => join(packageRoot(), "assets", "base", "multihop"),
-  budgetMinutes: 13,
+  budgetMinutes: 10,
 };
 
 export interface MainJobCommandOptions {

@@ -9,7 +9,7 @@
  *                            token weighted (its ½·β·(p − q)² penalty takes neither a scale nor a mask)
  * Since c ≥ 0, scaling A by c scales each token's PPO/CISPO loss by c exactly. What Tinker lacks is
  * refused with one line saying what to use instead: the KL term of the loss, PPO's dual clip, a
- * temperature other than 1.
+ * temperature other than 1, and GSPO (its ratio is a whole sequence's; Tinker's losses see one token).
  */
 import type { Datum, LossSpec } from "../types.js";
 import { aggregationCoefficients } from "../../rl/aggregation.js";
@@ -29,6 +29,11 @@ export function tinkerLoss(datums: Datum[], spec: LossSpec): TinkerLoss {
     throw new InputError(
       "the tinker engine cannot add a KL term to the loss (Tinker's losses have none)",
       "put the KL in the reward instead: algorithm.kl.inReward=true",
+    );
+  if (loss.type === "gspo")
+    throw new InputError(
+      "the tinker engine cannot run gspo: its clipped ratio is a whole sequence's, and Tinker's losses are per token",
+      "use ppo (loss.dualClip=0) or cispo on a tinker engine",
     );
   if (loss.type === "ppo" && loss.dualClip > 0)
     throw new InputError(
