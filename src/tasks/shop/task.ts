@@ -42,7 +42,8 @@ export interface ShopTask extends Task {
   readonly catalogue: Catalogue;
   readonly search: ShopSearch;
   readonly goals: Record<Split, Goal[]>;
-  /** The expert's steps for a row (mode "expert" unless told). */
+  makeEnv(row: TaskRow): ShopEnv;
+  /** The expert's steps for a row. */
   expert(row: TaskRow): ExpertStep[];
 }
 
