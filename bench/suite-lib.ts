@@ -217,15 +217,20 @@ const TORCH_RATIO_KEYS = [
   ["train_M", "train_tokens_per_s", "M"],
   ["sample_S_b32", "sample_tokens_per_s", "S_b32"],
   ["sample_M_b32", "sample_tokens_per_s", "M_b32"],
-  // --model qwen2.5-0.5b
-  ["qwen05b_sample_b32", "qwen05b", "sample_b32"],
-  ["qwen05b_sample_b1", "qwen05b", "sample_b1"],
-  ["qwen05b_lora_train", "qwen05b", "lora_train"],
+  // --model NAME (bench/qwen-model.ts REAL_MODELS keys)
+  ...(["qwen05b", "qwen15b", "qwen3_4b"] as const).flatMap(
+    (m) =>
+      [
+        [`${m}_sample_b32`, m, "sample_b32"],
+        [`${m}_sample_b1`, m, "sample_b1"],
+        [`${m}_lora_train`, m, "lora_train"],
+      ] as const,
+  ),
 ] as const;
 
 /**
  * bench/engine.ts's torch_ratio: ours / PyTorch (2 decimals) for train S and M and batch-32
- * sampling S and M, or with --model qwen2.5-0.5b for its sampling at batch 32 and 1 and its LoRA
+ * sampling S and M, or with --model NAME for its sampling at batch 32 and 1 and its LoRA
  * training, from the two result lines; only the keys both measured.
  */
 export function torchRatio(ours: Json, torch: Json): NumMap {

@@ -321,3 +321,14 @@ test("native decoder, Qwen3: the backward through the q/k norms agrees with fini
     ["lm_head.weight", 40],
   ]);
 });
+
+test("native decoder: with consume, each tensor leaves the loader's map once placed (load peaks near one copy)", () => {
+  const c = config(false);
+  const w = weights(c, 3);
+  const names = [...w.keys()];
+  const kept = NativeDecoder.fromWeights(c, new Map(w), "(test)");
+  const taken = new Map(w);
+  const d = NativeDecoder.fromWeights(c, taken, "(test)", { consume: true });
+  assert.equal(taken.size, 0, `left behind: ${[...taken.keys()].join(", ")}`);
+  for (const n of names) assert.deepEqual(d.params.get(n)!.data, kept.params.get(n)!.data, n);
+});

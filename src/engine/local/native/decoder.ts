@@ -81,6 +81,11 @@ export interface NativeDecoderOptions {
   train?: Trainability;
   /** LoRA adapters (PEFT layout) and their spec. */
   lora?: { spec: LoraSpec; adapters: LoraAdapters };
+  /**
+   * Take each tensor out of `weights` once it is placed, so a matrix copied into its transpose can
+   * be collected at once: loading then peaks near one copy of the weights, not two.
+   */
+  consume?: boolean;
 }
 
 /** Where a Hugging Face parameter goes: its slot and whether it is held transposed. */
@@ -228,6 +233,7 @@ export class NativeDecoder {
       if (transposed) data = transpose(data, shape[0], shape[1]);
       // score.weight (1, H) is held (H, 1), as the TF.js engine holds it (same data order)
       const memShape = transposed || name === "score.weight" ? [shape[1], shape[0]] : shape.slice();
+      if (opts.consume) weights.delete(name);
       params.set(name, {
         name,
         shape: memShape,

@@ -98,6 +98,7 @@ function openModel(
   const model = NativeDecoder.fromWeights(m.config, m.weights, join(baseDir, "model.safetensors"), {
     head,
     lora: adapters,
+    consume: true,
   });
   m.weights.clear(); // the decoder holds what it needs; drop the loader's arrays it did not keep
   return { model, baseDir, tokenizer: m.tokenizer };
