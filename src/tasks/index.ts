@@ -2,12 +2,14 @@
 import { InputError } from "../util/errors.js";
 import { createCalcTask } from "./calc/task.js";
 import { createMultihopTask } from "./multihop/task.js";
+import { createHouseholdTask } from "./household/task.js";
 import type { McpEntry } from "./mcp-servers.js";
 import type { Task, TaskFactory } from "./types.js";
 
 export const TASKS: Record<string, TaskFactory> = {
   multihop: createMultihopTask,
   calc: createCalcTask,
+  household: createHouseholdTask,
 };
 
 export function getTask(name: string, options: Record<string, unknown> = {}): Task {
@@ -37,3 +39,4 @@ export type { Task, TaskFactory, TaskRow, EpisodeScore, Split } from "./types.js
 export { parseTaskOptions } from "./options.js";
 export * from "./multihop/index.js";
 export * from "./calc/index.js";
+export * from "./household/index.js";
