@@ -106,8 +106,12 @@ export function makeTask(
 ): HouseholdItem | undefined {
   const rooms = new Set(layout.rooms.map((r) => r.kind));
   const can = CAN[kind];
+  // Goal objects come from the split's own vocabulary (the knife, a core tool, is never one).
   const objects = movableKinds(parts).filter(
-    (k) => (can ? k[can] === true : true) && k.rooms.some((r) => rooms.has(r) && NEEDS[kind].includes(r)),
+    (k) =>
+      k.part !== "core" &&
+      (can ? k[can] === true : true) &&
+      k.rooms.some((r) => rooms.has(r) && NEEDS[kind].includes(r)),
   );
   if (objects.length === 0) return undefined;
   const object = pick(rng, objects);
