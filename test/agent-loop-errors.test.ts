@@ -146,7 +146,7 @@ test("an env that throws or breaks its contract fails its trajectory with the re
     scriptedEnv(() => ({ observation: { text: "a", tokens: [1] } as never, reward: 0, done: false, info: {} })),
     row,
   );
-  assert.match(two.error!.message, /exactly one of messages, text, tokens; got text, tokens/);
+  assert.match(two.error!.message, /exactly one of messages, text, tokens, prompt; got text, tokens/);
   // Steps before the failure are kept for inspection.
   let n = 0;
   const late = await loop.run(

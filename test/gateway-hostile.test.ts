@@ -125,7 +125,18 @@ import OpenAI from "openai";
 import { agentRollout } from ${JSON.stringify(mod("gateway/agent-rollout"))};
 import { ScriptedEngine, chatmlTokenizer } from ${JSON.stringify(mod("testing/index"))};
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const engine = new ScriptedEngine(chatmlTokenizer(), () => "fine<|im_end|>", { delayMs: 30 });
+// Agent 1's first answer waits until its second request has been answered (409), whatever the
+// machine's speed: the second request must arrive while the first is still sampling.
+let secondAnswered;
+const second = new Promise((r) => (secondAnswered = r));
+const engine = new ScriptedEngine(
+  chatmlTokenizer(),
+  async (call) => {
+    if (call.text.includes("one")) await second;
+    return "fine<|im_end|>";
+  },
+  { delayMs: 30 },
+);
 const baseline = process.listenerCount("unhandledRejection");
 let during = -1;
 const ask = (ctx, text) =>
@@ -140,7 +151,19 @@ const agents = [
     const first = ask(ctx, "one");
     const before = engine.calls.length;
     while (engine.calls.length === before) await sleep(2);
-    ask(ctx, "two"); // a second request while the first runs: its 409 is never caught
+    // a second request while the first runs: its 409 is never caught
+    new OpenAI({
+      baseURL: ctx.baseURL,
+      apiKey: ctx.apiKey,
+      maxRetries: 0,
+      fetch: async (...a) => {
+        try {
+          return await fetch(...a);
+        } finally {
+          secondAnswered();
+        }
+      },
+    }).chat.completions.create({ model: ctx.model, messages: [{ role: "user", content: "two" }] });
     await first;
     await sleep(200);
     return 1;
