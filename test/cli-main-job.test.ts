@@ -158,7 +158,12 @@ test("pretrain: copying curriculum, SFT, a loadable base without optimizer state
 
 test("bad input gives one-line errors: exit 2 for the command line, 1 for files, models and task options", async () => {
   const cases: [Command, string[], RegExp, number][] = [
-    [evalCommand, ["--model", model, "--task", "nope"], /^error: unknown task 'nope'; tasks: multihop, calc, shop$/, 2],
+    [
+      evalCommand,
+      ["--model", model, "--task", "nope"],
+      /^error: unknown task 'nope'; tasks: multihop, calc, shop, household$/,
+      2,
+    ],
     [
       evalCommand,
       ["--model", join(model, "missing"), "--task", "multihop", ...SMALL],

@@ -127,7 +127,7 @@ test("usage errors exit 2 with one line naming the flag; nothing is read or writ
     ],
     [
       ["data", "--task", "poetry", "--out", join(dir, "rows.jsonl")],
-      /^error: unknown task 'poetry'; tasks: multihop, calc, shop$/,
+      /^error: unknown task 'poetry'; tasks: multihop, calc, shop, household$/,
     ],
     [
       ["data", "--task", "calc", "--out", join(dir, "rows.jsonl"), "--option", "train"],

@@ -6,8 +6,8 @@ import { InputError } from "../src/util/errors.js";
 
 const inputError = (re: RegExp) => (e: unknown) => e instanceof InputError && re.test(e.message);
 
-test("TASKS lists multihop, calc and shop; getTask builds them with defaults", () => {
-  assert.deepEqual(Object.keys(TASKS), ["multihop", "calc", "shop"]);
+test("TASKS lists multihop, calc, shop and household; getTask builds them with defaults", () => {
+  assert.deepEqual(Object.keys(TASKS), ["multihop", "calc", "shop", "household"]);
   const calc = getTask("calc");
   assert.equal(calc.name, "calc");
   assert.deepEqual([calc.rows("train").length, calc.rows("val").length, calc.rows("test").length], [512, 64, 64]);
@@ -18,7 +18,7 @@ test("TASKS lists multihop, calc and shop; getTask builds them with defaults", (
 });
 
 test("getTask: unknown task, unknown option, bad value", () => {
-  assert.throws(() => getTask("hotpot"), inputError(/^unknown task 'hotpot'; tasks: multihop, calc, shop$/));
+  assert.throws(() => getTask("hotpot"), inputError(/^unknown task 'hotpot'; tasks: multihop, calc, shop, household$/));
   assert.throws(() => getTask("toString"), inputError(/unknown task 'toString'/));
   assert.throws(
     () => getTask("calc", { trian: 10 }),

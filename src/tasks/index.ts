@@ -3,6 +3,7 @@ import { InputError } from "../util/errors.js";
 import { createCalcTask } from "./calc/task.js";
 import { createMultihopTask } from "./multihop/task.js";
 import { createShopTask } from "./shop/task.js";
+import { createHouseholdTask } from "./household/task.js";
 import type { McpEntry } from "./mcp-servers.js";
 import type { Task, TaskFactory } from "./types.js";
 
@@ -10,6 +11,7 @@ export const TASKS: Record<string, TaskFactory> = {
   multihop: createMultihopTask,
   calc: createCalcTask,
   shop: createShopTask,
+  household: createHouseholdTask,
 };
 
 export function getTask(name: string, options: Record<string, unknown> = {}): Task {
@@ -39,4 +41,5 @@ export type { Task, TaskFactory, TaskRow, EpisodeScore, Split } from "./types.js
 export { parseTaskOptions } from "./options.js";
 export * from "./multihop/index.js";
 export * from "./calc/index.js";
-export * from "./shop/index.js";
+export * as shop from "./shop/index.js";
+export * as household from "./household/index.js";
