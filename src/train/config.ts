@@ -19,6 +19,7 @@ export const ESTIMATORS = [
   "reinforce++-baseline",
   "gae",
   "gae-step",
+  "gigpo",
 ] as const;
 
 const toolNames = z.array(z.string().min(1)).optional();
@@ -258,6 +259,20 @@ export const configSchema = z.strictObject({
       estimator: z.enum(ESTIMATORS).default("grpo").describe("Advantage estimator; gae and gae-step train a critic."),
       gamma: fraction.default(1),
       lambda: fraction.default(1),
+      gigpo: z
+        .strictObject({
+          stepWeight: z.number().nonnegative().default(1).describe("GiGPO: the weight w of the step advantage."),
+          normalize: z
+            .enum(["mean-std", "mean"])
+            .default("mean-std")
+            .describe(
+              "GiGPO: normalize returns within a group (and within an anchor state) by mean and std, or by the mean only.",
+            ),
+        })
+        .prefault({})
+        .describe(
+          "GiGPO (estimator gigpo): A = the trajectory's group-normalized score + stepWeight x the step's return normalized over the group's steps taken in the same rendered state (the env's info.state).",
+        ),
       filterConstantGroups: z
         .boolean()
         .default(true)

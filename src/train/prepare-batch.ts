@@ -41,6 +41,11 @@ export interface PreparedBatch {
   tis?: TisMetrics;
 }
 
+/** Each step's rendered state (the env's `info.state`, GiGPO's anchor), or undefined where the env gave none. */
+function anchorStates(t: Trajectory): (string | undefined)[] {
+  return t.steps.map((s) => (typeof s.info.state === "string" ? s.info.state : undefined));
+}
+
 export async function prepareBatch(
   trajectories: Trajectory[],
   cfg: TrainConfig,
@@ -67,7 +72,11 @@ export async function prepareBatch(
       ? await models.values(batch.datums.map((d) => d.tokens))
       : undefined;
   const out = estimator.compute({
-    trajectories: episodes.map((e, j) => ({ group: e.trajectory.rowIndex, score: signal.scores[j] })),
+    trajectories: episodes.map((e, j) => ({
+      group: e.trajectory.rowIndex,
+      score: signal.scores[j],
+      anchors: anchorStates(e.trajectory),
+    })),
     trajectory: batch.trajectory,
     mask,
     rewards: signal.rewards,
@@ -75,6 +84,7 @@ export async function prepareBatch(
     steps: batch.steps,
     gamma: alg.gamma,
     lambda: alg.lambda,
+    gigpo: alg.gigpo,
   });
   const klLossRef = !alg.kl.inReward && klCoef > 0 ? signal.ref : undefined;
   let datums: Datum[] = batch.datums.map((d, j) => ({

@@ -10,6 +10,7 @@
 import { InputError } from "../../util/errors.js";
 import { drGrpoAdvantages, grpoAdvantages } from "./grpo.js";
 import { stepGaeOnDatums, tokenGae } from "./gae.js";
+import { gigpoOnDatums } from "./gigpo.js";
 import { broadcast, checkInput, type AdvantageInput, type AdvantageOutput } from "./input.js";
 import { reinforceAdvantages } from "./reinforce.js";
 import { reinforcePlusPlus, reinforcePlusPlusBaseline } from "./reinforce-pp.js";
@@ -70,6 +71,19 @@ export const ADVANTAGE_ESTIMATORS = {
     },
   },
   grpo: outcome((scores, input) => grpoAdvantages(scores, groupsOf(input), { epsilon: input.epsilon })),
+  gigpo: {
+    needsValues: false,
+    compute(input) {
+      checkInput(input, ["rewards", "steps"]);
+      const { rewards, steps, trajectory, trajectories } = input;
+      return {
+        advantages: gigpoOnDatums(
+          { rewards: rewards!, steps: steps!, trajectory, trajectories },
+          { ...input.gigpo, gamma: input.gamma ?? 1 },
+        ),
+      };
+    },
+  },
   "dr-grpo": outcome((scores, input) => drGrpoAdvantages(scores, groupsOf(input))),
   rloo: outcome((scores, input) => rlooAdvantages(scores, groupsOf(input))),
   reinforce: outcome((scores, input) => reinforceAdvantages(scores, input.baseline)),
@@ -118,6 +132,13 @@ export function computeAdvantages(name: string, input: AdvantageInput): Advantag
 }
 
 export { gaeSequence, maskedGae, stepGae, stepGaeOnDatums, tokenGae } from "./gae.js";
+export {
+  discountedStepReturns,
+  gigpoOnDatums,
+  gigpoStepAdvantages,
+  gigpoTrajectoryAdvantages,
+  type GigpoOptions,
+} from "./gigpo.js";
 export { drGrpoAdvantages, grpoAdvantages } from "./grpo.js";
 export { rlooAdvantages } from "./rloo.js";
 export { discountedReturns, maskedReturns, reinforcePlusPlus, reinforcePlusPlusBaseline } from "./reinforce-pp.js";

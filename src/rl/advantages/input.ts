@@ -21,6 +21,8 @@ export interface TrajectoryInfo {
   group: GroupKey;
   /** Scalar outcome used by the outcome estimators (grpo, dr-grpo, rloo, reinforce, reinforce++-baseline). Agent-R1 main uses the sum of the step rewards. */
   score: number;
+  /** gigpo: each step's anchor state (the env's rendered state when it acted), by step index; undefined: none. */
+  anchors?: readonly (string | undefined)[];
 }
 
 export interface AdvantageInput {
@@ -46,6 +48,8 @@ export interface AdvantageInput {
   epsilon?: number;
   /** REINFORCE baseline. Default "none". reinforce. */
   baseline?: "none" | "batch-mean";
+  /** GiGPO's step weight and normalization (gigpo.ts). gigpo. */
+  gigpo?: { stepWeight?: number; normalize?: "mean-std" | "mean" };
 }
 
 export interface AdvantageOutput {
