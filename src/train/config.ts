@@ -4,6 +4,7 @@
  * unknown keys are errors.
  */
 import { z } from "zod";
+import { PRESET_NAMES, type PresetName } from "./presets.js";
 import { BACKEND_CHOICES, BF16_PRODUCT_CHOICES, BLAS_CHOICES } from "../engine/local/addon.js";
 
 const positiveInt = z.number().int().positive();
@@ -51,6 +52,12 @@ const mcpServerSchema = z
 export type McpServerEntry = z.infer<typeof mcpServerSchema>;
 
 export const configSchema = z.strictObject({
+  preset: z
+    .enum(PRESET_NAMES as [PresetName, ...PresetName[]])
+    .optional()
+    .describe(
+      "A named preset (src/train/presets.ts) whose settings the recipe gets unless it sets them: steppo (Agent-R1's StepPO: gae-step, the gspo loss with clips 3e-4/4e-4 and dual clip 10, seq-mean-token-mean, a k3 KL of 0.001).",
+    ),
   model: z
     .strictObject({
       path: z.string().optional().describe("A Hugging Face model directory to start from."),

@@ -14,6 +14,7 @@ import { configSchema, type TrainConfig } from "./config.js";
 import { InputError } from "../util/errors.js";
 import { checkKey, findForbiddenKey } from "../util/safe-keys.js";
 import { readTextInput } from "../util/read-file.js";
+import { applyPreset } from "./presets.js";
 
 type Json = Record<string, unknown>;
 
@@ -81,7 +82,7 @@ export function parseConfig(raw: unknown, source = "config"): TrainConfig {
   if (raw === null || raw === undefined) raw = {};
   if (typeof raw !== "object" || Array.isArray(raw))
     throw new InputError(`${source}: the recipe must be a mapping of sections`);
-  const res = configSchema.safeParse(raw);
+  const res = configSchema.safeParse(applyPreset(raw as Json, source));
   if (!res.success) throw new InputError(formatConfigIssue(res.error.issues[0], source));
   const c = res.data;
   if (c.engine.kind === "tinker") {
