@@ -30,6 +30,7 @@ test("the registry holds exactly the documented names", () => {
     "dr-grpo",
     "gae",
     "gae-step",
+    "gigpo",
     "grpo",
     "reinforce",
     "reinforce++",

@@ -41,7 +41,7 @@ function throwsLike(fn: () => unknown, re: RegExp) {
 
 test("unknown keys, wrong types and out-of-range values name the key and what is allowed", () => {
   throwsLike(() => parseConfig({ optim: { lrr: 1 } }), /unknown key 'optim\.lrr'; allowed here: lr, schedule/);
-  throwsLike(() => parseConfig({ bogus: 1 }), /unknown key 'bogus'; allowed here: model, engine, task/);
+  throwsLike(() => parseConfig({ bogus: 1 }), /unknown key 'bogus'; allowed here: preset, model, engine, task/);
   throwsLike(
     () => parseConfig({ train: { iterations: "ten" } }),
     /train\.iterations: expected number, received string/,
