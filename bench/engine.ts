@@ -348,13 +348,14 @@ async function modelBench(model: string): Promise<void> {
     let t0 = performance.now();
     // The longest sequence here is 340 tokens: the memory plan reserves keys and values for
     // MODEL_CONTEXT of them, not the config's max_position_embeddings (32768 to 131072).
-    const engine = await LocalEngine.load(dir, {
+    const engineOptions = {
       backend: "native",
       blas,
       bf16Products,
       lora: { spec: BENCH_LORA, seed: 0 },
       maxContextTokens: MODEL_CONTEXT,
-    });
+    } as const;
+    const engine = await LocalEngine.load(dir, engineOptions);
     report({ workload: `${key}_load`, seconds: (performance.now() - t0) / 1000 });
     let disposed = false;
     const info = st.addon.info();
@@ -457,14 +458,7 @@ async function modelBench(model: string): Promise<void> {
         const shared = await best(engine);
         disposed = true;
         await engine.dispose();
-        const apartEngine = await LocalEngine.load(dir, {
-          backend: "native",
-          blas,
-          bf16Products,
-          lora: { spec: BENCH_LORA, seed: 0 },
-          maxContextTokens: MODEL_CONTEXT,
-          sharedPrefix: false,
-        });
+        const apartEngine = await LocalEngine.load(dir, { ...engineOptions, sharedPrefix: false });
         const apart = await best(apartEngine);
         await apartEngine.dispose();
         report({ workload: `${key}_grpo_shared`, tokens_per_s: tokens / shared, seconds: shared });

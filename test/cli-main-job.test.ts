@@ -230,24 +230,24 @@ test("bad input gives one-line errors: exit 2 for the command line, 1 for files,
   }
 });
 
+/** The main job on the tiny model with a few short rows: its flags before the iteration settings. */
+const tinyRun = (out: string) => [
+  "--base",
+  model,
+  "--out",
+  out,
+  "task.options.train=4",
+  "task.options.val=4",
+  "task.options.test=2",
+  "rollout.n=2",
+  "rollout.maxTurns=2",
+  "rollout.maxTokensPerTurn=6",
+];
+
 test("main: evaluates, trains, evaluates again and leaves a run directory with eval.json", async () => {
   assert.ok(existsSync(MAIN_JOB_DEFAULTS.recipe()), "the recipe ships with the package");
   const out = join(tempDir(), "run");
-  const r = await run(mainJobCommand, [
-    "--base",
-    model,
-    "--out",
-    out,
-    "task.options.train=4",
-    "task.options.val=4",
-    "task.options.test=2",
-    "rollout.n=2",
-    "rollout.maxTurns=2",
-    "rollout.maxTokensPerTurn=6",
-    "train.iterations=1",
-    "train.batchSize=2",
-    "train.valEvery=0",
-  ]);
+  const r = await run(mainJobCommand, [...tinyRun(out), "train.iterations=1", "train.batchSize=2", "train.valEvery=0"]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
   const text = r.stdout.join("\n");
   assert.match(text, /held-out exact match: \d+\.\d% → \d+\.\d%/);
@@ -261,21 +261,7 @@ test("main: evaluates, trains, evaluates again and leaves a run directory with e
 
 test("main: the policy with the best validation exact match is kept as best/ and is the one evaluated after", async () => {
   const out = join(tempDir(), "run");
-  const r = await run(mainJobCommand, [
-    "--base",
-    model,
-    "--out",
-    out,
-    "task.options.train=4",
-    "task.options.val=4",
-    "task.options.test=2",
-    "rollout.n=2",
-    "rollout.maxTurns=2",
-    "rollout.maxTokensPerTurn=6",
-    "train.iterations=3",
-    "train.batchSize=2",
-    "train.valEvery=1",
-  ]);
+  const r = await run(mainJobCommand, [...tinyRun(out), "train.iterations=3", "train.batchSize=2", "train.valEvery=1"]);
   assert.equal(r.code, 0, r.stderr.join("\n"));
   const metrics = readFileSync(join(out, "metrics.jsonl"), "utf8")
     .trim()

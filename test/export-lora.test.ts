@@ -25,16 +25,10 @@ import { runCli } from "../src/cli/main.js";
 import { Rng } from "../src/util/rng.js";
 import { captureIO, tempDir } from "./helpers.js";
 import { ENGINES } from "./engine-internals.js";
-import { randomAdapters, tinyBf16Model } from "./model-fixtures.js";
+import { randomAdapters, tinyBf16Model, SMALL_LORA } from "./model-fixtures.js";
 
 const skip = !ENGINES.includes("native") && "the native addon is not built";
-const spec: LoraSpec = {
-  rank: 4,
-  alpha: 8,
-  dropout: 0,
-  targets: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-  rslora: false,
-};
+const spec: LoraSpec = SMALL_LORA;
 let root: string, base: string, config: ModelConfig, adapters: LoraAdapters, adapterDir: string;
 
 /** Random non-zero adapters for every module the spec targets in a model shaped like `c`. */

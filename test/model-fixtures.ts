@@ -19,6 +19,15 @@ export async function tinyBf16Model(root: string, name: string, seed: number): P
   return dir;
 }
 
+/** The tests' small LoRA: rank 4, alpha 8, on attention and MLP (the seven projections), no dropout. */
+export const SMALL_LORA: LoraSpec = {
+  rank: 4,
+  alpha: 8,
+  dropout: 0,
+  targets: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+  rslora: false,
+};
+
 /**
  * Random adapters for every module `spec` targets in a model shaped like `config`, as PEFT stores
  * them: A (r, in) and B (out, r), both normal times `scale` (non-zero, so they change the model),

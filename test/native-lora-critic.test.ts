@@ -18,17 +18,12 @@ import type { ValueDatum } from "../src/engine/types.js";
 import { InputError } from "../src/util/errors.js";
 import { Rng } from "../src/util/rng.js";
 import { tempDir } from "./helpers.js";
+import { SMALL_LORA } from "./model-fixtures.js";
 import { ENGINES } from "./engine-internals.js";
 
 const skip = !ENGINES.includes("native") && "the native addon is not built";
 let root: string, base: string;
-const spec: LoraSpec = {
-  rank: 4,
-  alpha: 8,
-  dropout: 0,
-  targets: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-  rslora: false,
-};
+const spec: LoraSpec = SMALL_LORA;
 
 before(async () => {
   root = tempDir("agent-r1-lora-critic-");

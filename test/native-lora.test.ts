@@ -24,17 +24,11 @@ import type { Datum } from "../src/engine/types.js";
 import { InputError } from "../src/util/errors.js";
 import { Rng } from "../src/util/rng.js";
 import { ENGINES, weights } from "./engine-internals.js";
-import { randomAdapters } from "./model-fixtures.js";
+import { randomAdapters, SMALL_LORA } from "./model-fixtures.js";
 
 const skip = !ENGINES.includes("native") && "the native addon is not built";
 let root: string, base: string, adapterDir: string, mergedDir: string;
-const spec: LoraSpec = {
-  rank: 4,
-  alpha: 8,
-  dropout: 0,
-  targets: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-  rslora: false,
-};
+const spec: LoraSpec = SMALL_LORA;
 
 before(async () => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), "agent-r1-lora-"));

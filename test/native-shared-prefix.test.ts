@@ -31,7 +31,7 @@ import { resolvedLoss } from "../src/rl/policy-loss.js";
 import type { Datum, ValueDatum } from "../src/engine/types.js";
 import { Rng } from "../src/util/rng.js";
 import { ENGINES } from "./engine-internals.js";
-import { randomAdapters } from "./model-fixtures.js";
+import { randomAdapters, SMALL_LORA } from "./model-fixtures.js";
 import { assertClose } from "./native-helpers.js";
 
 const skip = !ENGINES.includes("native") && "the native addon is not built";
@@ -105,13 +105,7 @@ function policyDatums(shape: Shape, rng: Rng): Datum[] {
 function model(kind: "full" | "lora", head: "lm" | "value" = "lm", c: ModelConfig = config): NativeTrainable {
   const w = randomHostWeights(c, 5, head);
   if (kind === "full") return new NativeTrainable(NativeDecoder.fromWeights(c, w, "(test)", { head }));
-  const spec: LoraSpec = {
-    rank: 4,
-    alpha: 8,
-    dropout: 0,
-    targets: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-    rslora: false,
-  };
+  const spec: LoraSpec = SMALL_LORA;
   const adapters = randomAdapters(c, spec, 6, 0.3);
   return new NativeTrainable(NativeDecoder.fromWeights(c, w, "(test)", { head, lora: { spec, adapters } }));
 }

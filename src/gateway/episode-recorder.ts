@@ -52,7 +52,7 @@ import type { ToolCallRecord } from "../agent/tool-runner.js";
 import { wellFormed } from "../agent/tool.js";
 import { Rng } from "../util/rng.js";
 import { extractToolCalls, type OpenAiToolCall } from "../serve/tool-calls.js";
-import { sameMessage, toolsKey } from "./message-compare.js";
+import { sameMessage, sameRequest, toolsKey } from "./message-compare.js";
 
 export interface RecorderOptions {
   chat: ChatSetup;
@@ -158,14 +158,6 @@ type Next =
   | { kind: "first" }
   | { kind: "extends"; expected: AgentMessage[]; fresh: AgentMessage[]; observation: number[] }
   | { kind: "rewrite"; reason: string };
-
-/** Whether `b` asks exactly what `a` asked (a client's retry); the next turn has more messages, so it is told apart at once. */
-function sameRequest(a: CompletionRequest, b: CompletionRequest): boolean {
-  if (a.messages.length !== b.messages.length) return false;
-  const key = (r: CompletionRequest) =>
-    JSON.stringify([r.messages, r.tools ?? null, r.forced ?? "", r.stop ?? [], r.templateVars ?? {}]);
-  return key(a) === key(b);
-}
 
 export class EpisodeRecorder {
   private readonly rec: TrajectoryBuilder;

@@ -2,7 +2,7 @@
  * Comparing conversations as the chat template sees them: a message by role, trimmed content and
  * tool calls (name and parsed arguments, key order aside), and a tool list by its canonical JSON.
  * The recorder (episode-recorder.ts) uses them to tell a request that extends its episode from one
- * that rewrote it.
+ * that rewrote it, and a client's retry (the same request again) from both.
  */
 import type { AgentMessage } from "../agent/chat-setup.js";
 import type { ToolSchema } from "../model/chat-template.js";
@@ -33,3 +33,20 @@ export function canonical(v: unknown): string {
 
 /** A tool list as text, for telling whether two requests offer the same tools. */
 export const toolsKey = (tools?: ToolSchema[]): string => canonical(tools ?? []);
+
+/** What makes two chat completion requests the same ask. */
+interface RequestParts {
+  messages: readonly AgentMessage[];
+  tools?: ToolSchema[];
+  forced?: string;
+  stop?: string[];
+  templateVars?: Record<string, unknown>;
+}
+
+/** Whether `b` asks exactly what `a` asked (a client's retry); the next turn has more messages, so it is told apart at once. */
+export function sameRequest(a: RequestParts, b: RequestParts): boolean {
+  if (a.messages.length !== b.messages.length) return false;
+  const key = (r: RequestParts) =>
+    JSON.stringify([r.messages, r.tools ?? null, r.forced ?? "", r.stop ?? [], r.templateVars ?? {}]);
+  return key(a) === key(b);
+}

@@ -74,8 +74,9 @@ export function policyPass(
       const res = tokenLogprobs(model.logits(hidden.reshape([N, -1]) as tf.Tensor2D), targets, loss.temperature);
       picked = tf.keep(res.picked);
       entropy = tf.keep(res.entropy);
-      const seq = loss.type === "gspo" ? rowLogRatios(res.picked.dataSync() as Float32Array, q, w, T) : undefined;
-      const perToken = tokenLossTensor(res.picked, loss, q, a, ref, seq);
+      const pv = loss.type === "gspo" ? (res.picked.dataSync() as Float32Array) : undefined;
+      const gspo = pv && { p: pv, seq: rowLogRatios(pv, q, w, T) };
+      const perToken = tokenLossTensor(res.picked, loss, q, a, ref, gspo);
       return perToken.mul(tf.tensor1d(c)).sum() as tf.Scalar;
     }, vars);
     lossSum += value.dataSync()[0];
@@ -121,8 +122,7 @@ function rowLogRatios(p: Float32Array, q: Float32Array, w: Float32Array, T: numb
  * GSPO-token's ratio: value s = exp(clamped sequence log-ratio), derivative s in the token's own p
  * (0 where the clamp holds): s + (p − p's value)·s, with the values entering as constants.
  */
-function gspoRatio(p: tf.Tensor1D, seq: Float32Array): tf.Tensor1D {
-  const pv = p.dataSync();
+function gspoRatio(p: tf.Tensor1D, pv: Float32Array, seq: Float32Array): tf.Tensor1D {
   const s = new Float32Array(seq.length),
     slope = new Float32Array(seq.length);
   seq.forEach((lr, i) => {
@@ -139,7 +139,7 @@ function tokenLossTensor(
   q: Float32Array,
   a: Float32Array,
   ref: Float32Array,
-  seq?: Float32Array,
+  gspo?: { p: Float32Array; seq: Float32Array },
 ): tf.Tensor1D {
   let l: tf.Tensor1D;
   if (loss.type === "cross_entropy") l = p.neg();
@@ -154,7 +154,7 @@ function tokenLossTensor(
     const A = tf.tensor1d(a);
     const r =
       loss.type === "gspo"
-        ? gspoRatio(p, seq!)
+        ? gspoRatio(p, gspo!.p, gspo!.seq)
         : p.sub(tf.tensor1d(q)).clipByValue(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp();
     if (loss.type === "importance_sampling") l = r.mul(A).neg() as tf.Tensor1D;
     else {
