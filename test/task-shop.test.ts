@@ -1,6 +1,7 @@
 /**
  * The web shop task: the generator (deterministic, disjoint targets, distractors), the expert on 1,000
- * instructions, the purchase score against hand-worked examples, pages and actions, invalid actions,
+ * instructions, the expert deciding from the pages alone (never from the target id; hand-built shops),
+ * the purchase score against hand-worked examples, pages and actions, invalid actions,
  * the 15-step limit, Env conformance, a scripted policy through AgentLoop (one segment per step), and
  * prompt sizes under the default tokenizer.
  */
@@ -13,19 +14,31 @@ import { defaultTokenizerDir } from "../src/model/default-tokenizer.js";
 import { Tokenizer } from "../src/model/tokenizer.js";
 import { trajectoryDatums } from "../src/rl/datums.js";
 import {
+  ATTRIBUTES,
   createShopTask,
+  expertScore,
+  expertSteps,
   hasDistractor,
   goalQuery,
+  makeGoal,
   MAX_STEPS,
+  optionPhrase,
   scorePurchase,
+  ShopSim,
   shopTurn,
+  SHOP_MISTAKES,
   typeFactor,
+  type Catalogue,
+  type ExpertStep,
   type Goal,
+  type Product,
   type ShopTask,
 } from "../src/tasks/shop/index.js";
+import { shuffle } from "../src/tasks/common/splits.js";
 import { getTask } from "../src/tasks/index.js";
 import type { Split, TaskRow } from "../src/tasks/types.js";
 import { envConformance, ScriptedEngine } from "../src/testing/index.js";
+import { Rng } from "../src/util/rng.js";
 
 const SPLITS: Split[] = ["train", "val", "test"];
 const big = createShopTask({ train: 872, val: 64, test: 64 });
@@ -79,6 +92,25 @@ test("generator: 1,000 instructions; deterministic; held-out splits do not depen
     }
 });
 
+test("generator: a candidate is kept only if the visible expert buys with score 1 within 15 steps and a distractor is listed", () => {
+  const kept = new Set(SPLITS.flatMap((s) => big.goals[s].map((g) => g.target)));
+  const order = shuffle(new Rng(0, 201), big.catalogue.products.slice());
+  const tried = order.slice(0, Math.max(...[...kept].map((id) => order.findIndex((p) => p.id === id))) + 1);
+  const dropped: Goal[] = [];
+  for (const p of tried) {
+    const goal = makeGoal(new Rng(0, 300_000 + Number(p.id.slice(1))), p);
+    const ok =
+      expertScore(goal, big.catalogue, big.search) === 1 &&
+      hasDistractor(goal, big.catalogue, big.search.search(goalQuery(goal)));
+    assert.equal(kept.has(p.id), ok, goal.instruction);
+    if (!ok) dropped.push(goal);
+  }
+  // With seed 0, 22 of the first 1,022 candidates are dropped, each because the walk passes the step limit.
+  assert.equal(tried.length, 1022);
+  assert.equal(dropped.length, 22);
+  for (const g of dropped) assert.ok(expertSteps(g, big.catalogue, big.search)!.length > MAX_STEPS, g.instruction);
+});
+
 test("the expert scores 1 on every one of 1,000 instructions within 15 steps", () => {
   let n = 0;
   for (const s of SPLITS)
@@ -91,6 +123,184 @@ test("the expert scores 1 on every one of 1,000 instructions within 15 steps", (
       n++;
     }
   assert.equal(n, 1000);
+});
+
+/** The current page of a prompt's user message, as lines. */
+const pageLines = (user: string) => /\nCurrent page:\n([\s\S]*?)\n\nAvailable actions:/.exec(user)![1].split("\n");
+
+/**
+ * Whether a results line ("P1234 Brand attr attr type $12"), read as text, shows the goal's type, every wanted
+ * attribute and a price under the budget (the two words-or-phrases before the type are attributes of its category).
+ */
+function lineMeets(g: Goal, line: string): boolean {
+  const m = /^P\d{4} \S+ (.+) \$(\d+)$/.exec(line);
+  if (!m || Number(m[2]) >= g.budget) return false;
+  const pool = ATTRIBUTES[g.category];
+  return pool.some((a) =>
+    pool.some((b) => m[1] === `${a} ${b} ${g.type}` && g.attributes.every((x) => x === a || x === b)),
+  );
+}
+
+/** The option values an item page offers, by kind, read from its lines ("color: red, [gray]"). */
+function offeredOnPage(lines: string[]): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const l of lines.slice(2, -1)) {
+    const [kind, values] = l.split(": ");
+    out[kind] = values.split(", ").map((v) => v.replace(/^\[(.*)\]$/, "$1"));
+  }
+  return out;
+}
+
+test("the expert decides from the pages alone: first visible match, back when a value is missing, target id unused", () => {
+  let notTarget = 0,
+    backs = 0;
+  for (const s of SPLITS)
+    for (const [i, row] of big.rows(s).entries()) {
+      const g = big.goals[s][i];
+      const steps = big.expert(row);
+      for (const mode of ["expert", ...SHOP_MISTAKES] as const)
+        assert.deepEqual(
+          expertSteps({ ...g, target: "P0000" }, big.catalogue, big.search, mode),
+          expertSteps(g, big.catalogue, big.search, mode),
+          `${g.instruction} (${mode}): the steps do not depend on the target id`,
+        );
+      const env = big.makeEnv(row);
+      let user = promptOf(env.reset(row))[1].content;
+      const rejected = new Set<string>();
+      let opened = "";
+      for (const [t, step] of steps.entries()) {
+        const lines = pageLines(user);
+        const id = /^click\[(P\d{4})\]$/.exec(step.command)?.[1];
+        if (id) {
+          const listed = lines.filter((l) => /^P\d{4} /.test(l));
+          const line = listed.find((l) => l.startsWith(`${id} `))!;
+          assert.ok(lineMeets(g, line), `${g.instruction}: opened ${line}`);
+          const first = listed.find((l) => !rejected.has(l.slice(0, 5)) && lineMeets(g, l));
+          assert.equal(line, first, `${g.instruction}: the first visible match not rejected yet`);
+          opened = id;
+        } else if (step.command === "click[< Prev]") {
+          const offered = offeredOnPage(lines);
+          const missing = Object.entries(g.options).filter(([k, v]) => !offered[k].includes(v));
+          assert.ok(missing.length > 0, `${g.instruction}: ${opened} offers every wanted value`);
+          for (const [k, v] of missing) assert.ok(step.thought.includes(`no ${optionPhrase(k, v)}`), step.thought);
+          rejected.add(opened);
+          backs++;
+        } else if (step.command === "click[Buy Now]")
+          for (const v of Object.values(g.options)) assert.ok(lines.join("\n").includes(`[${v}]`), `${v} chosen`);
+        const r = env.step(act(shopTurn(step).content, t));
+        assert.equal(r.info.valid, true);
+        user = promptOf(r.observation)[1].content;
+        if (r.done) assert.equal(r.reward, 1);
+      }
+      if (opened !== g.target) notTarget++;
+    }
+  // Both paths are exercised: buying a product other than the target, and going back from a match.
+  assert.ok(notTarget > 0 && backs > 0, `${notTarget} bought another product, ${backs} went back`);
+});
+
+/** A phone case (or another type) of a hand-built shop, brand Zemo. */
+function handProduct(
+  id: string,
+  attributes: string[],
+  price: number,
+  options: Record<string, string[]>,
+  type = "phone case",
+): Product {
+  return {
+    id,
+    category: "electronics",
+    type,
+    brand: "Zemo",
+    attributes,
+    options,
+    price,
+    title: `Zemo ${attributes.join(" ")} ${type}`,
+    description: "A product.",
+    features: [],
+    reviews: [],
+  };
+}
+
+/** The expert's steps on a hand-built shop whose search lists `products` in order, and what they buy. */
+function handShop(products: Product[], mode: "expert" | (typeof SHOP_MISTAKES)[number] = "expert") {
+  const catalogue: Catalogue = { products, byId: new Map(products.map((p) => [p.id, p])) };
+  const search = { search: () => products.map((p) => p.id) };
+  const steps = expertSteps(HAND_GOAL, catalogue, search, mode);
+  const sim = new ShopSim(catalogue, search, HAND_GOAL);
+  const results = (steps ?? []).map((s) => sim.act(s.command));
+  assert.ok(results.every((r) => r.ok));
+  const last = results[results.length - 1];
+  return { steps, bought: last?.ok ? last.bought : undefined };
+}
+
+const HAND_GOAL: Goal = {
+  target: "P1009",
+  category: "electronics",
+  type: "phone case",
+  attributes: ["lightweight"],
+  options: { color: "gray", pack: "2 pack" },
+  budget: 40,
+  instruction: "i need a lightweight phone case, color gray, 2 pack, price lower than 40 dollars",
+};
+const HAND_TARGET = handProduct("P1009", ["compact", "lightweight"], 30, {
+  color: ["black", "gray"],
+  pack: ["1 pack", "2 pack"],
+});
+/** Listed lines that fail the instruction: another type, no wanted attribute, over the budget (twice). */
+const HAND_MISSES = [
+  handProduct("P1001", ["lightweight", "compact"], 30, { color: ["gray"] }, "wireless speaker"),
+  handProduct("P1002", ["durable", "slim"], 20, { color: ["gray"], pack: ["2 pack"] }),
+  handProduct("P1003", ["lightweight", "slim"], 40, { color: ["gray"], pack: ["2 pack"] }),
+  handProduct("P1004", ["fast charging", "lightweight"], 45, { color: ["gray"], pack: ["2 pack"] }),
+];
+const commands = (steps: ExpertStep[] | undefined) => steps?.map((s) => s.command);
+
+test("hand-built shops: the expert buys the first visible match that offers the values, target or not", () => {
+  // A match before the target offers both values: the expert buys it (score 1) and never opens the target.
+  const other = handProduct("P1005", ["lightweight", "fast charging"], 25, {
+    color: ["gray", "pink"],
+    pack: ["2 pack", "3 pack"],
+  });
+  let { steps, bought } = handShop([...HAND_MISSES, other, HAND_TARGET]);
+  assert.deepEqual(commands(steps), [
+    "search[lightweight phone case]",
+    "click[P1005]",
+    "click[gray]",
+    "click[2 pack]",
+    "click[Buy Now]",
+  ]);
+  assert.equal(
+    steps![1].thought,
+    "P1005 is lightweight and fast charging phone case at $25, under 40 dollars. I will open it.",
+  );
+  assert.deepEqual([bought?.product, bought?.score], ["P1005", 1]);
+  // The first match lacks gray: back to the results, then the next match (here the target).
+  const noGray = { ...other, options: { color: ["black", "pink"], pack: ["2 pack"] } };
+  ({ steps, bought } = handShop([...HAND_MISSES, noGray, HAND_TARGET]));
+  assert.deepEqual(commands(steps), [
+    "search[lightweight phone case]",
+    "click[P1005]",
+    "click[< Prev]",
+    "click[P1009]",
+    "click[gray]",
+    "click[2 pack]",
+    "click[Buy Now]",
+  ]);
+  assert.equal(steps![2].thought, "P1005 has no color gray. I go back to the results.");
+  assert.deepEqual([bought?.product, bought?.score], ["P1009", 1]);
+  // No match on the first page: next >; no match anywhere: it gives up.
+  const tenMisses = Array.from({ length: 10 }, (_, i) => ({ ...HAND_MISSES[i % 4], id: `P11${i}0` }));
+  ({ steps, bought } = handShop([...tenMisses, HAND_TARGET]));
+  assert.deepEqual(commands(steps)?.slice(0, 3), ["search[lightweight phone case]", "click[next >]", "click[P1009]"]);
+  assert.equal(bought?.score, 1);
+  assert.equal(handShop([...tenMisses, noGray]).steps, undefined);
+  // Mistakes: the first line that fails the instruction, or the first match bought with no option chosen.
+  ({ steps, bought } = handShop([other, ...HAND_MISSES, HAND_TARGET], "first_result"));
+  assert.deepEqual(commands(steps)?.slice(0, 3), ["search[lightweight phone case]", "click[P1001]", "click[gray]"]);
+  assert.ok(bought!.score < 1);
+  ({ steps, bought } = handShop([...HAND_MISSES, noGray, HAND_TARGET], "no_options"));
+  assert.deepEqual(commands(steps), ["search[lightweight phone case]", "click[P1005]", "click[Buy Now]"]);
+  assert.deepEqual([bought?.product, bought?.optionMatches], ["P1005", 0]);
 });
 
 test("score: WebShop's formula on hand-worked examples, and each type factor", () => {
@@ -177,7 +387,8 @@ test("pages and actions: search, paging, item with chosen options marked, sub-pa
   assert.match(promptOf(r.observation)[1].content, /Current page:\nHome\./);
   const { last } = playExpert(small, row); // a fresh env: the walk above used 11 of the 15 steps
   assert.deepEqual([last!.done, last!.reward, last!.info.success, last!.info.score], [true, 1, true, 1]);
-  assert.equal((last!.info.bought as { product: string }).product, g.target);
+  const opened = small.expert(row).filter((s) => /^click\[P\d{4}\]$/.test(s.command));
+  assert.equal((last!.info.bought as { product: string }).product, opened[opened.length - 1].command.slice(6, -1));
 });
 
 test("invalid and malformed actions change nothing and say why; only the first call counts", () => {

@@ -5,11 +5,13 @@
  * two splits share a target. All splits shop in the same catalogue (a test
  * target sits among the products train instructions were written from).
  *
- * A candidate is kept only when the expert completes it within the step
- * limit with score 1, and its search results hold a distractor: another
- * product of the same type sharing a wanted attribute that cannot score 1
- * (an attribute, a wanted option value or the price is wrong). Otherwise the
- * next product is tried.
+ * A candidate is kept only when the expert, which decides from the pages
+ * alone (expert.ts), buys a product with score 1 within the step limit (so
+ * every instruction is one that visible play solves; the product need not be
+ * the target), and its search results hold a distractor: another product of
+ * the same type sharing a wanted attribute that cannot score 1 (an attribute,
+ * a wanted option value or the price is wrong). Otherwise the next product
+ * is tried.
  */
 import { InputError } from "../../util/errors.js";
 import { Rng } from "../../util/rng.js";
@@ -42,7 +44,7 @@ export function hasDistractor(goal: Goal, catalogue: Catalogue, ids: readonly st
   });
 }
 
-/** The expert's steps played on a fresh simulator: the purchase's score, or 0. */
+/** The expert's steps played on a fresh simulator: the purchase's score, or 0 (also past the step limit). */
 export function expertScore(goal: Goal, catalogue: Catalogue, search: ShopSearch): number {
   const steps = expertSteps(goal, catalogue, search);
   if (!steps || steps.length > MAX_STEPS) return 0;

@@ -1,4 +1,4 @@
-/** The web shop task (WebShop analogue): catalogue, instructions, pages, simulator, score, env, expert. */
+/** The web shop task (WebShop analogue): catalogue, instructions, pages, simulator, score, env, visible criteria, expert. */
 export {
   createShopTask,
   shopOptionsSchema,
@@ -47,3 +47,4 @@ export {
 } from "./prompt.js";
 export { ShopEnv, MAX_STEPS, rowGoal, actionCommand } from "./env.js";
 export { expertSteps, SHOP_MISTAKES, type ShopMode, type ExpertStep } from "./expert.js";
+export { listedMatch, missingOptions } from "./visible.js";
