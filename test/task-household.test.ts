@@ -23,6 +23,7 @@ import {
 } from "../src/tasks/household/index.js";
 import { getTask, TASKS } from "../src/tasks/index.js";
 import type { TaskRow } from "../src/tasks/types.js";
+import { Rng } from "../src/util/rng.js";
 import { actionOf, chatmlTokenizer, envConformance, ScriptedEngine } from "../src/testing/index.js";
 
 const task = createHouseholdTask({ train: 600, val: 200, test: 200 });
@@ -285,10 +286,8 @@ test("rows render with the default tokenizer's chat template within 1024 tokens,
 test("demonstrations: one [system, user, assistant] conversation per step, the env's own prompts; quality mixes in mistakes", () => {
   const rows = task.rows("train").slice(0, 60);
   const demos = task.demonstrations(rows, { seed: 0, quality: 1 });
-  assert.equal(
-    demos.length,
-    task.items.train.slice(0, 60).reduce((s, it) => s + it.expert.length, 0),
-  );
+  // The demonstrations search (they know only what was seen), so they take at least the stored plan's steps.
+  assert.ok(demos.length > task.items.train.slice(0, 60).reduce((s, it) => s + it.expert.length, 0));
   // Play them: each conversation's prompt is the env's prompt at that step.
   let d = 0;
   for (const row of rows) {
@@ -330,10 +329,51 @@ test("demonstrations: one [system, user, assistant] conversation per step, the e
   assert.throws(() => task.demonstrations(rows, { seed: 0, quality: 1.5 }), /quality must be in \[0, 1\]/);
   // The warm start's SFT datums: one per step, weight on the assistant's turn.
   const datums = sftDatums(task, rows.slice(0, 5), chatmlTokenizer(), { seed: 0, quality: 1 });
-  assert.equal(
-    datums.length,
-    task.items.train.slice(0, 5).reduce((s, it) => s + it.expert.length, 0),
-  );
+  assert.equal(datums.length, task.demonstrations(rows.slice(0, 5), { seed: 0, quality: 1 }).length);
+});
+
+test("the demonstrations' expert knows only what was seen: hiding the unseen objects elsewhere changes none of its steps", () => {
+  const rng = new Rng(7);
+  let compared = 0,
+    searches = 0;
+  for (const split of ["train", "test"] as const)
+    for (const row of task.rows(split).slice(0, 150)) {
+      const env = new HouseholdEnv();
+      env.reset(row);
+      const seen = new Set<string>();
+      const done: string[] = [];
+      for (;;) {
+        const h = env.state;
+        if (h.at !== null && h.accessible(h.at)) seen.add(h.at);
+        const step = expertStep(h, env.goalSpec, seen);
+        if (!step) break;
+        // The same house with every object the agent has not seen moved to a random unseen receptacle
+        // (not one of the goal's target kind: that could meet the goal).
+        const unseen = h.receptacles.filter(
+          (r) => !seen.has(r) && !h.lamps().includes(r) && r.slice(0, r.lastIndexOf(" ")) !== env.goalSpec.target,
+        );
+        const world = structuredClone(h.world);
+        const start = new House(h.world);
+        for (const c of done) start.execute(c);
+        world.objects = world.objects.map((o) =>
+          seen.has(start.locationOf(o.id) ?? "") || start.holding === o.id || unseen.length === 0
+            ? o
+            : { ...o, at: unseen[rng.int(unseen.length)] },
+        );
+        const other = new House(world);
+        for (const c of done) other.execute(c);
+        assert.deepEqual(
+          expertStep(other, env.goalSpec, seen),
+          step,
+          `${split} ${row.extra_info.index}: ${done.join("; ")}`,
+        );
+        compared++;
+        if (step.thought.includes("I will look in")) searches++;
+        done.push(step.command);
+        if (env.step(actionOf(call(step.command, step.thought), done.length - 1)).done) break;
+      }
+    }
+  assert.ok(compared > 1000 && searches > 300, `${compared} steps compared, ${searches} of them searches`);
 });
 
 test("score: success, reward and formatOk from the trajectory", async () => {

@@ -10,7 +10,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { EngineFactory } from "../engine/factory.js";
-import type { Task } from "../tasks/types.js";
+import type { Split, Task } from "../tasks/types.js";
 import type { TrainConfig } from "./config.js";
 import { checkPlayed, playRows, type EpisodeSummary } from "./evaluate.js";
 import { Trainer, type IterationMetrics } from "./trainer.js";
@@ -30,6 +30,11 @@ export interface MainJobOptions {
   log?: (line: string) => void;
   /** After each training iteration. */
   onIteration?: (m: IterationMetrics) => void;
+  /**
+   * Other splits evaluated (greedy) with the base and with the policy the test split evaluates after
+   * training: the household task's seen houses are its val split, its unseen ones the test split.
+   */
+  alsoEvaluate?: Split[];
 }
 
 export interface MainJobResult {
@@ -45,6 +50,8 @@ export interface MainJobResult {
   minutes: number;
   /** The advantage estimator that trained (the recipe's `algorithm.estimator`, upper-cased: GRPO, RLOO, ...). */
   algorithm: string;
+  /** The `alsoEvaluate` splits: the base and the `after` policy on each. */
+  splits: Partial<Record<Split, { rows: number; before: EpisodeSummary; after: EpisodeSummary }>>;
 }
 
 export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions): Promise<MainJobResult> {
@@ -59,15 +66,15 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
   });
   const testRows = task.rows("test");
   const r = cfg.rollout;
-  const evaluate = async () => {
-    const played = await playRows(trainer.policy, trainer.policy.tokenizer, task, testRows, {
+  const evaluate = async (rows = testRows) => {
+    const played = await playRows(trainer.policy, trainer.policy.tokenizer, task, rows, {
       greedy: true,
       maxTurns: r.maxTurns,
       maxTokensPerTurn: r.maxTokensPerTurn,
       maxTotalTokens: r.maxTotalTokens,
       seed: 0,
     });
-    const failures = checkPlayed("main: evaluation", testRows, played.result);
+    const failures = checkPlayed("main: evaluation", rows, played.result);
     if (failures) o.log?.(failures);
     return played.summary;
   };
@@ -78,6 +85,9 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
         (trainer.policy.describe ? `; ${trainer.policy.describe()}` : ""),
     );
     const before = await evaluate();
+    const other = (o.alsoEvaluate ?? []).map((split) => ({ split, rows: task.rows(split) }));
+    const othersBefore = [];
+    for (const x of other) othersBefore.push(await evaluate(x.rows));
     o.say?.(
       `base on ${testRows.length} held-out questions (greedy): exact match ${pct(before.em)}, ${before.toolCalls.toFixed(2)} tool calls, ${before.responseTokens.toFixed(0)} response tokens`,
     );
@@ -106,6 +116,9 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
       await trainer.policy.load(bestDir);
       after = await evaluate();
     }
+    const splits: MainJobResult["splits"] = {};
+    for (const [i, x] of other.entries())
+      splits[x.split] = { rows: x.rows.length, before: othersBefore[i], after: await evaluate(x.rows) };
     const minutes = (Date.now() - t0) / 60_000;
     const result: MainJobResult = {
       out: o.out,
@@ -116,6 +129,7 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
       iterations: trainer.iteration,
       minutes,
       algorithm,
+      splits,
     };
     writeFileSync(
       join(o.out, "eval.json"),

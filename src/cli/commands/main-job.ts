@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { loadTask } from "../../tasks/index.js";
 import { loadConfig } from "../../train/load-config.js";
-import { pct, runMainJob, type MainJobResult } from "../../train/main-job.js";
+import { pct, runMainJob, type MainJobOptions, type MainJobResult } from "../../train/main-job.js";
 import type { EpisodeSummary } from "../../train/evaluate.js";
 import { InputError } from "../../util/errors.js";
 import { optionalNumber, parseFlags, usageError, type FlagSpec } from "../args.js";
@@ -35,6 +35,8 @@ export interface MainJobCommandOptions {
   force?: boolean;
   /** Progress bar stream; default stderr. */
   stream?: NodeJS.WriteStream;
+  /** Splits evaluated besides test (runMainJob's `alsoEvaluate`). */
+  alsoEvaluate?: MainJobOptions["alsoEvaluate"];
 }
 
 /** The main job from a recipe file: checks the inputs, builds the engines the recipe names, shows progress. */
@@ -61,6 +63,7 @@ export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<
       engines: enginesFor(cfg.engine, (line) => io.err(line)),
       budgetMinutes: o.budgetMinutes,
       force: o.force,
+      alsoEvaluate: o.alsoEvaluate,
       say: (line) => {
         progress.finish();
         if (cfg.engine.kind === "local") announceBackend(cfg.engine.backend, io); // the engines have loaded by the first line

@@ -5,6 +5,9 @@
  * call)]. The episode is played through the real env, so each prompt is
  * exactly what a rollout would show.
  *
+ * The expert is the one that knows only what the agent has seen (expert.ts):
+ * it searches for what it needs, as a model reading the prompt must.
+ *
  * With quality < 1, each step is a mistake at rate 1 - quality (drawn per
  * step): "invalid" writes a command that is not admissible (the env refuses
  * it and says why); "wasteful" takes an admissible step that does not help
@@ -70,8 +73,11 @@ export function demonstrateRow(row: TaskRow, quality: number, rng: Rng): ChatMes
   const env = new HouseholdEnv();
   let prompt = env.reset(row).prompt;
   const out: ChatMessage[][] = [];
+  const seen = new Set<string>();
   for (let turn = 0; ; turn++) {
-    const expert = expertStep(env.state, env.goalSpec);
+    const h = env.state;
+    if (h.at !== null && h.accessible(h.at)) seen.add(h.at);
+    const expert = expertStep(h, env.goalSpec, seen);
     if (!expert) throw new Error("internal: the goal holds but the episode did not end");
     const mistake = rng.next() >= quality;
     const step = !mistake

@@ -1,17 +1,29 @@
 /**
- * The scripted expert: plans each step from the world state (it knows where
- * every object is). For a placing goal: find an object of the goal's kind
- * (the cheapest to reach), go to it, open its receptacle if closed, take it;
- * heat / cool / clean it at the nearest appliance that does it; go to the
- * target receptacle, open it if closed, move the object there. Pick two: the
- * same twice, into one receptacle. Look at in light: take the object, go to
- * a lamp of the asked kind, turn it on. Carrying something it does not need,
- * it puts it down first. Each step comes with a short thought.
+ * The scripted expert: plans each step from the world state. For a placing
+ * goal: find an object of the goal's kind (the cheapest to reach), go to it,
+ * open its receptacle if closed, take it; heat / cool / clean it at the
+ * nearest appliance that does it; go to the target receptacle, open it if
+ * closed, move the object there. Pick two: the same twice, into one
+ * receptacle. Look at in light: take the object, go to a lamp of the asked
+ * kind, turn it on. Carrying something it does not need, it puts it down
+ * first. Each step comes with a short thought.
+ *
+ * Two ways of knowing. Without `seen` the expert knows where every object
+ * is (it proves each task solvable, and plans the shortest route). With
+ * `seen` (the receptacles whose insides the agent has looked at so far) it
+ * knows only what it has seen: the objects in those receptacles and the
+ * floor lamps the room listing shows. Needing something it has not seen, it
+ * searches: the unseen receptacles where such a thing may stand (those of
+ * the rooms its kind lives in; a desk lamp stands on a surface of a bedroom
+ * or a living room), cheapest first, then in the order the house lists them.
+ * That is the expert the demonstrations show, since a model reads only the
+ * prompt (demos.ts keeps `seen` as the episode goes).
  */
 import { admissibleCommands } from "./admissible.js";
 import { bestTarget, goalMet, GOAL_CONDITION, preposition, type Goal } from "./goals.js";
 import type { House } from "./simulator.js";
-import { kindOf, receptacleKind, withArticle } from "./vocab.js";
+import { kindOf, objectKind, receptacleKind, withArticle } from "./vocab.js";
+import { isSurface } from "./world.js";
 
 export interface ExpertStep {
   command: string;
@@ -36,7 +48,38 @@ function approach(h: House, r: string, why: string): ExpertStep | undefined {
   return undefined;
 }
 
-function fetch(h: House, candidates: string[], what: string): ExpertStep {
+/** What the expert knows of the house: everything, or the receptacles it has looked into. */
+type Knowing = ReadonlySet<string> | undefined;
+
+const knownPlace = (seen: Knowing, r: string | undefined) => r !== undefined && (seen === undefined || seen.has(r));
+
+/** The room kind of a receptacle. */
+function roomOf(h: House, r: string): string {
+  return h.world.rooms.find((room) => room.receptacles.includes(r))!.kind;
+}
+
+/** Unseen receptacles where an object of `kind` may start (world.ts startingPlaces, without its dice). */
+function searchPlaces(h: House, seen: ReadonlySet<string>, kind: string): string[] {
+  const k = objectKind(kind);
+  return h.receptacles.filter((r) => {
+    if (seen.has(r)) return false;
+    const rk = receptacleKind(kindOf(r));
+    if (k.lamp) return isSurface(r) && (roomOf(h, r) === "bedroom" || roomOf(h, r) === "livingroom");
+    if (rk.lamp || !k.rooms.includes(roomOf(h, r) as never)) return false;
+    return !rk.cools || !!(k.cool || k.heat);
+  });
+}
+
+/** The next search step for a thing of `kind` nobody has seen yet. */
+function search(h: House, seen: ReadonlySet<string>, kind: string, what: string): ExpertStep {
+  const place = cheapest(h, searchPlaces(h, seen, kind));
+  if (place === undefined) throw new Error(`internal: nowhere left to look for ${what}`);
+  return approach(h, place, `I need ${what}. I will look in the ${place}.`)!;
+}
+
+function fetch(h: House, seen: Knowing, wanted: string[], what: string): ExpertStep {
+  const candidates = wanted.filter((o) => knownPlace(seen, h.locationOf(o)));
+  if (candidates.length === 0) return search(h, seen!, kindOf(wanted[0]), what);
   const places = candidates.map((o) => h.locationOf(o)!);
   const place = cheapest(h, places)!;
   const object = candidates[places.indexOf(place)];
@@ -58,16 +101,19 @@ function putDown(h: House): ExpertStep {
   return approach(h, place, `I do not need the ${held}; I go to put it down.`)!;
 }
 
-/** The expert's next step, or undefined when the goal already holds. */
-export function expertStep(h: House, g: Goal): ExpertStep | undefined {
+/** The expert's next step, or undefined when the goal already holds; `seen`: see the header. */
+export function expertStep(h: House, g: Goal, seen?: ReadonlySet<string>): ExpertStep | undefined {
   if (goalMet(h, g)) return undefined;
   const ofKind = (o: string) => kindOf(o) === g.object;
   const holdingGoal = h.holding !== null && ofKind(h.holding);
   const article = withArticle(g.object).split(" ")[0];
   if (g.kind === "look_at_in_light") {
     if (h.holding !== null && !holdingGoal) return putDown(h);
-    if (!holdingGoal) return fetch(h, h.objects().filter(ofKind), `${article} ${g.object}`);
-    const lamps = h.lamps().filter((l) => kindOf(l) === g.lamp);
+    if (!holdingGoal) return fetch(h, seen, h.objects().filter(ofKind), `${article} ${g.object}`);
+    const lamps = h
+      .lamps()
+      .filter((l) => kindOf(l) === g.lamp && (h.isReceptacle(l) || knownPlace(seen, h.lampPlace(l))));
+    if (lamps.length === 0) return search(h, seen!, g.lamp!, `a ${g.lamp}`);
     const place = cheapest(
       h,
       lamps.map((l) => h.lampPlace(l)!),
@@ -85,6 +131,7 @@ export function expertStep(h: House, g: Goal): ExpertStep | undefined {
     const what = g.kind === "pick_two_and_place" && best.count > 0 ? `another ${g.object}` : `${article} ${g.object}`;
     return fetch(
       h,
+      seen,
       h.objects().filter((o) => ofKind(o) && o !== h.holding && !inTarget.has(o)),
       what,
     );
