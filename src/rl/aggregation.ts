@@ -28,8 +28,8 @@ export interface AggregationRow {
 
 const total = (w: readonly number[]) => w.reduce((s, x) => s + x, 0);
 
-/** Sequence key of each row: its `sequence` id, or the row itself. */
-const sequenceKeys = (rows: readonly AggregationRow[]) =>
+/** Sequence key of each row: its `sequence` id, or the row itself (the off-policy masks group by it too). */
+export const sequenceKeys = (rows: readonly AggregationRow[]): string[] =>
   rows.map((r, i) => (r.sequence !== undefined ? `s${r.sequence}` : `d${i}`));
 
 /** Per token, the coefficient c of its loss in the aggregated loss Σ c·l. */

@@ -1,4 +1,4 @@
-/** The RL math: datums, advantage estimators, rewards, KL, policy losses, aggregation, filters, whitening. */
+/** The RL math: datums, advantage estimators, rewards, KL, policy losses, aggregation, filters, off-policy masks, whitening. */
 export * from "./advantages/index.js";
 export * from "./datums.js";
 export * from "./episode-rewards.js";
@@ -9,5 +9,6 @@ export * from "./policy-loss.js";
 export * from "./aggregation.js";
 export * from "./loss-metrics.js";
 export * from "./filters.js";
+export * from "./off-policy-mask.js";
 export * from "./whiten.js";
 export * from "./groups.js";
