@@ -17,7 +17,8 @@ import {
   fixtureTrajectories,
   runCase,
 } from "./fixtures/prepare-batch-cases.js";
-import { prepareBatch } from "../src/train/prepare-batch.js";
+import { prepareBatch, type BatchModels } from "../src/train/prepare-batch.js";
+import type { Datum } from "../src/engine/types.js";
 import { parseConfig } from "../src/train/load-config.js";
 
 const BEFORE: Record<string, string> = {
@@ -74,4 +75,57 @@ test("by hand: grpo advantages on the action tokens of a split trajectory, 0 on 
   assert.deepEqual(d1.targetTokens, [9, 24, 25, 26, 5, 27]);
   assert.deepEqual(d1.advantages, [0, a, a, a, 0, a]);
   assert.deepEqual(d1.weights, [0, 1, 1, 1, 0, 1]);
+});
+
+test("loss.offPolicy and loss.tis: the learner scores once; masks judged on the sampler's logprobs; unset, nothing changes", async () => {
+  const cfg = (loss: Record<string, unknown>) =>
+    parseConfig({ algorithm: { estimator: "grpo", filterConstantGroups: false }, loss });
+  const plain = await prepareBatch(fixtureTrajectories(), cfg({}), {}, 0);
+  // A learner that agrees with the sampler on every action token except b1's (sequence 4: actions
+  // [28] then [29, 30], 3 tokens), where it is 3 nats lower: r = e⁻³ ≈ 0.0498 there, 1 elsewhere.
+  // The batch has 29 action tokens (a0 5, a1 3, a2 4, b0 6, b1 3, c0 2, c1 1, d0 5) in 8 sequences.
+  const far = (d: Datum, t: number) => d.sequence === 4 && d.weights[t] > 0;
+  const rows = new Map(
+    plain.datums.map((d) => [
+      JSON.stringify([...d.tokens, d.targetTokens[d.targetTokens.length - 1]]),
+      [null, ...d.logprobs!.map((q, t) => (far(d, t) ? q - 3 : q))],
+    ]),
+  );
+  let calls = 0;
+  const models: BatchModels = {
+    learnerLogprobs: async (seqs) => (calls++, seqs.map((s) => rows.get(JSON.stringify(s))!)),
+  };
+  // Neither configured: the learner is never asked and the batch is the same, bit for bit.
+  const none = await prepareBatch(fixtureTrajectories(), cfg({}), models, 0);
+  assert.equal(calls, 0);
+  assert.equal(canonical(none), canonical(plain));
+  assert.equal(none.offPolicy, undefined);
+  // seqMask [0.5, 2]: b1's geometric mean e⁻³ is below 0.5, every other sequence's is 1.
+  const masked = await prepareBatch(fixtureTrajectories(), cfg({ offPolicy: { seqMask: [0.5, 2] } }), models, 0);
+  assert.equal(calls, 1);
+  masked.datums.forEach((d, j) => {
+    const want = plain.datums[j];
+    assert.deepEqual(d.weights, d.sequence === 4 ? want.weights.map(() => 0) : want.weights, `datum ${j} weights`);
+    assert.deepEqual({ ...d, weights: [] }, { ...want, weights: [] }, `datum ${j}: nothing else changes`);
+  });
+  assert.deepEqual(masked.offPolicy, { maskedTokens: 3 / 29, maskedSequences: 1 / 8 });
+  // With TIS (cap 2): one scoring serves both; TIS re-anchors on the learner and measures all 29 tokens.
+  const both = await prepareBatch(
+    fixtureTrajectories(),
+    cfg({ tis: { cap: 2 }, offPolicy: { tokenMask: [0.5, 2] } }),
+    models,
+    0,
+  );
+  assert.equal(calls, 2);
+  const b1 = both.datums.filter((d) => d.sequence === 4);
+  assert.deepEqual(
+    b1.map((d) => d.weights),
+    b1.map((d) => d.weights.map(() => 0)),
+  );
+  assert.deepEqual(
+    both.datums.map((d) => d.logprobs),
+    plain.datums.map((d) => d.logprobs!.map((q, t) => (far(d, t) ? q - 3 : q))),
+  );
+  assert.ok(Math.abs(both.tis!.drift - (3 * 3) / 29) < 1e-12);
+  assert.deepEqual(both.offPolicy, { maskedTokens: 3 / 29, maskedSequences: 1 / 8 });
 });

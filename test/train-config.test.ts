@@ -62,3 +62,25 @@ test("unknown keys, wrong types and out-of-range values name the key and what is
   writeFileSync(f, "train: [1, 2\n");
   throwsLike(() => loadConfig(f), /bad\.yaml: not valid YAML/);
 });
+
+test("loss.offPolicy: absent by default; [lo, hi] ranges checked in one line naming the field", () => {
+  assert.equal(parseConfig({}).loss.offPolicy, undefined);
+  const raw: Record<string, unknown> = {};
+  applyOverride(raw, "loss.offPolicy.tokenMask=[0.5, 2]");
+  applyOverride(raw, "loss.offPolicy.seqMask=[0, 1.5]");
+  assert.deepEqual(parseConfig(raw).loss.offPolicy, { tokenMask: [0.5, 2], seqMask: [0, 1.5] });
+  const bad = (offPolicy: unknown) => () => parseConfig({ loss: { offPolicy } });
+  throwsLike(
+    bad({ seqMask: [2, 1] }),
+    /^config: loss\.offPolicy\.seqMask: give \[lo, hi\] with lo < hi \(got \[2, 1\]\)$/,
+  );
+  throwsLike(bad({ tokenMask: [1, 1] }), /^config: loss\.offPolicy\.tokenMask: give \[lo, hi\] with lo < hi/);
+  throwsLike(
+    bad({ tokenMask: [-0.5, 2] }),
+    /^config: loss\.offPolicy\.tokenMask: give \[lo, hi\] with lo ≥ 0 \(got lo -0\.5\)$/,
+  );
+  throwsLike(bad({ tokenMask: [1] }), /^config: loss\.offPolicy\.tokenMask: give \[lo, hi\]: two numbers$/);
+  throwsLike(bad({ tokenMask: 2 }), /^config: loss\.offPolicy\.tokenMask: give \[lo, hi\]: two numbers$/);
+  throwsLike(bad({}), /^config: loss\.offPolicy: give seqMask, tokenMask or both$/);
+  throwsLike(bad({ seqmask: [0.5, 2] }), /unknown key 'loss\.offPolicy\.seqmask'; allowed here: seqMask, tokenMask/);
+});

@@ -12,10 +12,12 @@ interface JsonSchema {
   exclusiveMinimum?: number;
   maximum?: number;
   description?: string;
+  prefixItems?: JsonSchema[];
 }
 
 function typeOf(s: JsonSchema): string {
   if (s.enum) return s.enum.map((v) => `\`${String(v)}\``).join(" \\| ");
+  if (s.prefixItems) return `[${s.prefixItems.map(typeOf).join(", ")}]`;
   const bounds = [
     s.minimum !== undefined ? `≥ ${s.minimum}` : "",
     s.exclusiveMinimum !== undefined ? `> ${s.exclusiveMinimum}` : "",

@@ -49,6 +49,13 @@ const mcpServerSchema = z
     if (wrong.length) say(`${wrong.join(", ")}: not for a server at ${s.url !== undefined ? "a url" : "a command"}`);
   });
 
+/** An inclusive range [lo, hi] of learner/sampler probability ratios (src/rl/off-policy-mask.ts). */
+const twoNumbers = { error: "give [lo, hi]: two numbers" };
+const ratioRange = z.tuple([z.number(twoNumbers), z.number(twoNumbers)], twoNumbers).superRefine(([lo, hi], ctx) => {
+  if (!(lo >= 0)) ctx.addIssue({ code: "custom", message: `give [lo, hi] with lo ≥ 0 (got lo ${lo})` });
+  else if (!(lo < hi)) ctx.addIssue({ code: "custom", message: `give [lo, hi] with lo < hi (got [${lo}, ${hi}])` });
+});
+
 export type McpServerEntry = z.infer<typeof mcpServerSchema>;
 
 export const configSchema = z.strictObject({
@@ -350,6 +357,26 @@ export const configSchema = z.strictObject({
         .optional()
         .describe(
           "Truncated importance sampling: weight each action token by min(learner/sampler probability, cap), scoring the rollouts with the learner first (src/rl/tis.ts).",
+        ),
+      offPolicy: z
+        .strictObject({
+          seqMask: ratioRange
+            .optional()
+            .describe(
+              "[lo, hi] (0 ≤ lo < hi, ends kept): weight 0 for a whole sequence whose geometric-mean learner/sampler ratio is outside it (verl's geometric rejection).",
+            ),
+          tokenMask: ratioRange
+            .optional()
+            .describe(
+              "[lo, hi] (0 ≤ lo < hi, ends kept): weight 0 for an action token whose learner/sampler ratio is outside it (IcePop's mask).",
+            ),
+        })
+        .refine((m) => m.seqMask !== undefined || m.tokenMask !== undefined, {
+          message: "give seqMask, tokenMask or both",
+        })
+        .optional()
+        .describe(
+          "Off-policy masks, scoring the rollouts with the learner first (src/rl/off-policy-mask.ts); ends inclusive.",
         ),
       dualClip: z.number().nonnegative().default(3).describe("Dual-clip constant for negative advantages; 0 disables."),
       aggregation: z

@@ -4,7 +4,9 @@
  * trajectories are laid out as datums once; then everything is computed on
  * those datum positions with the action mask (as verl's estimators work on a
  * response mask): token rewards (outcome + weighted process rewards,
- * optionally minus β·KL), reference logprobs, critic values, advantages.
+ * optionally minus β·KL), reference logprobs, critic values, advantages. Last,
+ * with a sampler that is not the learner, the learner's corrections: truncated
+ * importance weights (src/rl/tis.ts) and off-policy masks (src/rl/off-policy-mask.ts).
  */
 import type { Trajectory } from "../agent/trajectory.js";
 import type { Datum, ValueDatum } from "../engine/types.js";
@@ -15,6 +17,7 @@ import { dropUniformGroups, maskOverlong } from "../rl/filters.js";
 import { applyKlToRewards } from "../rl/kl.js";
 import { advantageEstimator, type AdvantageOutput } from "../rl/advantages/index.js";
 import { applyTis, type TisMetrics } from "../rl/tis.js";
+import { offPolicyKeep, withKeptWeights, type OffPolicyMaskMetrics } from "../rl/off-policy-mask.js";
 import type { TrainConfig } from "./config.js";
 
 /** What the batch needs from models: the critic's values and the reference logprobs, per datum position. */
@@ -23,7 +26,7 @@ export interface BatchModels {
   values?: (sequences: number[][]) => Promise<number[][]>;
   /** Per sequence (datum tokens + last target), logprob of each token given the ones before it. */
   refLogprobs?: (sequences: number[][]) => Promise<(number | null)[][]>;
-  /** The same from the policy being trained, at the sampling temperature (for loss.tis). */
+  /** The same from the policy being trained, at the sampling temperature (for loss.tis and loss.offPolicy). */
   learnerLogprobs?: (sequences: number[][]) => Promise<(number | null)[][]>;
 }
 
@@ -39,6 +42,8 @@ export interface PreparedBatch {
   klRef?: number;
   /** With loss.tis: how the sampler and the learner disagreed, and the importance weights. */
   tis?: TisMetrics;
+  /** With loss.offPolicy: the shares of action tokens and sequences the masks gave weight 0. */
+  offPolicy?: OffPolicyMaskMetrics;
 }
 
 /** Each step's rendered state (the env's `info.state`, GiGPO's anchor), or undefined where the env gave none. */
@@ -92,11 +97,8 @@ export async function prepareBatch(
     advantages: out.advantages[j],
     ...(klLossRef ? { refLogprobs: onMask(klLossRef[j], mask[j]) } : {}),
   }));
-  let tis: TisMetrics | undefined;
-  if (cfg.loss.tis && models.learnerLogprobs && datums.length > 0) {
-    const learner = await targetLogprobs(models.learnerLogprobs, datums);
-    ({ datums, metrics: tis } = applyTis(datums, learner, cfg.loss.tis.cap));
-  }
+  const corrected = await learnerCorrections(datums, cfg.loss, models);
+  datums = corrected.datums;
   return {
     datums,
     valueDatums: values ? criticTargets(datums, values, out) : [],
@@ -104,7 +106,31 @@ export async function prepareBatch(
     droppedGroups: scored.length - episodes.length,
     maskedOverlong: overlong.masked,
     klRef: signal.klRef,
-    ...(tis ? { tis } : {}),
+    ...(corrected.tis ? { tis: corrected.tis } : {}),
+    ...(corrected.offPolicy ? { offPolicy: corrected.offPolicy } : {}),
+  };
+}
+
+/**
+ * With loss.tis or loss.offPolicy: the learner scores the rollouts once; the off-policy masks are
+ * judged on the sampler's logprobs as the rollouts carry them, TIS then re-weights the advantages
+ * and re-anchors on the learner, and the masks zero their weights last (so TIS's measures cover
+ * every action token). Without either, the datums are returned as they came.
+ */
+async function learnerCorrections(
+  datums: Datum[],
+  loss: TrainConfig["loss"],
+  models: BatchModels,
+): Promise<{ datums: Datum[]; tis?: TisMetrics; offPolicy?: OffPolicyMaskMetrics }> {
+  if (!(loss.tis || loss.offPolicy) || !models.learnerLogprobs || datums.length === 0) return { datums };
+  const learner = await targetLogprobs(models.learnerLogprobs, datums);
+  const masks = loss.offPolicy ? offPolicyKeep(datums, learner, loss.offPolicy) : undefined;
+  const tis = loss.tis ? applyTis(datums, learner, loss.tis.cap) : undefined;
+  const out = tis ? tis.datums : datums;
+  return {
+    datums: masks ? withKeptWeights(out, masks.keep) : out,
+    ...(tis ? { tis: tis.metrics } : {}),
+    ...(masks ? { offPolicy: masks.metrics } : {}),
   };
 }
 

@@ -263,6 +263,12 @@ export class Trainer {
             tis_capped: batch.tis.cappedFraction,
           }
         : {}),
+      ...(batch.offPolicy
+        ? {
+            offpolicy_masked_tokens: batch.offPolicy.maskedTokens,
+            offpolicy_masked_seqs: batch.offPolicy.maskedSequences,
+          }
+        : {}),
       grad_norm: upd.gradNorm,
       lr: upd.lr,
       skipped_steps: upd.skippedSteps,
@@ -338,12 +344,13 @@ export class Trainer {
     return {
       values: this.critic ? (s: number[][]) => this.critic!.values(s) : undefined,
       refLogprobs: this.reference ? (s: number[][]) => this.reference!.computeLogprobs(s) : undefined,
-      learnerLogprobs: this.cfg.loss.tis
-        ? (s: number[][]) =>
-            this.engine.computeLogprobs(s, {
-              temperature: this.cfg.rollout.temperature > 0 ? this.cfg.rollout.temperature : 1,
-            })
-        : undefined,
+      learnerLogprobs:
+        this.cfg.loss.tis || this.cfg.loss.offPolicy
+          ? (s: number[][]) =>
+              this.engine.computeLogprobs(s, {
+                temperature: this.cfg.rollout.temperature > 0 ? this.cfg.rollout.temperature : 1,
+              })
+          : undefined,
     };
   }
 
