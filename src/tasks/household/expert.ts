@@ -13,11 +13,14 @@
  * `seen` (the receptacles whose insides the agent has looked at so far) it
  * knows only what it has seen: the objects in those receptacles and the
  * floor lamps the room listing shows. Needing something it has not seen, it
- * searches: the unseen receptacles where such a thing may stand (those of
- * the rooms its kind lives in; a desk lamp stands on a surface of a bedroom
- * or a living room), cheapest first, then in the order the house lists them.
- * That is the expert the demonstrations show, since a model reads only the
- * prompt (demos.ts keeps `seen` as the episode goes).
+ * searches the unseen receptacles in the order the house lists them (for a
+ * desk lamp, the surfaces), opening each closed one. The rule reads off the
+ * prompt at every step: the next place is the first `go to` line of the
+ * admissible commands not yet in the action history. (Searching the rooms an
+ * object's kind lives in first is shorter, 8.5 steps against 10.2 on
+ * average, but the room of each receptacle is in the prompt only at the
+ * first step.) That is the expert the demonstrations show, since a model
+ * reads only the prompt (demos.ts keeps `seen` as the episode goes).
  */
 import { admissibleCommands } from "./admissible.js";
 import { bestTarget, goalMet, GOAL_CONDITION, preposition, type Goal } from "./goals.js";
@@ -53,26 +56,15 @@ type Knowing = ReadonlySet<string> | undefined;
 
 const knownPlace = (seen: Knowing, r: string | undefined) => r !== undefined && (seen === undefined || seen.has(r));
 
-/** The room kind of a receptacle. */
-function roomOf(h: House, r: string): string {
-  return h.world.rooms.find((room) => room.receptacles.includes(r))!.kind;
-}
-
-/** Unseen receptacles where an object of `kind` may start (world.ts startingPlaces, without its dice). */
+/** Unseen receptacles that may hold a thing of `kind`, in the house's listing order (a desk lamp: surfaces only). */
 function searchPlaces(h: House, seen: ReadonlySet<string>, kind: string): string[] {
-  const k = objectKind(kind);
-  return h.receptacles.filter((r) => {
-    if (seen.has(r)) return false;
-    const rk = receptacleKind(kindOf(r));
-    if (k.lamp) return isSurface(r) && (roomOf(h, r) === "bedroom" || roomOf(h, r) === "livingroom");
-    if (rk.lamp || !k.rooms.includes(roomOf(h, r) as never)) return false;
-    return !rk.cools || !!(k.cool || k.heat);
-  });
+  const lamp = objectKind(kind).lamp;
+  return h.receptacles.filter((r) => !seen.has(r) && (lamp ? isSurface(r) : !receptacleKind(kindOf(r)).lamp));
 }
 
 /** The next search step for a thing of `kind` nobody has seen yet. */
 function search(h: House, seen: ReadonlySet<string>, kind: string, what: string): ExpertStep {
-  const place = cheapest(h, searchPlaces(h, seen, kind));
+  const place = searchPlaces(h, seen, kind)[0];
   if (place === undefined) throw new Error(`internal: nowhere left to look for ${what}`);
   return approach(h, place, `I need ${what}. I will look in the ${place}.`)!;
 }
