@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { PRESET_NAMES, type PresetName } from "./presets.js";
 import { BACKEND_CHOICES, BF16_PRODUCT_CHOICES, BLAS_CHOICES } from "../engine/local/addon.js";
+import { judgeConfigSchema } from "../rewards/judge-config.js";
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -265,6 +266,15 @@ export const configSchema = z.strictObject({
         .default("recipe")
         .describe(
           "Agent tasks: whose temperature, top-p and per-turn token limit a completion uses, the recipe's (what an agent asks for instead is logged once) or the agent's requests'.",
+        ),
+    })
+    .prefault({}),
+  reward: z
+    .strictObject({
+      judge: judgeConfigSchema
+        .optional()
+        .describe(
+          "A judge reward (docs/training.md, Judge rewards): an LLM at an OpenAI-compatible endpoint scores each group's trajectories against a rubric; reward = (1 − weight)·code + weight·judge.",
         ),
     })
     .prefault({}),

@@ -1,12 +1,14 @@
 /**
- * From finished trajectories to training datums. Each episode is scored once;
- * the filters drop constant-reward groups and mask cut-off episodes; the kept
- * trajectories are laid out as datums once; then everything is computed on
- * those datum positions with the action mask (as verl's estimators work on a
- * response mask): token rewards (outcome + weighted process rewards,
- * optionally minus β·KL), reference logprobs, critic values, advantages. Last,
- * with a sampler that is not the learner, the learner's corrections: truncated
- * importance weights (src/rl/tis.ts) and off-policy masks (src/rl/off-policy-mask.ts).
+ * From finished trajectories to training datums. Each episode is scored once
+ * (with a judge reward, the judge's score joined in and the groups the judge
+ * failed on dropped: src/rewards/judge.ts); the filters drop constant-reward
+ * groups and mask cut-off episodes; the kept trajectories are laid out as
+ * datums once; then everything is computed on those datum positions with the
+ * action mask (as verl's estimators work on a response mask): token rewards
+ * (outcome + weighted process rewards, optionally minus β·KL), reference
+ * logprobs, critic values, advantages. Last, with a sampler that is not the
+ * learner, the learner's corrections: truncated importance weights
+ * (src/rl/tis.ts) and off-policy masks (src/rl/off-policy-mask.ts).
  */
 import type { Trajectory } from "../agent/trajectory.js";
 import type { Datum, ValueDatum } from "../engine/types.js";
@@ -19,6 +21,9 @@ import { advantageEstimator, type AdvantageOutput } from "../rl/advantages/index
 import { applyTis, type TisMetrics } from "../rl/tis.js";
 import { offPolicyKeep, withKeptWeights, type OffPolicyMaskMetrics } from "../rl/off-policy-mask.js";
 import type { TrainConfig } from "./config.js";
+import type { JudgedTrajectories } from "../rewards/judge-trajectories.js";
+import type { JudgeStats } from "../rewards/judge.js";
+import { combineJudgeReward, withJudgeScore } from "../rewards/combine-judge.js";
 
 /** What the batch needs from models: the critic's values and the reference logprobs, per datum position. */
 export interface BatchModels {
@@ -28,6 +33,24 @@ export interface BatchModels {
   refLogprobs?: (sequences: number[][]) => Promise<(number | null)[][]>;
   /** The same from the policy being trained, at the sampling temperature (for loss.tis and loss.offPolicy). */
   learnerLogprobs?: (sequences: number[][]) => Promise<(number | null)[][]>;
+  /** A judge reward: its score per trajectory (none where it failed the group) and its weight against the code reward. */
+  judge?: BatchJudge;
+}
+
+export interface BatchJudge {
+  /** reward = (1 − weight)·code + weight·judge. */
+  weight: number;
+  score(trajectories: Trajectory[]): Promise<JudgedTrajectories>;
+}
+
+/** What the judge did for a batch. */
+export interface JudgedBatch {
+  stats: JudgeStats;
+  /** The groups it failed on (left out of the batch): their row in the iteration's rows, and why. */
+  dropped: JudgedTrajectories["dropped"];
+  /** Per judged trajectory: the judge's score, and the reward the metrics report, (1 − w)·reward + w·judge. */
+  scores: number[];
+  rewards: number[];
 }
 
 export interface PreparedBatch {
@@ -35,7 +58,7 @@ export interface PreparedBatch {
   valueDatums: ValueDatum[];
   /** Trajectories that entered training (after the filters), and per-batch counts. */
   kept: Trajectory[];
-  /** Trajectories dropped with their constant-reward groups. */
+  /** Trajectories dropped with their groups: constant-reward groups, and groups the judge failed on. */
   droppedGroups: number;
   maskedOverlong: number;
   /** Mean per-token KL to the reference (when a reference is used). */
@@ -44,6 +67,8 @@ export interface PreparedBatch {
   tis?: TisMetrics;
   /** With loss.offPolicy: the shares of action tokens and sequences the masks gave weight 0. */
   offPolicy?: OffPolicyMaskMetrics;
+  /** With a judge reward: its costs, dropped groups and scores. */
+  judge?: JudgedBatch;
 }
 
 /** Each step's rendered state (the env's `info.state`, GiGPO's anchor), or undefined where the env gave none. */
@@ -59,9 +84,11 @@ export async function prepareBatch(
 ): Promise<PreparedBatch> {
   const alg = cfg.algorithm;
   const estimator = advantageEstimator(alg.estimator);
-  const scored = trajectories
+  const coded = trajectories
     .filter((t) => t.metrics.actionTokens > 0)
     .map((t) => scoreEpisode(t, alg.processRewardWeight));
+  const judged = models.judge ? await judgeEpisodes(coded, models.judge) : undefined;
+  const scored = judged ? judged.episodes : coded;
   const episodes = alg.filterConstantGroups ? varyingGroups(scored) : scored;
   const overlong = alg.maskOverlong
     ? maskOverlong(episodes.map((e) => (e.trajectory.endReason === "done" ? "stop" : "length")))
@@ -103,12 +130,32 @@ export async function prepareBatch(
     datums,
     valueDatums: values ? criticTargets(datums, values, out) : [],
     kept: episodes.map((e) => e.trajectory),
-    droppedGroups: scored.length - episodes.length,
+    droppedGroups: coded.length - episodes.length,
     maskedOverlong: overlong.masked,
     klRef: signal.klRef,
     ...(corrected.tis ? { tis: corrected.tis } : {}),
     ...(corrected.offPolicy ? { offPolicy: corrected.offPolicy } : {}),
+    ...(judged ? { judge: judged.batch } : {}),
   };
+}
+
+/** The episodes the judge scored, its score joined in (src/rewards/combine-judge.ts); those of groups it failed on left out. */
+async function judgeEpisodes(
+  coded: ScoredEpisode[],
+  judge: BatchJudge,
+): Promise<{ episodes: ScoredEpisode[]; batch: JudgedBatch }> {
+  const verdict = await judge.score(coded.map((e) => e.trajectory));
+  const episodes: ScoredEpisode[] = [];
+  const scores: number[] = [];
+  const rewards: number[] = [];
+  coded.forEach((e, i) => {
+    const s = verdict.scores[i];
+    if (s === undefined) return;
+    episodes.push(withJudgeScore(e, s, judge.weight));
+    scores.push(s);
+    rewards.push(combineJudgeReward(e.trajectory.reward, s, judge.weight));
+  });
+  return { episodes, batch: { stats: verdict.stats, dropped: verdict.dropped, scores, rewards } };
 }
 
 /**

@@ -17,6 +17,7 @@ import type { Task } from "../tasks/types.js";
 import type { TrainConfig } from "./config.js";
 import { absoluteTaskPaths, applyOverride, loadConfig, parseConfig } from "./load-config.js";
 import { Trainer, type IterationMetrics } from "./trainer.js";
+import type { JudgeReward } from "../rewards/judge.js";
 
 export interface TrainRunOptions {
   /** The run directory: new or empty (or, with `resume`, the run to continue). Default runs/run-TIMESTAMP. */
@@ -29,6 +30,8 @@ export interface TrainRunOptions {
   overrides?: string[];
   /** Where the models come from; default the recipe's `engine` section (`enginesFor`). */
   engines?: EngineFactory;
+  /** A judge reward built in code (`judgeReward({...})`), instead of the recipe's `reward.judge`. */
+  judge?: JudgeReward;
   /** The trainer's notes and warnings, one line each; default stderr. */
   log?: (line: string) => void;
   /** Once the run is open: the recipe, the task, the iteration it resumes after (0 for a new run). */
@@ -68,6 +71,7 @@ export async function train(recipe?: string | object, o: TrainRunOptions = {}): 
       engines: o.engines ?? enginesFor(config.engine, log),
       resume: o.resume === true,
       force: o.force === true,
+      ...(o.judge ? { judge: o.judge } : {}),
       log,
     });
     try {

@@ -1,6 +1,6 @@
 /**
  * The RL training loop, as a short sequence of named stages per iteration:
- *   rows → rollout → prepare (filters, rewards, reference, critic, advantages,
+ *   rows → rollout → prepare (judge, filters, rewards, reference, critic, advantages,
  *   datums) → update (policy, then critic) → validate → record → checkpoint.
  * A run directory holds config.yaml, metrics.jsonl, samples/iter-N.jsonl and
  * checkpoints/step-N; `resume` continues from the newest complete checkpoint
@@ -30,7 +30,10 @@ import {
   type FoundCheckpoint,
   type StateParser,
 } from "./checkpoint.js";
-import { prepareBatch } from "./prepare-batch.js";
+import { prepareBatch, type BatchModels } from "./prepare-batch.js";
+import { judgeDropNote, judgeMetrics } from "./judge-metrics.js";
+import { judgeReward, type JudgeReward } from "../rewards/judge.js";
+import { judgeTrajectories } from "../rewards/judge-trajectories.js";
 import { toolBudgetWarning } from "./tool-budget.js";
 import { checkNewRunDir } from "./run-dir.js";
 import { clearDirectory } from "../util/out-path.js";
@@ -93,6 +96,8 @@ export interface TrainOptions {
   resume?: boolean;
   /** Start a new run even though `out` is not empty: what is there is deleted (never a directory the run reads, nor the working directory). */
   force?: boolean;
+  /** A judge reward built in code (`judgeReward`), instead of the recipe's `reward.judge`. */
+  judge?: JudgeReward;
   /** The command, for messages about `out`. Default "train". */
   command?: string;
   onIteration?: (m: IterationMetrics) => void;
@@ -123,6 +128,7 @@ export class Trainer {
   private reference?: PolicyEngine;
   private trainRows: TaskRow[] = [];
   private valRows: TaskRow[] = [];
+  private judge?: JudgeReward;
   /** The recipe's loss, built once; each iteration sets its KL coefficient. */
   private readonly spec: LossSpec;
   private kl: KlController;
@@ -144,6 +150,7 @@ export class Trainer {
    */
   static async open(cfg: TrainConfig, opts: TrainOptions): Promise<Trainer> {
     const out = opts.out;
+    const judge = openJudge(cfg, opts.judge);
     // Logged once the inputs are known good, so a failure is the only line printed.
     const notes: string[] = [];
     let found: FoundCheckpoint<TrainState> | undefined;
@@ -190,6 +197,7 @@ export class Trainer {
       await t.close();
       throw e;
     }
+    t.judge = judge;
     t.trainRows = rows.train;
     t.valRows = rows.val;
     // Inputs are good: now the run directory changes.
@@ -227,7 +235,9 @@ export class Trainer {
     this.reportFailedEpisodes(it, rows, ro.result.trajectories, ro.result.failed);
     const t1 = performance.now();
     const klCoef = this.kl.coef;
-    const batch = await prepareBatch(ro.result.trajectories, this.cfg, this.batchModels(), klCoef);
+    const batch = await prepareBatch(ro.result.trajectories, this.cfg, this.batchModels(rows), klCoef);
+    const judgeNote = batch.judge && judgeDropNote(it, batch.judge);
+    if (judgeNote) this.opts.log?.(judgeNote);
     const upd = await updatePolicy(this.engine, batch.datums, {
       spec: withKlCoef(this.spec, klCoef),
       optim: this.cfg.optim,
@@ -249,6 +259,7 @@ export class Trainer {
       data_position: this.state.cursor.epoch * this.trainRows.length + this.state.cursor.position,
       ...prefixed("", ro.summary),
       reward_std: std(ro.result.trajectories.map((t) => t.reward)),
+      ...(batch.judge ? judgeMetrics(batch.judge, ro.result.trajectories) : {}),
       loss: upd.loss,
       ...(upd.entropy !== undefined ? { entropy: upd.entropy } : {}),
       ...(upd.clipFraction !== undefined ? { clip_fraction: upd.clipFraction } : {}),
@@ -340,8 +351,14 @@ export class Trainer {
     });
   }
 
-  private batchModels() {
+  /** The critic, the reference, the learner's scoring and the judge, as the batch needs them; `rows` are the iteration's. */
+  private batchModels(rows: TaskRow[]): BatchModels {
+    const judge = this.judge;
     return {
+      judge: judge && {
+        weight: judge.weight,
+        score: (ts: Trajectory[]) => judgeTrajectories(judge, ts, rows, this.engine.tokenizer),
+      },
       values: this.critic ? (s: number[][]) => this.critic!.values(s) : undefined,
       refLogprobs: this.reference ? (s: number[][]) => this.reference!.computeLogprobs(s) : undefined,
       learnerLogprobs:
@@ -412,6 +429,13 @@ export class Trainer {
     await this.reference?.dispose();
     await this.engine.dispose();
   }
+}
+
+/** The judge reward: given in code or by the recipe's reward.judge (its API key checked now), not both. */
+function openJudge(cfg: TrainConfig, given: JudgeReward | undefined): JudgeReward | undefined {
+  if (given && cfg.reward.judge)
+    throw new InputError("reward.judge: a judge was also given in code (the judge option); give one of them");
+  return given ?? (cfg.reward.judge ? judgeReward(cfg.reward.judge, "reward.judge") : undefined);
 }
 
 /** Training rows (the task's, or data.train's), and the first valSize validation rows; bad rows fail, or are skipped and noted. */
