@@ -92,7 +92,11 @@ export const pretrainCommand: Command = {
   async run(argv, io) {
     const { flags, positionals } = parseFlags("pretrain", argv, FLAGS);
     noPositionals("pretrain", positionals);
-    const task = taskFromFlags("pretrain", flags, { train: D.trainQuestions });
+    // With one world the task's own train split is the demonstrations (D.trainQuestions of them); with
+    // more, the worlds hold them (worldsFromFlags) and the task keeps its own sizes (a shop of 2,000
+    // products cannot hold 8,192 instructions).
+    const oneWorld = (optionalNumber("pretrain", flags, "worlds") ?? D.worlds) === 1;
+    const task = taskFromFlags("pretrain", flags, oneWorld ? { train: D.trainQuestions } : {});
     const preset = flags.preset as string;
     if (!Object.hasOwn(PRESETS, preset))
       throw usageError("pretrain", `unknown --preset '${preset}'; choose one of: ${Object.keys(PRESETS).join(", ")}`);
