@@ -7,8 +7,10 @@
  * wrong type. Each must fail the call with a TinkerAnswerError naming the server, the request and
  * the field, and nothing of the answer may reach a caller (no result, no streamed token).
  */
-import { test } from "node:test";
+import { test, after } from "node:test";
 import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
 import type protobuf from "protobufjs";
 import { TinkerEngine } from "../src/engine/remote/tinker-engine.js";
 import { TinkerAnswerError, TinkerError } from "../src/engine/remote/tinker-error.js";
@@ -20,6 +22,7 @@ import {
   int64Bytes,
   SampleResponseMsg,
 } from "../src/engine/remote/tinker-proto.js";
+import { tempDir } from "./helpers.js";
 import { BASE_MODEL, VOCAB, scriptedTinker, type Reply, type Route } from "./fixtures/scripted-tinker.js";
 
 /** Encodes without the schema's checks, so a test can send what a broken server would. */
@@ -443,6 +446,10 @@ const CASES: Case[] = [
   },
 ];
 
+/** Where a save would write (it must not get that far). */
+const saves = tempDir("agent-r1-answers-");
+after(() => rmSync(saves, { recursive: true, force: true }));
+
 const DATUMS = [1, 2].map(() => ({ tokens: [1, 2], targetTokens: [2, 3], weights: [1, 1] }));
 
 /** Runs a case's act; returns whatever reached the caller (it must be nothing). */
@@ -457,7 +464,7 @@ async function act(e: TinkerEngine, what: Act, tokens: unknown[]): Promise<unkno
     case "optim":
       return e.optimStep({ lr: 1e-4 });
     case "save":
-      return e.save("/nonexistent-never-written");
+      return e.save(join(saves, "checkpoint"));
     default:
       return undefined;
   }

@@ -7,6 +7,7 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { initModel } from "../src/model/init-model.js";
 import { startTinkerServer, type RunningTinkerServer } from "../src/serve/tinker/server.js";
@@ -39,7 +40,10 @@ before(async () => {
   });
 });
 
-after(() => srv?.close());
+after(async () => {
+  await srv?.close();
+  rmSync(root, { recursive: true, force: true });
+});
 
 type Reply = { status: number; json: Record<string, unknown>; bytes?: Uint8Array };
 

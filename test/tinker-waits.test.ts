@@ -7,11 +7,18 @@
  * The client runs on a virtual clock: a wait is recorded and the clock moved on at once, so the
  * tests count requests and waits, and no result depends on the machine's speed.
  */
-import { test } from "node:test";
+import { test, after } from "node:test";
 import assert from "node:assert/strict";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { TinkerEngine, type TinkerEngineOptions } from "../src/engine/remote/tinker-engine.js";
 import type { Clock, WaitReason } from "../src/engine/remote/tinker-waits.js";
+import { tempDir } from "./helpers.js";
 import { BASE_MODEL, scriptedTinker, type Script, type ScriptedTinker } from "./fixtures/scripted-tinker.js";
+
+/** Where the tests' saves write remote.json (the server side is scripted). */
+const saves = tempDir("agent-r1-waits-");
+after(() => rmSync(saves, { recursive: true, force: true }));
 
 /** A clock whose waits take no time: each is recorded and moves the clock on. */
 function virtualClock() {
@@ -268,7 +275,7 @@ test("5xx and dropped connections back off exponentially (0.5 s, 1 s, ...), at m
     );
     await t.engine.optimStep({ lr: 1e-4 });
     assert.equal(t.s.requests("optim_step").length, 3, "sent again after each drop");
-    await t.engine.save(`/tmp/agent-r1-waits-${process.pid}`);
+    await t.engine.save(join(saves, "checkpoint"));
     assert.deepEqual(
       t.vc.waits.slice(2).map((w) => [w.reason, w.ms]),
       [
@@ -299,7 +306,7 @@ test("the SDK's headers: X-Tinker-Sampling-Backpressure on asample only; X-Tinke
     await t.engine.sample([1, 2], { maxTokens: 4 });
     await t.engine.forwardBackward(DATUMS, CE);
     await t.engine.optimStep({ lr: 1e-4 });
-    await t.engine.save(`/tmp/agent-r1-waits-${process.pid}`);
+    await t.engine.save(join(saves, "checkpoint"));
     for (const r of t.s.seen)
       assert.equal(r.headers["x-tinker-sampling-backpressure"], r.path.endsWith("/asample") ? "1" : undefined, r.path);
     const polls = t.s.requests("retrieve_future");
