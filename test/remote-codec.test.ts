@@ -9,19 +9,23 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import {
-  datumFromJson,
   datumToJson,
-  decodeForwardBackwardOutputProto,
   decodeForwardBackwardProto,
-  decodeSampleResponseProto,
   encodeForwardBackwardOutputProto,
   encodeForwardBackwardProto,
   encodeSampleResponseProto,
-  forwardBackwardOutputFromJson,
   forwardBackwardOutputToJson,
-  sampleResponseFromJson,
   sampleResponseToJson,
 } from "../src/engine/remote/tinker-codec.js";
+import {
+  readForwardBackwardJson,
+  readForwardBackwardProto,
+  readSampleJson,
+  readSampleProto,
+} from "../src/engine/remote/tinker-results.js";
+import { Answer } from "../src/engine/remote/tinker-answer.js";
+import { jsonTensor } from "../src/engine/remote/tinker-tensor.js";
+import { TinkerError } from "../src/engine/remote/tinker-error.js";
 import { chunkDatums, tinkerLoss } from "../src/engine/remote/tinker-loss.js";
 import { versionAtLeast } from "../src/engine/remote/tinker-http.js";
 import { zstdCompress, zstdDecompress } from "../src/engine/remote/zstd.js";
@@ -43,6 +47,8 @@ function golden(): Record<string, Uint8Array> {
   throw new Error("test/fixtures/tinker-golden.json not found");
 }
 const G = golden();
+/** The answer results are read as here (no server: the names only appear in errors). */
+const A = new Answer("http://test", "a result (request r-1)");
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 
 test("protobuf ForwardBackwardRequest: the SDK's bytes decode to the request, and ours encode to the SDK's bytes", () => {
@@ -53,7 +59,7 @@ test("protobuf ForwardBackwardRequest: the SDK's bytes decode to the request, an
     lossFn: "importance_sampling",
     lossFnConfig: { clip_low_threshold: 0.75 },
     forwardOnly: false,
-    data: [{ tokens: [5, 6, 7], inputs: { target_tokens: { data: [6, 7, 8], dtype: "int64" } } }],
+    data: [{ tokens: [5, 6, 7], inputs: { target_tokens: { data: [6, 7, 8], dtype: "int64", shape: [3] } } }],
   });
   const ours = encodeForwardBackwardProto({
     ...req,
@@ -70,7 +76,7 @@ test("protobuf ForwardBackwardRequest: the SDK's bytes decode to the request, an
 });
 
 test("protobuf SampleResponse: the SDK's bytes decode (NaN prompt logprob = null) and ours match them", () => {
-  const r = decodeSampleResponseProto(G.sample_response);
+  const r = readSampleProto(G.sample_response, A);
   assert.deepEqual(r, {
     sequences: [
       { tokens: [11, 12], logprobs: [-0.5, -1.25], stopReason: "length" },
@@ -82,38 +88,44 @@ test("protobuf SampleResponse: the SDK's bytes decode (NaN prompt logprob = null
 });
 
 test("protobuf ForwardBackwardOutput: batched tensors split by their int64 byte offsets, and ours match the SDK's", () => {
-  const o = decodeForwardBackwardOutputProto(G.forward_backward_output);
-  assert.deepEqual(o, { outputs: [{ logprobs: [-1, -2] }, { logprobs: [-3] }], metrics: { "loss:sum": 1.5 } });
-  assert.equal(hex(encodeForwardBackwardOutputProto(o)), hex(G.forward_backward_output));
+  const o = readForwardBackwardProto(G.forward_backward_output, 2, A);
+  const f32 = (data: number[]) => ({ data, dtype: "float32", shape: [data.length] });
+  assert.deepEqual(o, {
+    outputs: [{ logprobs: f32([-1, -2]) }, { logprobs: f32([-3]) }],
+    metrics: { "loss:sum": 1.5 },
+  });
+  const plain = { outputs: [{ logprobs: [-1, -2] }, { logprobs: [-3] }], metrics: { "loss:sum": 1.5 } };
+  assert.equal(hex(encodeForwardBackwardOutputProto(plain)), hex(G.forward_backward_output));
 });
 
 test("JSON forms round-trip, and malformed ones are one-line errors naming the field", () => {
+  const fault = (field: string, problem: string) => new TinkerError(`${field} ${problem}`);
   const d = { tokens: [1, 2], inputs: { target_tokens: { data: [2, 3], dtype: "int64" as const } } };
-  assert.deepEqual(datumFromJson(datumToJson(d), "data[0]"), d);
-  assert.throws(() => datumFromJson({ model_input: {} }, "data[4]"), /data\[4\]\.model_input\.chunks must be a list/);
+  const json = datumToJson(d);
+  assert.deepEqual(jsonTensor(json.loss_fn_inputs.target_tokens, "t", fault), {
+    data: [2, 3],
+    dtype: "int64",
+    shape: [2],
+  });
   assert.throws(
-    () => datumFromJson({ model_input: { chunks: [{ type: "image", data: "x" }] }, loss_fn_inputs: {} }, "data[0]"),
-    /chunks\[0\] must be an encoded_text chunk/,
+    () => jsonTensor({ data: [1], dtype: "f16" }, "data[0].loss_fn_inputs.w", fault),
+    /data\[0\]\.loss_fn_inputs\.w\.dtype is "f16", not "float32" or "int64"$/,
   );
+  assert.throws(() => jsonTensor({ data: [1.5], dtype: "int64" }, "w", fault), /w\.data\[0\] is 1\.5, not an integer$/);
   assert.throws(
-    () =>
-      datumFromJson(
-        {
-          model_input: { chunks: [{ type: "encoded_text", tokens: [1] }] },
-          loss_fn_inputs: { w: { data: [1], dtype: "f16" } },
-        },
-        "data[0]",
-      ),
-    /loss_fn_inputs\.w must be/,
+    () => jsonTensor({ data: [1, 2, 3], dtype: "float32", shape: [2, 2] }, "w", fault),
+    /w\.shape is \[2, 2\], which holds 4 values, but the data holds 3$/,
   );
   const s = { sequences: [{ tokens: [4], logprobs: [-1], stopReason: "stop" as const }], promptLogprobs: null };
-  assert.deepEqual(sampleResponseFromJson(sampleResponseToJson(s)), s);
+  assert.deepEqual(readSampleJson(sampleResponseToJson(s), A), s);
   assert.throws(
-    () => sampleResponseFromJson({ sequences: [{ tokens: [1], stop_reason: "eos" }] }),
-    /stop_reason must be/,
+    () => readSampleJson({ sequences: [{ tokens: [1], stop_reason: "eos" }] }, A),
+    /http:\/\/test: a result \(request r-1\): sequences\[0\]\.stop_reason is "eos", not "stop" or "length"$/,
   );
   const o = { outputs: [{ logprobs: [-1, -2], elementwise_loss: [0.5, 0] }], metrics: { "loss:sum": 0.5 } };
-  assert.deepEqual(forwardBackwardOutputFromJson(forwardBackwardOutputToJson(o)), o);
+  const read = readForwardBackwardJson(forwardBackwardOutputToJson(o), A);
+  assert.deepEqual(read.outputs[0].elementwise_loss, { data: [0.5, 0], dtype: "float32", shape: [2] });
+  assert.deepEqual(read.metrics, o.metrics);
 });
 
 test("tinkerLoss: every aggregation is realized by scaling the per-token inputs (worked by hand)", () => {

@@ -153,17 +153,20 @@ test("client: a server of the other SDK generation, and a sampler that returns f
     const proto = await TinkerEngine.open(opts({ url }));
     await assert.rejects(
       proto.sample([1, 2], { maxTokens: 3 }),
-      fails(/asample came back as JSON, but SDK 0\.25\.0 reads it only as protobuf/, /sdkVersion to 0\.24\.1/),
+      fails(
+        /asample \(request r-sample\) came back as JSON, but SDK 0\.25\.0 reads it only as protobuf/,
+        /sdkVersion to 0\.24\.1/,
+      ),
     );
     await proto.dispose();
     const jsonClient = await TinkerEngine.open(opts({ url, sdkVersion: "0.24.1" }));
     await assert.rejects(
       jsonClient.sample([1, 2], { maxTokens: 3 }),
-      fails(/asample returned sequence 0 with 1 logprobs for 3 tokens/),
+      fails(/asample \(request r-sample\): sequences\[0\]\.logprobs holds 1 logprobs for 3 tokens/),
     );
     await assert.rejects(
       jsonClient.sample([1, 2], { maxTokens: 3, n: 2 }),
-      fails(/returned 1 sequences, 2 were asked for/),
+      fails(/asample \(request r-sample\): sequences holds 1 sequences; 2 were asked for/),
     );
     await jsonClient.dispose();
   } finally {

@@ -16,7 +16,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
-import { TinkerHttp, pollPauseMs } from "../src/engine/remote/tinker-http.js";
+import { TinkerHttp } from "../src/engine/remote/tinker-http.js";
+import { pollFuture } from "../src/engine/remote/tinker-future.js";
+import { pollPauseMs } from "../src/engine/remote/tinker-waits.js";
 import { TinkerEngine } from "../src/engine/remote/tinker-engine.js";
 import { rolloutSampler, type SamplerKind } from "../src/engine/remote/sampler-client.js";
 import { encodeSampleResponseProto, forwardBackwardOutputToJson } from "../src/engine/remote/tinker-codec.js";
@@ -143,7 +145,7 @@ test("tinker client: an endless answer, a gzip bomb and an oversized Content-Len
     assert.ok(bytes < 16 * MiB, `the server sent ${bytes} bytes before the client hung up`);
     // The same through a future: the request id is named.
     await assert.rejects(
-      http.future("r-7", "asample"),
+      pollFuture(http, "r-7", "asample", { type: "Sample" }),
       fails(new RegExp(`${esc(s.url)}: asample \\(request r-7\\): the answer ran past ${limit.source}`)),
     );
     assert.ok((await sent!) < 16 * MiB);
@@ -228,7 +230,7 @@ test("redirects are never followed: the other server never sees the key, and the
     const http = new TinkerHttp({ url: first.url, apiKey: "tml-secret", sdkVersion: "0.25.0" });
     status = 302;
     await assert.rejects(
-      http.future("r-1", "optim_step"),
+      pollFuture(http, "r-1", "optim_step", { type: "OptimStep" }),
       fails(/optim_step \(request r-1\): the server answered a redirect \(HTTP 302\)/),
     );
     // The sampler clients, sampling and loading weights.
@@ -272,7 +274,7 @@ test("tinker client: try_again is polled with growing pauses: N empty polls cost
   });
   const http = new TinkerHttp({ url: s.url, sdkVersion: "0.24.1" });
   try {
-    const done = await http.future("r-1", "optim_step");
+    const done = await pollFuture(http, "r-1", "optim_step", { type: "OptimStep" });
     assert.deepEqual(done, { json: { type: "optim_step", metrics: {} } });
     assert.equal(s.seen.length, 4, "3 empty polls, then the result");
     // Never a result: within 1 s the pauses (at least 75, 112, 169, 253, 380 ms) allow 6 polls at
@@ -283,7 +285,7 @@ test("tinker client: try_again is polled with growing pauses: N empty polls cost
       const before = s.seen.length;
       const stop = new AbortController();
       const timer = setTimeout(() => stop.abort(new Error("enough")), 1000);
-      await assert.rejects(http.future("r-2", "optim_step", undefined, stop.signal), /enough/);
+      await assert.rejects(pollFuture(http, "r-2", "optim_step", { type: "OptimStep", signal: stop.signal }), /enough/);
       clearTimeout(timer);
       const polls = s.seen.length - before;
       assert.ok(polls >= 1 && polls <= 6, `${k}: ${polls} polls in 1 s`);
@@ -331,43 +333,47 @@ test("tinker client: sampled answers are checked: logprobs above 0 or not finite
   const jsonEngine = await open("0.24.1");
   const protoEngine = await open("0.25.0");
   try {
-    const where = new RegExp(`^${esc(s.url)}: asample `);
+    const where = new RegExp(`^${esc(s.url)}: asample \\(request r-sample\\): `);
     const cases: [string, unknown, RegExp][] = [
       [
         "a logprob above 0",
         { sequences: [seq([5, 6], [-1, 0.5])] },
-        /returned sequence 0 with logprob 0\.5 at position 1: above 0, a probability over 1 \(request r-sample\)$/,
+        /sequences\[0\]\.logprobs\[1\] is 0\.5: above 0, a probability over 1$/,
       ],
       [
         "a token id past the vocabulary",
         { sequences: [seq([5, VOCAB], [-1, -1])] },
-        /returned sequence 0 with token id 640 at position 1, outside the vocabulary \[0, 640\)/,
+        /sequences\[0\]\.tokens\[1\] is 640, outside the vocabulary \[0, 640\)/,
       ],
-      ["a negative token id", { sequences: [seq([-1], [-1])] }, /token id -1 at position 0, outside the vocabulary/],
+      [
+        "a negative token id",
+        { sequences: [seq([-1], [-1])] },
+        /sequences\[0\]\.tokens\[0\] is -1, outside the vocabulary/,
+      ],
       [
         "a fractional token id",
         { sequences: [seq([5, 1.5], [-1, -1])] },
-        /token id 1\.5 at position 1, not an integer/,
+        /sequences\[0\]\.tokens\[1\] is 1\.5, not an integer token id/,
       ],
       [
         "more tokens than max_tokens",
         { sequences: [seq([5, 6, 7, 8], [-1, -1, -1, -1])] },
-        /with 4 tokens, over max_tokens 3/,
+        /sequences\[0\]\.tokens holds 4 tokens, over max_tokens 3/,
       ],
       [
         "two sequences for one",
         { sequences: [seq([5], [-1]), seq([6], [-1])] },
-        /returned 2 sequences, 1 were asked for/,
+        /sequences holds 2 sequences; 1 were asked for/,
       ],
       [
         "an unknown stop reason",
         { sequences: [seq([5], [-1], "eos")] },
-        /\(request r-sample\) answered a result that does not decode: sequences\[0\]\.stop_reason must be "stop" or "length"/,
+        /sequences\[0\]\.stop_reason is "eos", not "stop" or "length"/,
       ],
       [
         "logprobs that are not numbers",
         { sequences: [seq([5], ["-1"])] },
-        /sequences\[0\]\.logprobs must be a list of numbers/,
+        /sequences\[0\]\.logprobs\[0\] is "-1": not a number/,
       ],
     ];
     for (const [label, a, msg] of cases) {
@@ -385,9 +391,9 @@ test("tinker client: sampled answers are checked: logprobs above 0 or not finite
         promptLogprobs: null,
       });
     for (const [x, msg] of [
-      [NaN, /logprob NaN at position 1: not a number/],
-      [Infinity, /logprob Infinity at position 1: above 0/],
-      [-Infinity, /logprob -Infinity at position 1: a sampled token cannot have probability 0/],
+      [NaN, /logprobs\[1\] is NaN: not a number/],
+      [Infinity, /logprobs\[1\] is Infinity: above 0/],
+      [-Infinity, /logprobs\[1\] is -Infinity: a sampled token cannot have probability 0/],
     ] as [number, RegExp][]) {
       answer = proto(x);
       await assert.rejects(protoEngine.sample([1, 2], { maxTokens: 3 }), fails(msg), String(x));
@@ -402,10 +408,10 @@ test("tinker client: sampled answers are checked: logprobs above 0 or not finite
     answer = scored([0.25, -1]);
     await assert.rejects(
       protoEngine.computeLogprobs([[1, 2, 3]]),
-      fails(/asample with prompt_logprobs \(sequence 0\) returned logprob 0\.25 at position 1: above 0/),
+      fails(/asample \(request r-sample\): prompt_logprobs\[1\] is 0\.25: above 0/),
     );
     answer = scored([-1, NaN]);
-    await assert.rejects(protoEngine.computeLogprobs([[1, 2, 3]]), fails(/logprob null at position 2: not a number/));
+    await assert.rejects(protoEngine.computeLogprobs([[1, 2, 3]]), fails(/prompt_logprobs\[2\] is null: not a number/));
     answer = scored([-1, -Infinity]);
     assert.deepEqual(await protoEngine.computeLogprobs([[1, 2, 3]]), [[null, -1, -Infinity]]);
 
@@ -413,7 +419,9 @@ test("tinker client: sampled answers are checked: logprobs above 0 or not finite
     answer = forwardBackwardOutputToJson({ outputs: [{ logprobs: [0.7] }], metrics: { "loss:sum": 1 } });
     await assert.rejects(
       jsonEngine.forwardBackward([{ tokens: [1], targetTokens: [2], weights: [1] }], { type: "cross_entropy" }),
-      fails(/forward_backward returned logprob 0\.7 for datum 0 at position 0: above 0/),
+      fails(
+        /forward_backward \(seq_id \d+, 1 datums\) \(request r-fb\): loss_fn_outputs\[0\]\.logprobs\[0\] is 0\.7: above 0/,
+      ),
     );
   } finally {
     await jsonEngine.dispose();
@@ -447,21 +455,25 @@ test("sampler clients: answers are checked: logprobs above 0, token ids outside 
   const out = (tokens: unknown[], logprobs: unknown[], reason: unknown = "stop"): Out => ({ tokens, logprobs, reason });
   try {
     const cases: [string, Out[], RegExp][] = [
-      ["a logprob above 0", [out([5, 6], [-1, 0.5])], /returned sequence 0 with logprob 0\.5 at position 1: above 0/],
-      ["a logprob that is not a number", [out([5, 6], [-1, null])], /logprob null at position 1: not a number/],
+      ["a logprob above 0", [out([5, 6], [-1, 0.5])], /sequences\[0\]\.logprobs\[1\] is 0\.5: above 0/],
+      [
+        "a logprob that is not a number",
+        [out([5, 6], [-1, null])],
+        /sequences\[0\]\.logprobs\[1\] is null: not a number/,
+      ],
       [
         "a token id past the vocabulary",
         [out([5, 700], [-1, -1])],
-        /token id 700 at position 1, outside the vocabulary \[0, 640\)/,
+        /sequences\[0\]\.tokens\[1\] is 700, outside the vocabulary \[0, 640\)/,
       ],
-      ["more tokens than max_tokens", [out([5, 6, 7, 8], [-1, -1, -1, -1])], /with 4 tokens, over max_tokens 3/],
+      ["more tokens than max_tokens", [out([5, 6, 7, 8], [-1, -1, -1, -1])], /holds 4 tokens, over max_tokens 3/],
       [
         "an aborted sequence",
         [out([5], [-1], "abort")],
         /sequence 0 with finish reason "abort", neither "stop" nor "length"/,
       ],
-      ["two sequences for one", [out([5], [-1]), out([6], [-1])], /returned 2 sequences, 1 were asked for/],
-      ["fewer logprobs than tokens", [out([5, 6], [-1])], /returned sequence 0 with 1 logprobs for 2 tokens/],
+      ["two sequences for one", [out([5], [-1]), out([6], [-1])], /sequences holds 2 sequences; 1 were asked for/],
+      ["fewer logprobs than tokens", [out([5, 6], [-1])], /sequences\[0\]\.logprobs holds 1 logprobs for 2 tokens/],
     ];
     for (const [kind, what] of [
       ["vllm", "completions"],
@@ -472,7 +484,7 @@ test("sampler clients: answers are checked: logprobs above 0, token ids outside 
         outs = o;
         await assert.rejects(
           sampler.sample([1, 2], { maxTokens: 3 }, [574], VOCAB),
-          both(fails(msg), fails(new RegExp(`^${esc(s.url)}: ${what} returned`))),
+          both(fails(msg), fails(new RegExp(`^${esc(s.url)}: ${what}`))),
           `${kind}: ${label}`,
         );
       }

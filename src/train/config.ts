@@ -194,6 +194,11 @@ export const configSchema = z.strictObject({
             .describe(
               "Times a failed request or a lost connection is retried (backoff up to 10 s) before the run stops.",
             ),
+          billingPauseS: nonNegInt
+            .default(3600)
+            .describe(
+              "How long to pause, trying again every 5 s, while the server refuses work for billing (HTTP 402), before the run stops; 0 stops at once.",
+            ),
         })
         .optional()
         .describe("The tinker engine (engine.kind: tinker). The tokenizer comes from model.tokenizer or model.path."),

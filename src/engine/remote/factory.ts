@@ -19,6 +19,8 @@ export interface TinkerEngineSection {
   lora: LoraSettings | null;
   sdkVersion: string;
   retries: number;
+  /** Seconds to pause while the server refuses for billing (402). */
+  billingPauseS?: number;
 }
 
 export interface TinkerConnection {
@@ -38,6 +40,7 @@ export function tinkerEngines(section: TinkerEngineSection, conn: TinkerConnecti
     ...(section.lora ? { lora: section.lora } : {}),
     sdkVersion: section.sdkVersion,
     maxRetries: section.retries,
+    ...(section.billingPauseS !== undefined ? { billingMaxPauseMs: section.billingPauseS * 1000 } : {}),
     log: conn.log,
   };
   return {

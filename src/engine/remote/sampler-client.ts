@@ -10,15 +10,16 @@
  *
  * Nothing a server answers is trusted: an answer is read within `maxResponseBytes` (default 256 MiB,
  * decompressed) and cut off past it; a redirect is an error naming where it points, never followed
- * (the API key would go along); and the sequences are checked as tinker-codec.ts says (as many as
+ * (the API key would go along); and the sequences are checked as answer-checks.ts says (as many as
  * asked, at most max_tokens token ids inside the vocabulary, logprobs finite and not above 0, a stop
- * reason of "stop" or "length"). Each failure is one TinkerError naming the server and the request.
+ * reason of "stop" or "length"). Each failure is one TinkerError naming the server, the request and
+ * the field ("http://host: completions: sequences[0].logprobs[2] is 0.5: above 0, ...").
  */
 import type { SampleResult, SamplingParams, SampledSequence } from "../types.js";
 import { InputError } from "../../util/errors.js";
 import { formatBytes, readLimitedText, readPrefix, redirectTarget } from "../../util/read-limited.js";
 import { TinkerError } from "./tinker-error.js";
-import { checkSampledSequences, type SampleBounds } from "./tinker-codec.js";
+import { checkSampledSequences, type SampleBounds } from "./answer-checks.js";
 
 /** The default limit on an answer's (decoded) size. */
 export const DEFAULT_SAMPLER_RESPONSE_BYTES = 256 * 1024 * 1024;
@@ -124,7 +125,7 @@ function checked(
   raw: { tokens: unknown; logprobs: unknown; reason: unknown }[],
   bounds: SampleBounds,
 ): SampledSequence[] {
-  const seqs = checkSampledSequences(where, raw, bounds);
+  const seqs = checkSampledSequences(raw, bounds, (field, problem) => new TinkerError(`${where}: ${field} ${problem}`));
   return seqs.map((s, i) => {
     const reason = raw[i].reason;
     if (reason !== "stop" && reason !== "length")

@@ -5,7 +5,12 @@
  * on the latest weights, made after each optimizer step (`save_weights_for_sampler` with a session
  * number: the SDK's save_weights_and_get_sampling_client). Training requests carry `seq_id` 1, 2,
  * ... in the order they are sent; large batches go in chunks of at most 1024 datums / 5 MB (or what
- * the server's client config says). The tokenizer and chat template come from a local directory.
+ * the server's client config says). Samples carry `seq_id` 0, 1, ... in each sampling session. The
+ * tokenizer and chat template come from a local directory.
+ *
+ * Nothing the server answers is trusted: every field read is checked (tinker-answer.ts,
+ * tinker-results.ts) and a violation fails the call with a TinkerAnswerError naming the server, the
+ * request and the field. The client waits as the SDK does (tinker-waits.ts, tinker-future.ts).
  *
  * A checkpoint of this engine is a directory with `remote.json` (the server, base model, LoRA
  * config and the `tinker://` path of the saved state) beside the tokenizer files; `load` continues
@@ -32,22 +37,24 @@ import { resolvedLoss } from "../../rl/policy-loss.js";
 import { summarizeForwardBackward } from "../../rl/loss-metrics.js";
 import { validateDatums } from "../validate-datums.js";
 import { assertTokens } from "../validate.js";
-import { TinkerError } from "./tinker-error.js";
-import { TinkerHttp, type ProtoResult } from "./tinker-http.js";
+import { TinkerHttp } from "./tinker-http.js";
+import { Answer } from "./tinker-answer.js";
+import { call, type CallSpec } from "./tinker-future.js";
+import type { Clock } from "./tinker-waits.js";
+import { checkSampledSequences, checkScoredLogprobs } from "./answer-checks.js";
 import {
-  checkSampledSequences,
-  checkScoredLogprobs,
-  checkTrainingLogprobs,
-  decodeForwardBackwardOutputProto,
-  decodeSampleResponseProto,
   encodeForwardBackwardProto,
-  forwardBackwardOutputFromJson,
   forwardBackwardToJson,
-  sampleResponseFromJson,
-  type ForwardBackwardOutput,
   type SampleResponse,
   type WireDatum,
 } from "./tinker-codec.js";
+import {
+  checkChunkResult,
+  readForwardBackwardJson,
+  readForwardBackwardProto,
+  readSampleJson,
+  readSampleProto,
+} from "./tinker-results.js";
 import { chunkDatums, tinkerLoss } from "./tinker-loss.js";
 
 export interface LoraSettings {
@@ -79,7 +86,17 @@ export interface TinkerEngineOptions {
   maxRetries?: number;
   /** The largest answer read, in bytes (decompressed). Default 256 MiB (tinker-http.ts). */
   maxResponseBytes?: number;
+  /** The longest pause while the server refuses for billing (HTTP 402). Default 1 h. */
+  billingMaxPauseMs?: number;
+  /** Time and waits (tinker-waits.ts); tests give one that counts waits instead of spending them. */
+  clock?: Clock;
   log?: (line: string) => void;
+}
+
+/** A sampling session, and the seq_id its next sample gets (they start at 0 in each session). */
+interface SamplingSession {
+  id: string;
+  nextSeq: number;
 }
 
 /** remote.json: where a checkpoint of this engine lives on the server. */
@@ -127,8 +144,7 @@ export class TinkerEngine implements PolicyEngine {
   private trainSeq = 0;
   private modelSeq = 0;
   private samplingSessionSeq = 0;
-  private sampleSeq = 0;
-  private samplingSession?: Promise<string>;
+  private samplingSession?: Promise<SamplingSession>;
   private step = 0;
   private heartbeat?: NodeJS.Timeout;
   private maxChunkLen = 1024;
@@ -152,6 +168,8 @@ export class TinkerEngine implements PolicyEngine {
       futureTimeoutMs: o.futureTimeoutMs,
       maxRetries: o.maxRetries,
       maxResponseBytes: o.maxResponseBytes,
+      billingMaxPauseMs: o.billingMaxPauseMs,
+      clock: o.clock,
       log: o.log,
     });
     const e = new TinkerEngine(http, o);
@@ -161,28 +179,30 @@ export class TinkerEngine implements PolicyEngine {
 
   private async connect(): Promise<void> {
     const flags = await this.http.json("/api/v1/client/config", { sdk_version: this.o.sdkVersion }, "client/config");
-    this.http.compress = flags.proto_compress_fwdbwd === true;
-    if (typeof flags.fwdbwd_max_chunk_len === "number" && flags.fwdbwd_max_chunk_len > 0)
-      this.maxChunkLen = flags.fwdbwd_max_chunk_len;
-    if (typeof flags.fwdbwd_max_chunk_bytes_count === "number" && flags.fwdbwd_max_chunk_bytes_count > 0)
-      this.maxChunkBytes = flags.fwdbwd_max_chunk_bytes_count;
+    const config = new Answer(this.http.url, "client/config");
+    this.http.compress = config.optionalBoolean(flags, "proto_compress_fwdbwd") ?? false;
+    this.maxChunkLen = config.optionalInteger(flags, "fwdbwd_max_chunk_len", 1) ?? this.maxChunkLen;
+    this.maxChunkBytes = config.optionalInteger(flags, "fwdbwd_max_chunk_bytes_count", 1) ?? this.maxChunkBytes;
     const session = await this.http.json(
       "/api/v1/create_session",
       { tags: ["agent-r1"], user_metadata: {}, sdk_version: this.o.sdkVersion, type: "create_session" },
       "create_session",
     );
-    if (typeof session.session_id !== "string")
-      throw new TinkerError(`${this.http.url}: create_session answered no session_id`);
-    this.sessionId = session.session_id;
+    this.sessionId = new Answer(this.http.url, "create_session").string(session, "session_id");
+    let beating = false; // one heartbeat at a time (one may wait out a billing pause)
     this.heartbeat = setInterval(() => {
+      if (beating) return;
+      beating = true;
       this.http
         .json("/api/v1/session_heartbeat", { session_id: this.sessionId, type: "session_heartbeat" }, "heartbeat")
-        .catch(() => undefined);
+        .catch(() => undefined)
+        .finally(() => (beating = false));
     }, 10_000);
     this.heartbeat.unref();
     if (this.o.samplerOnly) return;
     const lora = this.o.lora;
     const created = await this.submit(
+      "CreateModel",
       "/api/v1/create_model",
       {
         session_id: this.sessionId,
@@ -203,18 +223,23 @@ export class TinkerEngine implements PolicyEngine {
       },
       `create_model of '${this.o.baseModel}'`,
     );
-    if (typeof created.model_id !== "string")
-      throw new TinkerError(`${this.http.url}: create_model of '${this.o.baseModel}' gave no model_id`);
-    this.modelId = created.model_id;
+    this.modelId = created.answer.string(created.json, "model_id");
     if (this.o.resumeFrom) await this.load(this.o.resumeFrom);
   }
 
-  /** POSTs a request that answers a future, and waits for its JSON result. */
-  private async submit(path: string, body: unknown, what: string): Promise<Record<string, unknown>> {
-    const ack = await this.http.json(path, body, what);
-    const res = await this.http.future(requestIdOf(ack, this.http.url, what), what);
-    if (!("json" in res)) throw new TinkerError(`${this.http.url}: ${what} answered protobuf where JSON was expected`);
-    return res.json;
+  /**
+   * POSTs a request that answers a future (of SDK result type `type`), and waits for its JSON
+   * result, returned with the answer that names the server and the request in faults.
+   */
+  private async submit(
+    type: string,
+    path: string,
+    body: unknown,
+    what: string,
+  ): Promise<{ json: Record<string, unknown>; answer: Answer }> {
+    const { result, answer } = await call(this.http, { what, type, submit: () => this.http.json(path, body, what) });
+    if (!("json" in result)) throw answer.fault("the result", "is protobuf where JSON was expected");
+    return { json: result.json, answer };
   }
 
   private requireModel(what: string): string {
@@ -225,40 +250,13 @@ export class TinkerEngine implements PolicyEngine {
 
   // ---- sampling ----
 
-  /** The sampling session of the current weights (made once per optimizer step). */
-  private sampler(): Promise<string> {
+  /** The sampling session of the current weights (made once per optimizer step); its samples number from 0. */
+  private sampler(): Promise<SamplingSession> {
     if (this.samplingSession) return this.samplingSession;
-    const p = this.modelId
-      ? this.submit(
-          "/api/v1/save_weights_for_sampler",
-          {
-            model_id: this.modelId,
-            seq_id: ++this.trainSeq,
-            sampling_session_seq_id: this.samplingSessionSeq++,
-            type: "save_weights_for_sampler",
-          },
-          "save_weights_for_sampler",
-        ).then((r) => {
-          if (typeof r.sampling_session_id !== "string")
-            throw new TinkerError(`${this.http.url}: save_weights_for_sampler gave no sampling_session_id`);
-          return r.sampling_session_id;
-        })
-      : this.http
-          .json(
-            "/api/v1/create_sampling_session",
-            {
-              session_id: this.sessionId,
-              sampling_session_seq_id: this.samplingSessionSeq++,
-              base_model: this.o.baseModel,
-              type: "create_sampling_session",
-            },
-            "create_sampling_session",
-          )
-          .then((r) => {
-            if (typeof r.sampling_session_id !== "string")
-              throw new TinkerError(`${this.http.url}: create_sampling_session gave no sampling_session_id`);
-            return r.sampling_session_id;
-          });
+    const p = (this.modelId ? this.samplerOfModel(this.modelId) : this.samplerOfBase()).then((id) => ({
+      id,
+      nextSeq: 0,
+    }));
     this.samplingSession = p;
     p.catch(() => {
       if (this.samplingSession === p) this.samplingSession = undefined; // try again next time
@@ -266,43 +264,68 @@ export class TinkerEngine implements PolicyEngine {
     return p;
   }
 
-  /** One asample request and its decoded result, with the request id that names it in errors. */
+  /** The SDK's save_weights_and_get_sampling_client: a session on the training model's weights now. */
+  private async samplerOfModel(modelId: string): Promise<string> {
+    const what = "save_weights_for_sampler";
+    const body = {
+      model_id: modelId,
+      seq_id: ++this.trainSeq,
+      sampling_session_seq_id: this.samplingSessionSeq++,
+      type: "save_weights_for_sampler",
+    };
+    const r = await this.submit("SaveWeightsForSampler", "/api/v1/save_weights_for_sampler", body, what);
+    return r.answer.string(r.json, "sampling_session_id");
+  }
+
+  /** A sampling session on the base model (a sampler-only engine). */
+  private async samplerOfBase(): Promise<string> {
+    const body = {
+      session_id: this.sessionId,
+      sampling_session_seq_id: this.samplingSessionSeq++,
+      base_model: this.o.baseModel,
+      type: "create_sampling_session",
+    };
+    const r = await this.http.json("/api/v1/create_sampling_session", body, "create_sampling_session");
+    return new Answer(this.http.url, "create_sampling_session").string(r, "sampling_session_id");
+  }
+
+  /**
+   * One asample request and its result, read (not yet checked against what was asked), with the
+   * answer that names the server and the request. A push-back (429) waits and sends the same
+   * sample again; a result that expired (410) is asked for again with the session's next seq_id.
+   */
   private async asample(
     prompt: number[],
     params: Record<string, unknown>,
     n: number,
     promptLogprobs: boolean,
     signal?: AbortSignal,
-  ): Promise<{ res: SampleResponse; requestId: string }> {
+  ): Promise<{ res: SampleResponse; answer: Answer }> {
+    const session = await this.sampler();
     const what = "asample";
-    const body = {
-      prompt: { chunks: [{ type: "encoded_text", tokens: prompt }] },
-      num_samples: n,
-      sampling_params: params,
-      sampling_session_id: await this.sampler(),
-      seq_id: this.sampleSeq++,
-      prompt_logprobs: promptLogprobs,
-      topk_prompt_logprobs: 0,
-      type: "sample",
+    const spec: CallSpec = {
+      what,
+      type: "Sample",
+      proto: "sample",
+      signal,
+      submit: (deadline) => {
+        const body = {
+          prompt: { chunks: [{ type: "encoded_text", tokens: prompt }] },
+          num_samples: n,
+          sampling_params: params,
+          sampling_session_id: session.id,
+          seq_id: session.nextSeq++,
+          prompt_logprobs: promptLogprobs,
+          topk_prompt_logprobs: 0,
+          type: "sample",
+        };
+        const opts = { signal, deadline, backpressure: true };
+        return this.http.json("/api/v1/asample", body, what, opts, { "X-Tinker-Sampling-Backpressure": "1" });
+      },
     };
-    const ack = await this.http.json("/api/v1/asample", body, what, signal);
-    const requestId = requestIdOf(ack, this.http.url, what);
-    const res = await this.http.future(requestId, what, "sample" as ProtoResult, signal);
-    const decoded = this.decoded(`asample (request ${requestId})`, () =>
-      "bytes" in res ? decodeSampleResponseProto(res.bytes) : sampleResponseFromJson(res.json),
-    );
-    return { res: decoded, requestId };
-  }
-
-  /** A result decoded, or an error naming the server and request when it does not decode. */
-  private decoded<T>(what: string, decode: () => T): T {
-    try {
-      return decode();
-    } catch (e) {
-      throw new TinkerError(
-        `${this.http.url}: ${what} answered a result that does not decode: ${(e as Error).message}`,
-      );
-    }
+    const { result, answer } = await call(this.http, spec);
+    const res = "bytes" in result ? readSampleProto(result.bytes, answer) : readSampleJson(result.json, answer);
+    return { res, answer };
   }
 
   async sample(prompt: number[], params: SamplingParams = {}): Promise<SampleResult> {
@@ -311,14 +334,9 @@ export class TinkerEngine implements PolicyEngine {
       throw new InputError("sample: the tinker engine cannot report top logprobs (topLogprobs must be 0)");
     const n = params.n ?? 1;
     const wire = this.samplingParams(params);
-    const { res: out, requestId } = await this.asample(prompt, wire, n, false, params.signal);
+    const { res: out, answer } = await this.asample(prompt, wire, n, false, params.signal);
     const bounds = { n, maxTokens: wire.max_tokens as number, vocabSize: this.config.vocabSize };
-    const checked = checkSampledSequences(
-      `${this.http.url}: asample`,
-      out.sequences,
-      bounds,
-      ` (request ${requestId})`,
-    );
+    const checked = checkSampledSequences(out.sequences, bounds, answer.faults);
     const sequences = checked.map((s, i) => ({ ...s, stopReason: out.sequences[i].stopReason }));
     // No streaming over this protocol: the tokens are reported once the result is in, in order.
     if (params.onToken)
@@ -364,14 +382,13 @@ export class TinkerEngine implements PolicyEngine {
     return Promise.all(
       sequences.map(async (seq, i) => {
         assertTokens(seq, this.config.vocabSize, `computeLogprobs: sequence ${i}`);
-        const { res, requestId } = await this.asample(
+        const { res, answer } = await this.asample(
           seq,
           { max_tokens: 1, temperature: 1, top_k: -1, top_p: 1 },
           1,
           true,
         );
-        const where = `${this.http.url}: asample with prompt_logprobs (sequence ${i})`;
-        return [null, ...checkScoredLogprobs(where, res.promptLogprobs, seq.length, ` (request ${requestId})`)];
+        return [null, ...checkScoredLogprobs(res.promptLogprobs, seq.length, "prompt_logprobs", answer.faults)];
       }),
     );
   }
@@ -386,52 +403,52 @@ export class TinkerEngine implements PolicyEngine {
     const { lossFn, lossFnConfig, data } = tinkerLoss(datums, loss);
     const chunks = chunkDatums(data, this.maxChunkLen, this.maxChunkBytes);
     // Sent one after another, so seq_ids reach the server in order; then all awaited together.
-    const pending: Promise<ForwardBackwardOutput>[] = [];
+    const pending: Promise<{ logprobs: number[][]; lossSum: number }>[] = [];
     for (const chunk of chunks)
       pending.push((await this.sendForwardBackward(modelId, chunk, lossFn, lossFnConfig)).result);
     const outs = await Promise.all(pending);
-    const logprobs: number[][] = [];
-    let lossSum = 0;
-    for (const o of outs) {
-      for (const rec of o.outputs) logprobs.push(rec.logprobs ?? []);
-      lossSum += o.metrics["loss:sum"] ?? NaN;
-    }
-    if (logprobs.length !== datums.length)
-      throw new TinkerError(
-        `${this.http.url}: forward_backward returned ${logprobs.length} outputs for ${datums.length} datums`,
-      );
-    logprobs.forEach((lp, i) => {
-      if (lp.length !== datums[i].targetTokens.length)
-        throw new TinkerError(
-          `${this.http.url}: forward_backward returned ${lp.length} logprobs for datum ${i} of ${datums[i].targetTokens.length} targets`,
-        );
-    });
-    checkTrainingLogprobs(`${this.http.url}: forward_backward`, logprobs);
+    const logprobs = outs.flatMap((o) => o.logprobs);
+    const lossSum = outs.reduce((sum, o) => sum + o.lossSum, 0);
     const res = summarizeForwardBackward(datums, resolved, logprobs, lossSum, NaN);
     delete res.metrics.entropy; // Tinker does not report it
     return res;
   }
 
-  /** Submits one chunk; returns, once it is submitted, the promise of its result (boxed: a returned promise would be awaited). */
+  /**
+   * Submits one chunk; returns, once it is submitted, the promise of its checked result (boxed: a
+   * returned promise would be awaited). A result that expired is asked for by sending the chunk
+   * again, with the same seq_id (the server takes it as a retry).
+   */
   private async sendForwardBackward(
     modelId: string,
     chunk: WireDatum[],
     lossFn: string,
     lossFnConfig: Record<string, number> | undefined,
-  ): Promise<{ result: Promise<ForwardBackwardOutput> }> {
+  ): Promise<{ result: Promise<{ logprobs: number[][]; lossSum: number }> }> {
     const req = { modelId, seqId: ++this.trainSeq, data: chunk, lossFn, lossFnConfig };
     const what = `forward_backward (seq_id ${req.seqId}, ${chunk.length} datums)`;
-    const ack = this.http.proto
-      ? await this.http.protobuf("/api/v1/forward_backward", encodeForwardBackwardProto(req), what)
-      : await this.http.json("/api/v1/forward_backward", forwardBackwardToJson(req), what);
-    const id = requestIdOf(ack, this.http.url, what);
-    const result = this.http
-      .future(id, what, "forward_backward")
-      .then((r) =>
-        this.decoded(`${what} (request ${id})`, () =>
-          "bytes" in r ? decodeForwardBackwardOutputProto(r.bytes) : forwardBackwardOutputFromJson(r.json),
-        ),
-      );
+    const send = () =>
+      this.http.proto
+        ? this.http.protobuf("/api/v1/forward_backward", encodeForwardBackwardProto(req), what)
+        : this.http.json("/api/v1/forward_backward", forwardBackwardToJson(req), what);
+    // The first submission is made here, in order; a later one (after a 410) is the same request.
+    let first: Promise<Record<string, unknown>> | undefined = send();
+    await first;
+    const submit = () => {
+      const ack = first ?? send();
+      first = undefined;
+      return ack;
+    };
+    const targets = chunk.map((d) => d.inputs.target_tokens.data);
+    const result = call(this.http, { what, type: "ForwardBackward", proto: "forward_backward", submit }).then(
+      ({ result: r, answer }) => {
+        const out =
+          "bytes" in r
+            ? readForwardBackwardProto(r.bytes, chunk.length, answer)
+            : readForwardBackwardJson(r.json, answer);
+        return checkChunkResult(out, targets, answer);
+      },
+    );
     result.catch(() => undefined); // awaited with the others; not an unhandled rejection meanwhile
     return { result };
   }
@@ -439,7 +456,8 @@ export class TinkerEngine implements PolicyEngine {
   async optimStep(params: AdamParams): Promise<OptimStepResult> {
     const modelId = this.requireModel("optimStep");
     if (!(params.lr > 0)) throw new InputError(`optimStep: lr must be positive, got ${params.lr}`);
-    const res = await this.submit(
+    const { json: res, answer } = await this.submit(
+      "OptimStep",
       "/api/v1/optim_step",
       {
         adam_params: {
@@ -456,26 +474,27 @@ export class TinkerEngine implements PolicyEngine {
       },
       "optim_step",
     );
-    const m = (res.metrics ?? {}) as Record<string, number>;
-    if (typeof m.step === "number" && !(Number.isSafeInteger(m.step) && m.step >= 0))
-      throw new TinkerError(`${this.http.url}: optim_step returned metrics.step ${String(m.step)}, not a step count`);
-    const skipped = m.skipped === 1;
-    if (!skipped) this.step = typeof m.step === "number" ? m.step : this.step + 1;
+    const m = answer.optionalNumbers(res, "metrics") ?? {};
+    const step = answer.optionalInteger(m, "step", 0, "metrics.step");
+    const skipped = answer.optionalInteger(m, "skipped", 0, "metrics.skipped");
+    if (skipped !== undefined && skipped > 1) throw answer.fault("metrics.skipped", `is ${skipped}, not 0 or 1`);
+    if (skipped !== 1) this.step = step ?? this.step + 1;
     this.samplingSession = undefined; // new weights: the next sample gets a session on them
-    return { gradNorm: typeof m.grad_norm === "number" ? m.grad_norm : NaN, skipped, step: this.step };
+    return { gradNorm: m.grad_norm ?? NaN, skipped: skipped === 1, step: this.step };
   }
 
   /** Saves the state (weights and optimizer) on the server and writes `dir` (remote.json and the tokenizer). */
   async save(dir: string): Promise<void> {
     const modelId = this.requireModel("save");
     const name = `step-${this.step}-${Date.now().toString(36)}`;
-    const res = await this.submit(
+    const saved = await this.submit(
+      "SaveWeights",
       "/api/v1/save_weights",
       { model_id: modelId, path: name, seq_id: ++this.trainSeq, type: "save_weights" },
       "save_weights",
     );
-    if (typeof res.path !== "string" || !res.path.startsWith("tinker://"))
-      throw new TinkerError(`${this.http.url}: save_weights gave no tinker:// path`);
+    const path = saved.answer.string(saved.json, "path");
+    if (!path.startsWith("tinker://")) throw saved.answer.fault("path", `is '${path}', not a tinker:// path`);
     mkdirSync(dir, { recursive: true });
     for (const f of TOKENIZER_FILES)
       if (existsSync(join(this.o.tokenizerDir, f))) copyFileSync(join(this.o.tokenizerDir, f), join(dir, f));
@@ -484,7 +503,7 @@ export class TinkerEngine implements PolicyEngine {
       url: this.http.url,
       baseModel: this.o.baseModel,
       ...(this.o.lora ? { lora: this.o.lora } : {}),
-      path: res.path,
+      path,
       step: this.step,
       sdkVersion: this.o.sdkVersion,
     };
@@ -500,6 +519,7 @@ export class TinkerEngine implements PolicyEngine {
         `${join(dir, REMOTE_FILE)}: the checkpoint is of '${state.baseModel}', this engine trains '${this.o.baseModel}'`,
       );
     await this.submit(
+      "LoadWeights",
       "/api/v1/load_weights",
       { model_id: modelId, path: state.path, optimizer: true, seq_id: ++this.trainSeq, type: "load_weights" },
       `load_weights of ${state.path}`,
@@ -517,11 +537,6 @@ export class TinkerEngine implements PolicyEngine {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
   }
-}
-
-function requestIdOf(ack: Record<string, unknown>, url: string, what: string): string {
-  if (typeof ack.request_id !== "string") throw new TinkerError(`${url}: ${what} answered no request_id`);
-  return ack.request_id;
 }
 
 /** The context window and vocabulary: from config.json beside the tokenizer, else the tokenizer's size and 32k. */

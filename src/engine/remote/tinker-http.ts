@@ -1,26 +1,30 @@
 /**
- * The HTTP side of the Tinker client: requests with the API key and an idempotency key, retries
- * with backoff, and futures polled through `retrieve_future` until they hold a result.
- *
- * Retries (the SDK's policy; the wire as this client speaks it: docs/scale-out.md): a request is
- * sent again on a dropped connection, 408, 409, 429 and 5xx, after min(0.5·2^n, 10) s with jitter,
- * at most `maxRetries` times, with the same idempotency key. A future is polled again on `try_again`
- * and 408 (the server long-polls), and up to three times on 400, at most once per poll pause:
- * min(0.1·1.5^n, 2) s with jitter for the n-th empty poll in a row, less the time the poll itself
- * took, so a long-polling server is asked again at once and one that answers `try_again` at once
- * costs a few requests a second, not thousands. 429, 5xx and dropped connections wait a backoff; an
- * `{error, category}` result fails the future. Every wait has a deadline: nothing hangs without a
- * message.
+ * The HTTP side of the Tinker client: requests with the API key and an idempotency key, sent
+ * again as the SDK would (tinker-waits.ts says how long each wait is): after a dropped connection,
+ * 408, 429 or 5xx, with backoff, at most `maxRetries` times and with the same idempotency key; a
+ * sample the server pushes back on (429 to `asample`) after 1 s, then 5 s, as often as it takes
+ * until the call's deadline; and while a server refuses for billing (402), every 5 s for up to
+ * `billingMaxPauseMs`. Polling futures is tinker-future.ts.
  *
  * What comes back is bounded: an answer is read as a stream and stopped at `maxResponseBytes`
  * (default 256 MiB, counted after any Content-Encoding is undone), an error answer at its first
  * 64 KiB. Redirects are never followed (the API key would go along to wherever they point): a 3xx is
- * an error naming where it points.
+ * an error naming where it points. Every failure is one TinkerError naming the server, the request
+ * and the fix.
  */
 import { randomUUID } from "node:crypto";
 import { formatBytes, readLimited, readPrefix, redirectTarget } from "../../util/read-limited.js";
 import { TinkerError } from "./tinker-error.js";
 import { zstdCompress } from "./zstd.js";
+import { Answer } from "./tinker-answer.js";
+import {
+  backoffMs,
+  backpressureMs,
+  BillingPause,
+  DEFAULT_BILLING_MAX_PAUSE_MS,
+  REAL_CLOCK,
+  type Clock,
+} from "./tinker-waits.js";
 
 /** The default limit on an answer's (decoded) size: far above any real result chunk, far below a crash. */
 export const DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024 * 1024;
@@ -43,6 +47,21 @@ export interface TinkerHttpOptions {
   maxResponseBytes?: number;
   /** Progress lines (a long wait, a retry). */
   log?: (line: string) => void;
+  /** The longest pause while the server refuses for billing (402). Default 1 h; 0 fails at the first. */
+  billingMaxPauseMs?: number;
+  /** Time and waits; tests give one that counts waits instead of spending them. */
+  clock?: Clock;
+}
+
+/** How one request is sent. */
+export interface SendOptions {
+  signal?: AbortSignal;
+  /** The Accept header. Default application/json. */
+  accept?: string;
+  /** When the call this request belongs to must end (on the clock); a pushed-back sample waits no longer. */
+  deadline?: number;
+  /** A 429 is backpressure (asample): send again after 1 s, then 5 s, with no limit on the attempts. */
+  backpressure?: boolean;
 }
 
 /** Results that SDK ≥ 0.25 reads only as protobuf. */
@@ -66,45 +85,31 @@ export function versionAtLeast(version: string, min: string): boolean {
   return true;
 }
 
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(signal!.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-
-const backoff = (attempt: number) => Math.min(500 * 2 ** attempt, 10_000) * (0.75 + 0.25 * Math.random());
-
-/** The pause before polling a future again after `n` empty polls in a row (0, 1, ...): 75-100 ms growing to 1.5-2 s. */
-export function pollPauseMs(n: number, random: () => number = Math.random): number {
-  return Math.min(100 * 1.5 ** n, 2_000) * (0.75 + 0.25 * random());
-}
-
-function messageOf(body: Uint8Array): string {
+/** The message of an error answer, on one line: its detail, error or message field, or the start of its text. */
+export function messageOf(body: Uint8Array): string {
   const text = new TextDecoder().decode(body).trim();
+  const line = (s: string) => s.replace(/\s+/g, " ");
   try {
     const j = JSON.parse(text) as { detail?: unknown; error?: unknown; message?: unknown };
     const m = j.detail ?? j.error ?? j.message;
-    if (typeof m === "string") return m;
+    if (typeof m === "string") return line(m).slice(0, 300);
     if (m !== undefined) return JSON.stringify(m).slice(0, 300);
   } catch {
     // not JSON
   }
-  return text.slice(0, 300) || "(empty body)";
+  return line(text).slice(0, 300) || "(empty body)";
 }
 
 export class TinkerHttp {
   readonly proto: boolean;
-  private readonly o: Required<Omit<TinkerHttpOptions, "apiKey" | "log">> & Pick<TinkerHttpOptions, "apiKey" | "log">;
+  readonly clock: Clock;
+  /** The pause while the server refuses for billing, shared by every request of this client (as the SDK's). */
+  readonly billing: BillingPause;
+  readonly o: Required<Omit<TinkerHttpOptions, "apiKey" | "log" | "clock">> & Pick<TinkerHttpOptions, "apiKey" | "log">;
   /** From the server's client config: compress protobuf bodies with zstd. */
   compress = false;
+  /** Whether a request has ever got an answer: until then a refused connection is not retried (a wrong URL fails at once). */
+  private reached = false;
 
   constructor(options: TinkerHttpOptions) {
     let url: URL;
@@ -116,14 +121,18 @@ export class TinkerHttp {
         "give http(s)://host:port of a Tinker-protocol server",
       );
     }
+    const { clock, ...rest } = options;
     this.o = {
-      ...options,
+      ...rest,
       requestTimeoutMs: options.requestTimeoutMs ?? 60_000,
       futureTimeoutMs: options.futureTimeoutMs ?? 30 * 60_000,
       maxRetries: options.maxRetries ?? 6,
       maxResponseBytes: options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      billingMaxPauseMs: options.billingMaxPauseMs ?? DEFAULT_BILLING_MAX_PAUSE_MS,
       url: url.href.replace(/\/+$/, ""),
     };
+    this.clock = clock ?? REAL_CLOCK;
+    this.billing = new BillingPause(this.o.billingMaxPauseMs, this.clock, options.log);
     this.proto = versionAtLeast(options.sdkVersion, "0.25.0");
   }
 
@@ -132,13 +141,22 @@ export class TinkerHttp {
   }
 
   /** A JSON request and its JSON answer; `what` names the request in errors ("create_model"). */
-  async json(path: string, body: unknown, what: string, signal?: AbortSignal): Promise<Record<string, unknown>> {
-    const res = await this.send(path, JSON.stringify(body), { "Content-Type": "application/json" }, what, signal);
+  async json(
+    path: string,
+    body: unknown,
+    what: string,
+    opts: SendOptions = {},
+    headers: Record<string, string> = {},
+  ): Promise<Record<string, unknown>> {
+    const res = await this.send(
+      path,
+      JSON.stringify(body),
+      { "Content-Type": "application/json", ...headers },
+      what,
+      opts,
+    );
     return this.parseJson(res, what);
   }
-
-  /** Whether a request has ever got an answer: until then a refused connection is not retried (a wrong URL fails at once). */
-  private reached = false;
 
   async get(path: string, what: string): Promise<Record<string, unknown>> {
     return this.parseJson(await this.send(path, undefined, {}, what), what);
@@ -155,32 +173,40 @@ export class TinkerHttp {
     return this.parseJson(await this.send(path, payload, headers, what), what);
   }
 
-  private parseJson(res: RawResponse, what: string): Record<string, unknown> {
+  /** A 2xx answer as a JSON object, or an error naming the server and the request. */
+  parseJson(res: RawResponse, what: string): Record<string, unknown> {
+    let v: unknown;
     try {
-      const v = JSON.parse(new TextDecoder().decode(res.body));
-      if (v && typeof v === "object") return v as Record<string, unknown>;
+      v = JSON.parse(new TextDecoder().decode(res.body));
     } catch {
-      // below
+      throw new Answer(this.o.url, what).fault("the answer", "is not JSON");
     }
-    throw new TinkerError(`${this.o.url}: ${what} answered something that is not a JSON object`);
+    return new Answer(this.o.url, what).object(v, "the answer");
   }
 
-  /** Sends with retries; returns a 2xx answer or throws a TinkerError naming the server, request and fix. */
+  /**
+   * Sends with the waits of tinker-waits.ts; returns a 2xx answer or throws a TinkerError naming
+   * the server, request and fix.
+   */
   async send(
     path: string,
     body: string | Uint8Array | undefined,
     headers: Record<string, string>,
     what: string,
-    signal?: AbortSignal,
-    accept = "application/json",
+    opts: SendOptions = {},
   ): Promise<RawResponse> {
-    const key = `agent-r1-${randomUUID()}`;
-    for (let attempt = 0; ; attempt++) {
+    const { signal } = opts;
+    let key = `agent-r1-${randomUUID()}`;
+    let attempt = 0,
+      pushedBack = 0;
+    for (;;) {
       let res: RawResponse | undefined;
       let failure: string;
       try {
-        res = await this.once(path, body, { ...headers, Accept: accept, "X-Idempotency-Key": key }, what, signal);
+        const sent = { ...headers, Accept: opts.accept ?? "application/json", "X-Idempotency-Key": key };
+        res = await this.request(path, body, sent, what, signal);
         this.reached = true;
+        if (res.status !== 402) this.billing.clear();
         if (res.status < 300) return res;
         failure = `HTTP ${res.status}: ${messageOf(res.body)}`;
       } catch (e) {
@@ -188,18 +214,49 @@ export class TinkerHttp {
         if (e instanceof TinkerError) throw e; // a redirect, an answer over the limit: sending again changes nothing
         failure = (e as Error).message;
       }
+      if (res?.status === 402) {
+        if (await this.billing.wait(`${this.o.url}: ${what}`, messageOf(res.body), signal)) continue;
+        throw this.billingFailure(what, failure);
+      }
+      if (res?.status === 429 && opts.backpressure) {
+        await this.pushedBack(what, pushedBack++, opts.deadline, signal);
+        key = `agent-r1-${randomUUID()}`; // a new submission
+        continue;
+      }
       const retryable = res ? [408, 429].includes(res.status) || res.status >= 500 : this.reached;
       if (retryable && attempt < this.o.maxRetries) {
-        const wait = backoff(attempt);
+        const wait = backoffMs(attempt++, this.clock.random);
         this.o.log?.(`tinker: ${what} to ${this.o.url}: ${failure}; retrying in ${(wait / 1000).toFixed(1)} s`);
-        await sleep(wait, signal);
+        await this.clock.sleep(wait, "backoff", signal);
         continue;
       }
       throw this.failure(what, res?.status, failure);
     }
   }
 
-  private failure(what: string, status: number | undefined, detail: string): TinkerError {
+  /** Waits out the n-th push-back of a sample, unless that would pass the call's deadline. */
+  private async pushedBack(what: string, n: number, deadline: number | undefined, signal?: AbortSignal) {
+    const wait = backpressureMs(n);
+    if (deadline !== undefined && this.clock.now() + wait > deadline)
+      throw new TinkerError(
+        `${this.o.url}: ${what}: the server is still too busy to take it (HTTP 429, ${n + 1} times), and the request's deadline (${this.o.futureTimeoutMs / 1000} s) has come`,
+        "the server is overloaded; sample less at once, or look at its log",
+        429,
+      );
+    await this.clock.sleep(wait, "backpressure", signal);
+  }
+
+  /** The error once a billing pause has lasted as long as it may. */
+  billingFailure(what: string, detail: string): TinkerError {
+    return new TinkerError(
+      `${this.o.url}: ${what} was refused for billing (${detail}), still after a pause of ${this.billing.seconds()} s`,
+      "settle the account with the service, or raise engine.tinker.billingPauseS to wait longer",
+      402,
+    );
+  }
+
+  /** The error for a request that failed with `status` (undefined: no answer). */
+  failure(what: string, status: number | undefined, detail: string): TinkerError {
     const where = `${this.o.url}: ${what}`;
     if (status === undefined)
       return new TinkerError(
@@ -223,8 +280,12 @@ export class TinkerHttp {
     return new TinkerError(`${where} failed: ${detail}`, undefined, status);
   }
 
-  /** One request: a 2xx answer read within the limit, any other status with the start of its body. */
-  private async once(
+  /**
+   * One request, never sent again here: a 2xx answer read within the limit, any other status with
+   * the start of its body. A lost connection is a plain Error with the cause; a redirect or an
+   * answer past the limit a TinkerError.
+   */
+  async request(
     path: string,
     body: string | Uint8Array | undefined,
     headers: Record<string, string>,
@@ -265,12 +326,6 @@ export class TinkerHttp {
     return { status: res.status, contentType: res.headers.get("content-type") ?? "", body: buf };
   }
 
-  /** Waits out what is left of the n-th poll pause, counted from when the poll was sent. */
-  private async pollPause(n: number, polledAt: number, signal?: AbortSignal): Promise<void> {
-    const wait = pollPauseMs(n) - (Date.now() - polledAt);
-    if (wait > 0) await sleep(wait, signal);
-  }
-
   private redirected(what: string, res: Response): TinkerError {
     return new TinkerError(
       `${this.o.url}: ${what}: the server answered a redirect (HTTP ${res.status}) to ${redirectTarget(res)}; not followed (the API key would go along)`,
@@ -285,87 +340,6 @@ export class TinkerHttp {
       `${this.o.url}: ${what}: ${declared ? `the answer declares ${formatBytes(bytes)}, over ${limit}` : `the answer ran past ${limit} and was cut off`}`,
       "a Tinker result is one chunk of results; is engine.tinker.url a Tinker-protocol server?",
     );
-  }
-
-  /**
-   * Polls a future until it holds a result: JSON (a record), or the protobuf bytes of a sample or
-   * forward_backward result when this client speaks protobuf.
-   */
-  async future(
-    requestId: string,
-    what: string,
-    proto?: ProtoResult,
-    signal?: AbortSignal,
-  ): Promise<{ json: Record<string, unknown> } | { bytes: Uint8Array }> {
-    const deadline = Date.now() + this.o.futureTimeoutMs;
-    const accept = proto && this.proto ? "application/x-protobuf" : "application/json";
-    let badRequests = 0,
-      attempt = 0,
-      lost = 0,
-      empty = 0; // polls in a row that brought no result
-    for (;;) {
-      if (Date.now() > deadline)
-        throw new TinkerError(
-          `${this.o.url}: ${what} (request ${requestId}) is not done after ${this.o.futureTimeoutMs / 1000} s`,
-          "the server is overloaded or stuck; look at its log",
-        );
-      let res: RawResponse;
-      const polled = Date.now();
-      const again = () => this.pollPause(empty++, polled, signal);
-      try {
-        res = await this.once(
-          "/api/v1/retrieve_future",
-          JSON.stringify({ request_id: requestId, allow_metadata_only: false }),
-          { "Content-Type": "application/json", Accept: accept },
-          `${what} (request ${requestId})`,
-          signal,
-        );
-        lost = 0;
-      } catch (e) {
-        if (signal?.aborted) throw signal.reason;
-        if (e instanceof TinkerError) throw e;
-        if (++lost > this.o.maxRetries)
-          throw new TinkerError(
-            `${this.o.url}: lost the server while waiting for ${what} (${(e as Error).message})`,
-            "is the server still running? once it is back, continue the run with --resume",
-          );
-        const wait = backoff(attempt++);
-        this.o.log?.(
-          `tinker: ${this.o.url} does not answer (${(e as Error).message}); retrying in ${(wait / 1000).toFixed(1)} s`,
-        );
-        await sleep(wait, signal);
-        continue;
-      }
-      if (res.status === 408) {
-        await again();
-        continue;
-      }
-      if (res.status === 429 || res.status >= 500) {
-        await sleep(backoff(attempt++), signal);
-        continue;
-      }
-      if (res.status === 400 && ++badRequests <= 3) {
-        await again();
-        continue;
-      }
-      if (res.status >= 300) throw this.failure(`${what} (request ${requestId})`, res.status, messageOf(res.body));
-      if (res.contentType.includes("application/x-protobuf")) return { bytes: res.body };
-      const json = this.parseJson(res, what);
-      if (json.type === "try_again") {
-        await again();
-        continue;
-      }
-      if ("error" in json)
-        throw new TinkerError(
-          `${this.o.url}: ${what} failed on the server: ${String(json.error)}${json.category ? ` (${String(json.category)} error)` : ""}`,
-        );
-      if (proto && this.proto)
-        throw new TinkerError(
-          `${this.o.url}: ${what} came back as JSON, but SDK ${this.o.sdkVersion} reads it only as protobuf`,
-          "the server speaks the JSON generation: set engine.tinker.sdkVersion to 0.24.1",
-        );
-      return { json };
-    }
   }
 }
 

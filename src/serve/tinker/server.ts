@@ -197,16 +197,16 @@ function tinkerRoutes(service: TinkerService, limit: number, pollMs: number): Ro
   );
 }
 
-/** A protobuf forward_backward body; anything that does not decode (whatever the decoder throws) is a 422. */
+/**
+ * A protobuf forward_backward body: a field it refuses keeps its status (400 naming the field, 422
+ * for a body that does not decode); anything else the decoder throws is a 422.
+ */
 function decodeProto(bytes: Uint8Array) {
   try {
     return decodeForwardBackwardProto(bytes);
   } catch (e) {
+    if (e instanceof TinkerError) throw e;
     const message = e instanceof Error ? e.message : String(e);
-    throw new TinkerError(
-      e instanceof TinkerError ? message : `the ForwardBackwardRequest body does not decode: ${message}`,
-      undefined,
-      422,
-    );
+    throw new TinkerError(`the ForwardBackwardRequest body does not decode: ${message}`, undefined, 422);
   }
 }

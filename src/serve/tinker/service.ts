@@ -22,7 +22,6 @@ import { realpathSync } from "node:fs";
 import { resolve } from "node:path";
 import { randomUUID } from "node:crypto";
 import type { LocalEngine, LocalEngineOptions } from "../../engine/local/local-engine.js";
-import type { Datum } from "../../engine/types.js";
 import type {
   ForwardBackwardOutput,
   ForwardBackwardRequest,
@@ -36,6 +35,7 @@ import { makeDir } from "../../util/make-dir.js";
 import { shown } from "../../util/shown.js";
 import { Futures, type ResultKind, type Settled } from "./futures.js";
 import { SeqQueue } from "./seq-queue.js";
+import { forwardLogprobs, planTokens, scorePlan } from "./forward-only.js";
 import { CheckpointPaths } from "./checkpoint-paths.js";
 import { elementwiseLosses, SUPPORTED_LOSSES, wireDatums, wireLossSpec } from "./wire-loss.js";
 import { chunkConfig, checkRequestTokens, checkSamples, tinkerLimits, type TinkerLimits } from "./limits.js";
@@ -339,18 +339,19 @@ export class TinkerService {
       const spec = wireLossSpec(req.lossFn, req.lossFnConfig);
       checkDatums(req.data, field, m.shape, this.limits);
       const datums = wireDatums(req.data, req.lossFn);
-      if (req.forwardOnly) checkShifted(datums);
+      const plan = req.forwardOnly ? scorePlan(datums) : undefined;
+      if (plan)
+        checkRequestTokens(
+          this.limits,
+          planTokens(plan),
+          field,
+          `${plan.sequences.length} sequences scored for the targets of ${datums.length} datums`,
+        );
       return async (): Promise<ForwardBackwardOutput> => {
         const engine = await m.engine;
-        let logprobs: number[][];
-        if (req.forwardOnly) {
-          const lp = await engine.computeLogprobs(
-            datums.map((d) => [...d.tokens, d.targetTokens[d.targetTokens.length - 1]]),
-          );
-          logprobs = lp.map((r) => r.slice(1) as number[]);
-        } else {
-          logprobs = (await engine.forwardBackward(datums, spec)).logprobs;
-        }
+        const logprobs = plan
+          ? await forwardLogprobs(engine, plan)
+          : (await engine.forwardBackward(datums, spec)).logprobs;
         const elementwise = elementwiseLosses(datums, spec, logprobs);
         const total = elementwise.flat().reduce((s, x) => s + x, 0);
         return {
@@ -567,15 +568,4 @@ function flag(x: unknown, field: string): boolean {
   if (x === undefined || x === null) return false;
   if (typeof x !== "boolean") throw bad(field, "true or false", x);
   return x;
-}
-
-/** A forward-only pass here needs target_tokens to be model_input shifted by one (the next tokens). */
-function checkShifted(datums: Datum[]): void {
-  datums.forEach((d, i) => {
-    for (let j = 1; j < d.tokens.length; j++)
-      if (d.tokens[j] !== d.targetTokens[j - 1])
-        throw new TinkerError(
-          `data[${i}].loss_fn_inputs.target_tokens: a forward-only pass here needs target_tokens to be model_input shifted by one`,
-        );
-  });
 }

@@ -7,7 +7,8 @@
 import type { SamplingParams } from "../../engine/types.js";
 import { adamFieldProblem, type ResolvedAdamParams } from "../../engine/optim-params.js";
 import type { WireDatum, WireTensor } from "../../engine/remote/tinker-codec.js";
-import { TinkerError } from "../../engine/remote/tinker-error.js";
+import { TinkerError, type Fault } from "../../engine/remote/tinker-error.js";
+import { jsonTensor as readJsonTensor } from "../../engine/remote/tinker-tensor.js";
 import { checkDatumCount, checkRequestTokens, type TinkerLimits } from "./limits.js";
 
 /** What a request is checked against: the model's vocabulary size and context window. */
@@ -78,15 +79,21 @@ export function modelInput(raw: unknown, field: string, vocab: number): number[]
   return tokens;
 }
 
-/** A JSON TensorData (`{data, dtype, shape?}`). */
+/** A field of a request refused: a 400 naming it. */
+const fault: Fault = (field, problem) => new TinkerError(`${field} ${problem}`);
+
+/**
+ * A JSON TensorData (`{data, dtype, shape?}`, or sparse with `sparse_crow_indices` and
+ * `sparse_col_indices`), read as the protobuf path reads a Tensor (tinker-tensor.ts): its shape
+ * must hold its values, a sparse one is checked and made dense; every value finite.
+ */
 function jsonTensor(raw: unknown, field: string): WireTensor {
-  const t = obj(raw, field);
-  if (t.dtype !== "float32" && t.dtype !== "int64") throw bad(`${field}.dtype`, '"float32" or "int64"', t.dtype);
-  if (!Array.isArray(t.data)) throw bad(`${field}.data`, "a list of numbers", t.data);
+  obj(raw, field);
+  const t = readJsonTensor(raw, field, fault);
   t.data.forEach((x, i) => {
-    if (typeof x !== "number" || !Number.isFinite(x)) throw bad(`${field}.data[${i}]`, "a finite number", x);
+    if (!Number.isFinite(x)) throw bad(`${field}.data[${i}]`, "a finite number", x);
   });
-  return { data: t.data as number[], dtype: t.dtype };
+  return t;
 }
 
 /** The JSON datums of a forward_backward or forward body. */

@@ -75,12 +75,20 @@ export function wireLossSpec(lossFn: string, rawConfig?: unknown): LossSpec {
   return spec;
 }
 
-/** Our datums for wire datums; each input checked for presence, length and finiteness. */
+/** Our datums for wire datums; each input checked for presence, shape (1-D), length and finiteness. */
 export function wireDatums(data: WireDatum[], lossFn: string): Datum[] {
   const need = LOSS_INPUTS[lossFn] ?? ["target_tokens"];
   return data.map((d, i) => {
     const n = d.tokens.length;
     if (n === 0) throw new TinkerError(`data[${i}]: model_input is empty`, undefined, 400);
+    for (const [k, t] of Object.entries(d.inputs)) {
+      if (t.shape && t.shape.length !== 1)
+        throw new TinkerError(
+          `data[${i}]: loss_fn_inputs.${k} has shape [${t.shape.join(", ")}]; a loss input holds one value per input token (shape [${n}])`,
+        );
+      if (t.data.some((x) => !Number.isFinite(x)))
+        throw new TinkerError(`data[${i}]: loss_fn_inputs.${k} holds a non-finite number`, undefined, 400);
+    }
     for (const k of need) {
       const t = d.inputs[k];
       if (!t) throw new TinkerError(`data[${i}]: loss_fn_inputs.${k} is required by ${lossFn}`, undefined, 400);
@@ -91,9 +99,6 @@ export function wireDatums(data: WireDatum[], lossFn: string): Datum[] {
           400,
         );
     }
-    for (const [k, t] of Object.entries(d.inputs))
-      if (t.data.some((x) => !Number.isFinite(x)))
-        throw new TinkerError(`data[${i}]: loss_fn_inputs.${k} holds a non-finite number`, undefined, 400);
     const weights =
       lossFn === "cross_entropy" ? (d.inputs.weights?.data ?? d.tokens.map(() => 1)) : d.tokens.map(() => 1);
     if (weights.length !== n)
