@@ -61,6 +61,12 @@ export interface RolloutSampler {
   describe(): string;
 }
 
+/** An unload waits at most 30 s (the end of a run waits for it). */
+const unloadOptions = (o: SamplerOptions): SamplerOptions => ({
+  ...o,
+  timeoutMs: Math.min(o.timeoutMs ?? 30_000, 30_000),
+});
+
 function stops(params: SamplingParams, defaultStop: number[]): number[] {
   const stop = params.stop ?? defaultStop;
   if (stop.some((s) => typeof s !== "number"))
@@ -147,7 +153,8 @@ class VllmSampler implements RolloutSampler {
 
   async unloadAdapter(name: string): Promise<void> {
     const what = `unload_lora_adapter '${name}'`;
-    await postJson(`${this.o.url}/v1/unload_lora_adapter`, { lora_name: name }, this.o, what, undefined, true);
+    const o = unloadOptions(this.o);
+    await postJson(`${this.o.url}/v1/unload_lora_adapter`, { lora_name: name }, o, what, undefined, true);
   }
 
   describe(): string {
@@ -220,13 +227,13 @@ class SglangSampler implements RolloutSampler {
   }
 
   unloadAdapter(name: string): Promise<void> {
-    return this.loraCall("unload_lora_adapter", { lora_name: name }, `'${name}'`);
+    return this.loraCall("unload_lora_adapter", { lora_name: name }, `'${name}'`, unloadOptions(this.o));
   }
 
   /** One of SGLang's LoRA routes: `{success, error_message}` says how it went. */
-  private async loraCall(route: string, body: object, which: string): Promise<void> {
+  private async loraCall(route: string, body: object, which: string, o = this.o): Promise<void> {
     const what = `${route} ${which}`;
-    const r = (await postJson(`${this.o.url}/${route}`, body, this.o, what)) as null | {
+    const r = (await postJson(`${this.o.url}/${route}`, body, o, what)) as null | {
       success?: boolean;
       error_message?: string;
     };
