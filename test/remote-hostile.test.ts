@@ -240,9 +240,13 @@ test("redirects are never followed: the other server never sees the key, and the
         sampler.sample([1, 2], { maxTokens: 2 }, [574], VOCAB),
         fails(/the server answered a redirect \(HTTP 302\) to http:\/\/127\.0\.0\.1:\d+\//, /engine\.sampler\.url/),
       );
-      await assert.rejects(sampler.reload("/w/v1", 1), fails(/the server answered a redirect/));
+      await assert.rejects(sampler.loadAdapter("a", "/w/v1"), fails(/the server answered a redirect/));
     }
-    assert.equal(first.seen.length, 6, "each request sent once (a redirect is not retried)");
+    await assert.rejects(
+      rolloutSampler({ kind: "sglang", url: first.url }).reload("/w/v1", 1),
+      fails(/the server answered a redirect/),
+    );
+    assert.equal(first.seen.length, 7, "each request sent once (a redirect is not retried)");
     assert.equal(first.seen[0].headers["x-api-key"], "tml-secret");
     assert.equal(other.seen.length, 0, "the other server was never reached");
   } finally {

@@ -1,7 +1,8 @@
 /**
  * Rollouts sampled on an inference server while the local engine trains: the vLLM and SGLang
  * sampler clients against `agent-r1 serve` on loopback (which speaks both), weight reloads, and two
- * training iterations with `engine.sampler` + `loss.tis` against the same run in-process.
+ * training iterations with `engine.sampler` + `loss.tis` against the same run in-process (full
+ * weights; a LoRA run's adapters: remote-sampler-lora.test.ts).
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -70,7 +71,7 @@ test("update_weights_from_disk loads a directory under --weights-from and nothin
     await engine.load(BASE); // back to the base for the next test
   }
   const vllm = rolloutSampler({ kind: "vllm", url: server.url });
-  await assert.rejects(vllm.reload(join(weights, "v1"), 2), /loads no LoRA adapters/);
+  await assert.rejects(vllm.reload(join(weights, "v1"), 2), /vLLM takes new weights over HTTP only as LoRA adapters/);
 });
 
 test("training with engine.sampler (SGLang API) and loss.tis equals the in-process run", async () => {
@@ -117,7 +118,7 @@ test("a separate sampler is refused where it cannot work, in one line", () => {
   };
   assert.throws(
     () => loadConfig(cfg(`engine:\n  sampler: { kind: vllm, url: "http://127.0.0.1:1" }\n`)),
-    /engine.sampler.kind: vllm loads new weights over HTTP only as LoRA adapters/,
+    /engine.sampler.kind: vllm loads new weights over HTTP only as LoRA adapters; train adapters \(engine.lora\)/,
   );
   assert.throws(
     () =>

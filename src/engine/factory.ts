@@ -16,6 +16,8 @@ export interface PolicyEngine extends Engine {
   readonly config: { maxPositionEmbeddings: number; vocabSize: number };
   /** Share of looked-up prompt tokens served from a prefix cache, for the metrics (0 when the engine has none). */
   prefixHitRate?(): Promise<number>;
+  /** Writes the policy's LoRA adapters alone in PEFT's layout (a LoRA policy; an inference server loads them). */
+  saveAdapter?(dir: string): Promise<void>;
   dispose(): Promise<void>;
 }
 

@@ -34,9 +34,8 @@ interface Choice {
 }
 
 /** The request, parsed and checked against what this server supports. */
-function checkChatRequest(ctx: ServeContext, body: unknown): ChatRequest {
+function checkChatRequest(body: unknown): ChatRequest {
   const req = parseRequest(chatRequestSchema, body);
-  ctx.checkModel(req.model);
   rejectUnsupported(req);
   if (req.response_format && req.response_format.type !== "text")
     throw badRequest(
@@ -78,8 +77,9 @@ function chatMaxTokens(ctx: ServeContext, req: ChatRequest, promptTokens: number
   return maxTokens;
 }
 
-export async function chatCompletions(ctx: ServeContext, body: unknown, res: ServerResponse): Promise<void> {
-  const req = checkChatRequest(ctx, body);
+export async function chatCompletions(served: ServeContext, body: unknown, res: ServerResponse): Promise<void> {
+  const req = checkChatRequest(body);
+  const ctx = served.forModel(req.model); // the base model, or a loaded LoRA adapter
   const tokenizer = ctx.engine.tokenizer;
   const chat = ctx.chat();
   const { prompt, forced, useTools } = chatPrompt(ctx, req);

@@ -39,9 +39,9 @@ interface Choice {
   promptLogprobs?: (number | null)[];
 }
 
-export async function completions(ctx: ServeContext, body: unknown, res: ServerResponse): Promise<void> {
+export async function completions(served: ServeContext, body: unknown, res: ServerResponse): Promise<void> {
   const req = parseRequest(completionRequestSchema, body);
-  ctx.checkModel(req.model);
+  const ctx = served.forModel(req.model); // the base model, or a loaded LoRA adapter
   rejectUnsupported(req);
   if (req.suffix) throw badRequest("suffix is not supported by this server", "suffix");
   const n = req.n ?? 1;

@@ -24,14 +24,14 @@ import { resolveStops, roomAfter, samplingParams } from "./sampling-options.js";
 import { extractToolCalls } from "./tool-calls.js";
 
 export async function responses(
-  ctx: ServeContext,
+  served: ServeContext,
   store: ResponseStore,
   body: unknown,
   res: ServerResponse,
 ): Promise<void> {
   const call = prepareResponses(body, store);
   const { req } = call;
-  ctx.checkModel(req.model);
+  const ctx = served.forModel(req.model); // the base model, or a loaded LoRA adapter
   const tokenizer = ctx.engine.tokenizer;
   const chat = ctx.chat();
   const prompt = tokenizer.encode(

@@ -6,7 +6,10 @@
  *   POST /v1/chat/completions, POST /v1/completions (with vLLM's token-id fields),
  *   POST /v1/responses (the Responses API, ./responses.ts), GET and DELETE /v1/responses/{id},
  *   GET /v1/models, GET /v1/models/{id}, GET /health,
- *   POST /generate and /update_weights_from_disk (SGLang's, ./sglang.ts; RL samplers use them).
+ *   POST /generate and /update_weights_from_disk (SGLang's, ./sglang.ts; RL samplers use them),
+ *   POST /v1/load_lora_adapter, /v1/unload_lora_adapter (vLLM's) and /load_lora_adapter,
+ *   /unload_lora_adapter (SGLang's): LoRA adapters over the served weights, which requests then
+ *   name as their model (./lora-routes.ts, ./lora-adapters.ts; the native engine).
  * Every failure is answered with the OpenAI error object and a 4xx/5xx
  * status; the server keeps serving.
  *
@@ -28,7 +31,9 @@ import { chatCompletions } from "./chat-completions.js";
 import { generate, updateWeightsFromDisk } from "./sglang.js";
 import { completions } from "./completions.js";
 import { ServeContext, type ServedEngine } from "./context.js";
-import { ApiError, toApiError } from "./errors.js";
+import { toApiError } from "./errors.js";
+import { LoraAdapters } from "./lora-adapters.js";
+import { sglangLoadAdapter, sglangUnloadAdapter, vllmLoadAdapter, vllmUnloadAdapter } from "./lora-routes.js";
 import { DEFAULT_BODY_LIMIT, readJsonBody, sendJson } from "./http.js";
 import { requestLimits, type RequestLimits } from "./request-limits.js";
 import { deleteResponse, responses, retrieveResponse } from "./responses.js";
@@ -59,7 +64,7 @@ export interface ServeOptions extends Partial<RequestLimits> {
   allowHosts?: string[];
   /** Origins whose web pages may call the server (CORS); "*" accepts any. Same-origin requests always may. */
   allowOrigins?: string[];
-  /** A directory whose model directories POST /update_weights_from_disk may load (an RL trainer's weights); unset refuses the route. */
+  /** A directory whose model directories POST /update_weights_from_disk, and whose LoRA adapters the load_lora_adapter routes, may load (an RL trainer's weights); unset refuses those routes. */
   weightsFrom?: string;
 }
 
@@ -87,7 +92,13 @@ function sourceDirectoryOf(engine: ServedEngine): string | undefined {
 }
 
 /** The OpenAI-compatible routes over one engine. */
-function serveRoutes(ctx: ServeContext, stored: ResponseStore, limit: number, weightsFrom?: string): RouteTable {
+function serveRoutes(
+  ctx: ServeContext,
+  adapters: LoraAdapters,
+  stored: ResponseStore,
+  limit: number,
+  weightsFrom?: string,
+): RouteTable {
   const body = (req: IncomingMessage) => readJsonBody(req, limit);
   return new RouteTable({
     "POST /v1/chat/completions": async (req, res) => chatCompletions(ctx, await body(req), res),
@@ -95,21 +106,18 @@ function serveRoutes(ctx: ServeContext, stored: ResponseStore, limit: number, we
     "POST /v1/responses": async (req, res) => responses(ctx, stored, await body(req), res),
     "GET /v1/responses/:id": (_req, res, p) => retrieveResponse(stored, p.id, res),
     "DELETE /v1/responses/:id": (_req, res, p) => deleteResponse(stored, p.id, res),
-    "GET /v1/models": (_req, res) => sendJson(res, 200, { object: "list", data: [modelCard(ctx)] }),
+    "GET /v1/models": (_req, res) => sendJson(res, 200, { object: "list", data: modelCards(ctx) }),
     "GET /v1/models/*id": (_req, res, p) => {
       ctx.checkModel(p.id);
-      sendJson(res, 200, modelCard(ctx));
+      sendJson(res, 200, modelCards(ctx).find((m) => m.id === p.id) ?? modelCards(ctx)[0]);
     },
     "GET /health": (_req, res) => sendJson(res, 200, { status: "ok", model: ctx.modelId }),
     "POST /generate": async (req, res) => generate(ctx, await body(req), res),
     "POST /update_weights_from_disk": async (req, res) => updateWeightsFromDisk(ctx, await body(req), res, weightsFrom),
-    "POST /v1/load_lora_adapter": () => {
-      throw new ApiError(
-        400,
-        "this server serves full weights and loads no LoRA adapters (use /update_weights_from_disk)",
-        { code: "lora_not_supported" },
-      );
-    },
+    "POST /v1/load_lora_adapter": async (req, res) => vllmLoadAdapter(adapters, await body(req), res),
+    "POST /v1/unload_lora_adapter": async (req, res) => vllmUnloadAdapter(adapters, await body(req), res),
+    "POST /load_lora_adapter": async (req, res) => sglangLoadAdapter(adapters, await body(req), res),
+    "POST /unload_lora_adapter": async (req, res) => sglangUnloadAdapter(adapters, await body(req), res),
   });
 }
 
@@ -133,9 +141,16 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const engine: ServedEngine = opts.engine ?? loaded!;
   const dir = opts.model ?? sourceDirectoryOf(engine);
   const modelId = opts.name ?? (dir !== undefined ? basename(resolve(dir)) : "model");
-  const ctx = new ServeContext(modelId, engine, opts.defaultMaxTokens, limits);
   const log = opts.log ?? ((line: string) => process.stderr.write(line + "\n"));
-  const routes = serveRoutes(ctx, new ResponseStore(), opts.bodyLimit ?? DEFAULT_BODY_LIMIT, opts.weightsFrom);
+  const adapters = new LoraAdapters(engine, opts.weightsFrom, modelId, log);
+  const ctx = new ServeContext(modelId, engine, opts.defaultMaxTokens, limits, adapters);
+  const routes = serveRoutes(
+    ctx,
+    adapters,
+    new ResponseStore(),
+    opts.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    opts.weightsFrom,
+  );
 
   let http;
   try {
@@ -163,7 +178,10 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     modelId,
     engine,
     close() {
-      closing ??= http.close().then(() => loaded?.dispose());
+      closing ??= http.close().then(() => {
+        adapters.clear();
+        return loaded?.dispose();
+      });
       return closing;
     },
   };
@@ -190,12 +208,18 @@ async function handle(
   await routes.run(req, res, path, (method, p) => `Unknown route: ${method} ${p}`, undefined);
 }
 
-function modelCard(ctx: ServeContext) {
-  return {
-    id: ctx.modelId,
+/** The served model, then each loaded LoRA adapter (its `parent` the model, its `root` the directory it came from). */
+function modelCards(ctx: ServeContext) {
+  const card = (id: string, more: Record<string, string> = {}) => ({
+    id,
     object: "model",
     created: ctx.created,
     owned_by: "agent-r1",
     max_model_len: ctx.engine.config.maxPositionEmbeddings,
-  };
+    ...more,
+  });
+  return [
+    card(ctx.modelId),
+    ...(ctx.adapters?.list() ?? []).map(([name, a]) => card(name, { parent: ctx.modelId, root: a.source })),
+  ];
 }

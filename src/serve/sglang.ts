@@ -2,7 +2,7 @@
  * SGLang's native routes on `agent-r1 serve`, so an RL sampler client written for SGLang (ours,
  * src/engine/remote/sampler-client.ts) runs against this server too:
  *   POST /generate {input_ids: int[] | int[][], sampling_params: {max_new_tokens, temperature, top_p,
- *     top_k, stop_token_ids, n, sampling_seed}, return_logprob}
+ *     top_k, stop_token_ids, n, sampling_seed}, return_logprob, lora_path (a loaded adapter's name)}
  *     -> {output_ids, text, meta_info: {finish_reason: {type}, prompt_tokens, completion_tokens,
  *        output_token_logprobs: [[logprob, token_id, null], ...]}} (a list for a batch or n > 1)
  *   POST /update_weights_from_disk {model_path} -> {success, message}: the served engine loads the
@@ -10,8 +10,6 @@
  * Text prompts and string stops are not taken here (the sampler speaks token ids).
  */
 import type { ServerResponse } from "node:http";
-import { realpathSync } from "node:fs";
-import { relative, resolve, isAbsolute } from "node:path";
 import { z } from "zod";
 import type { ServeContext } from "./context.js";
 import { badRequest, ApiError } from "./errors.js";
@@ -19,6 +17,7 @@ import { sendJson } from "./http.js";
 import { parseRequest } from "./schemas.js";
 import { checkRequestTokens, checkSequences } from "./request-limits.js";
 import { roomAfter } from "./sampling-options.js";
+import { underRoot } from "./weights-root.js";
 
 const ids = z.array(z.number().int().min(0)).min(1);
 
@@ -37,7 +36,18 @@ const generateSchema = z.object({
     .prefault({}),
   return_logprob: z.boolean().nullish(),
   stream: z.boolean().nullish(),
+  /** The name of a loaded LoRA adapter to sample with (one for every prompt, or one per prompt). */
+  lora_path: z.union([z.string(), z.array(z.string().nullable())]).nullish(),
 });
+
+/** The context each prompt samples in: the base model's, or the LoRA adapter `lora_path` names for it. */
+function promptContexts(ctx: ServeContext, lora: string | (string | null)[] | null | undefined, prompts: number) {
+  if (Array.isArray(lora) && lora.length !== prompts)
+    throw badRequest(`lora_path names ${lora.length} adapters for ${prompts} prompts`, "lora_path");
+  return Array.from({ length: prompts }, (_, i) =>
+    ctx.forModel((Array.isArray(lora) ? lora[i] : lora) ?? undefined, "lora_path"),
+  );
+}
 
 export async function generate(ctx: ServeContext, body: unknown, res: ServerResponse): Promise<void> {
   const req = parseRequest(generateSchema, body);
@@ -45,6 +55,7 @@ export async function generate(ctx: ServeContext, body: unknown, res: ServerResp
   const batch = typeof req.input_ids[0] === "number" ? [req.input_ids as number[]] : (req.input_ids as number[][]);
   const p = req.sampling_params;
   const n = p.n ?? 1;
+  const contexts = promptContexts(ctx, req.lora_path, batch.length);
   checkSequences(ctx.limits, batch.length, n);
   const vocab = ctx.engine.config.vocabSize;
   const budgets = batch.map((prompt, i) => {
@@ -69,7 +80,7 @@ export async function generate(ctx: ServeContext, body: unknown, res: ServerResp
   res.on("close", () => done || gone.abort());
   const results = await Promise.all(
     batch.map((prompt, i) =>
-      ctx.engine.sample(prompt, {
+      contexts[i].engine.sample(prompt, {
         n,
         maxTokens: budgets[i],
         temperature: p.temperature ?? 1,
@@ -120,8 +131,8 @@ export async function updateWeightsFromDisk(
     throw new ApiError(403, "weight updates are off: start serve with --weights-from DIR to allow loading from DIR", {
       code: "forbidden",
     });
-  const dir = insideRoot(root, req.model_path);
-  if (dir === undefined)
+  const where = underRoot(root, req.model_path);
+  if (!("real" in where))
     throw new ApiError(403, `model_path must be a directory inside ${root} (serve's --weights-from)`, {
       code: "forbidden",
     });
@@ -129,21 +140,9 @@ export async function updateWeightsFromDisk(
   if (typeof engine.load !== "function")
     throw new ApiError(501, "this server's engine cannot load weights in place", { code: "not_implemented" });
   try {
-    await engine.load(dir);
+    await engine.load(where.real);
   } catch (e) {
     return sendJson(res, 200, { success: false, message: e instanceof Error ? e.message : String(e) });
   }
   sendJson(res, 200, { success: true, message: `loaded ${req.model_path}` });
-}
-
-/** `path` resolved (links followed) when it lies inside `root`, else undefined. */
-function insideRoot(root: string, path: string): string | undefined {
-  try {
-    const base = realpathSync(root),
-      real = realpathSync(resolve(base, path));
-    const rel = relative(base, real);
-    return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel)) ? real : undefined;
-  } catch {
-    return undefined;
-  }
 }

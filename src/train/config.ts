@@ -208,16 +208,24 @@ export const configSchema = z.strictObject({
             .enum(["sglang", "vllm"])
             .describe("The inference server's API: SGLang's /generate, or vLLM's /v1/completions."),
           url: z.string().describe("The server's base URL."),
-          model: z.string().optional().describe("The model name to request (vLLM); default the server's."),
+          model: z
+            .string()
+            .optional()
+            .describe("The model name to request (vLLM, full weights); default the server's."),
           weightsDir: z
             .string()
             .optional()
             .describe(
-              "Where the learner writes weights for the server to load after each step; default a temporary directory.",
+              "Where the learner writes weights for the server to load after each step (a directory the server can read): LoRA adapters go to RUN/sampler-adapters by default, full weights to a temporary directory.",
             ),
+          retries: nonNegInt
+            .default(3)
+            .describe("Times a failed LoRA adapter load is tried again (after 1, 2, 4, ... s) before the run stops."),
         })
         .optional()
-        .describe("Sample rollouts on an inference server while the local engine trains (pair with loss.tis)."),
+        .describe(
+          "Sample rollouts on an inference server while the local engine trains (pair with loss.tis): full weights on SGLang, LoRA adapters (engine.lora) on vLLM or SGLang.",
+        ),
     })
     .prefault({}),
   task: z

@@ -102,9 +102,9 @@ export function parseConfig(raw: unknown, source = "config"): TrainConfig {
       throw new InputError(
         `${source}: engine.sampler: a separate sampler needs engine.kind local (its weights are written to disk)`,
       );
-    if (c.engine.sampler.kind === "vllm")
+    if (c.engine.sampler.kind === "vllm" && !c.engine.lora)
       throw new InputError(
-        `${source}: engine.sampler.kind: vllm loads new weights over HTTP only as LoRA adapters, and the local engine trains full weights; use sglang (or agent-r1 serve --weights-from DIR)`,
+        `${source}: engine.sampler.kind: vllm loads new weights over HTTP only as LoRA adapters; train adapters (engine.lora) or use sglang for full weights`,
       );
   }
   if (c.model.path && c.model.preset) throw new InputError(`${source}: model: give either path or preset, not both`);

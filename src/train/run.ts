@@ -68,7 +68,7 @@ export async function train(recipe?: string | object, o: TrainRunOptions = {}): 
     const trainer = await Trainer.open(config, {
       out,
       task,
-      engines: o.engines ?? enginesFor(config.engine, log),
+      engines: o.engines ?? enginesFor(config.engine, log, { runDir: out }),
       resume: o.resume === true,
       force: o.force === true,
       ...(o.judge ? { judge: o.judge } : {}),

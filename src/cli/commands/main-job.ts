@@ -60,7 +60,7 @@ export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<
     return await runMainJob(cfg, task, {
       base: o.base,
       out: o.out,
-      engines: enginesFor(cfg.engine, (line) => io.err(line)),
+      engines: enginesFor(cfg.engine, (line) => io.err(line), { runDir: o.out }),
       budgetMinutes: o.budgetMinutes,
       force: o.force,
       alsoEvaluate: o.alsoEvaluate,

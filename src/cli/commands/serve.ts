@@ -75,7 +75,7 @@ const FLAGS: FlagSpec = {
     type: "string",
     value: "DIR",
     description:
-      "let POST /update_weights_from_disk load model directories inside DIR (an RL trainer's sampler weights)",
+      "let POST /update_weights_from_disk and the load_lora_adapter routes load model directories and LoRA adapters inside DIR (an RL trainer's sampler weights)",
   },
   tinker: {
     type: "boolean",

@@ -54,6 +54,10 @@ export interface Backend<M, T extends TrainableModel<M>, KV> {
    */
   beforeTraining(t: T, role: Role, models: Models<T>, lengths?: number[]): void;
   save(t: T, dir: string, tokenizerFrom: string): void;
+  /** The LoRA adapters of `t` alone, in PEFT's layout (the C engine only). */
+  saveAdapter?(t: T, dir: string): void;
+  /** A sampling model of the policy's base weights with the PEFT adapter in `dir` (the C engine only). */
+  adapterModel?(policy: T, dir: string): M;
   /** Tensors alive besides the caches' `cacheTensors`. */
   liveTensors(cacheTensors: number): number;
   dispose(): void;

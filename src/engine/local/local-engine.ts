@@ -21,6 +21,7 @@ import { WorkerReplica } from "./worker-replica.js";
 import { isLoraDir } from "./native/lora-checkpoint.js";
 import type { NativeTrainable } from "./native/native-trainable.js";
 import { LocalCritic } from "./critic.js";
+import type { AdapterEngine } from "./adapter-engine.js";
 import { readModelConfig } from "../../model/model-dir.js";
 import { checkModelFits } from "../../model/model-limits.js";
 import { Tokenizer } from "../../model/tokenizer.js";
@@ -289,6 +290,28 @@ export class LocalEngine implements Engine {
 
   async save(dir: string): Promise<void> {
     await this.replicas[0].save("policy", dir, this.sourceDir);
+  }
+
+  /** Writes the policy's LoRA adapters alone, in PEFT's layout (adapter_config.json + adapter_model.safetensors). */
+  async saveAdapter(dir: string): Promise<void> {
+    this.inThread("writing LoRA adapters").saveAdapter(dir);
+  }
+
+  /**
+   * The PEFT adapter in `dir` served over this engine's current weights (shared, not copied): an
+   * engine of its own for sampling and scoring, as `serve` holds each adapter it loads. The native
+   * engine only.
+   */
+  async openAdapter(dir: string): Promise<AdapterEngine> {
+    return this.inThread("serving LoRA adapters").openAdapter(dir, this.config);
+  }
+
+  /** The one replica of an engine that runs in this thread (the native engine always does). */
+  private inThread(doing: string): Replica {
+    const r = this.replicas[0];
+    if (this.replicas.length !== 1 || !(r instanceof Replica))
+      throw new InputError(`${doing} needs the native engine`, "use --backend native (engine.backend: native)");
+    return r;
   }
 
   async load(dir: string): Promise<void> {

@@ -12,6 +12,9 @@ import type { BackendName } from "./addon.js";
 import { BACKENDS, type Backend, type Models, type TrainableModel } from "./backend.js";
 import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "./replica-api.js";
 import { Scheduler } from "./scheduler.js";
+import { AdapterEngine } from "./adapter-engine.js";
+import { InputError } from "../../util/errors.js";
+import type { ModelConfig } from "../../model/config.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export class Replica<M = any, T extends TrainableModel<M> = TrainableModel<M>, KV = any> implements ReplicaApi {
@@ -22,7 +25,7 @@ export class Replica<M = any, T extends TrainableModel<M> = TrainableModel<M>, K
     readonly backend: Backend<M, T, KV>,
     private policy: T,
     readonly tokenizer: Tokenizer,
-    opts: ReplicaOptions,
+    private readonly opts: ReplicaOptions,
   ) {
     this.scheduler = new Scheduler(backend.decodeCompute(policy.model), tokenizer, {
       ...opts,
@@ -150,6 +153,24 @@ export class Replica<M = any, T extends TrainableModel<M> = TrainableModel<M>, K
       this.critic?.dispose();
       this.critic = next;
     }
+  }
+
+  /** The policy's LoRA adapters alone, in PEFT's layout (the C engine). */
+  saveAdapter(dir: string): void {
+    if (!this.backend.saveAdapter) throw new InputError(`the ${this.backend.name} engine trains no LoRA adapters`);
+    this.backend.saveAdapter(this.policy, dir);
+  }
+
+  /** The PEFT adapter in `dir` served over the policy's base weights (the C engine). */
+  openAdapter(dir: string, config: ModelConfig): AdapterEngine<M> {
+    if (!this.backend.adapterModel)
+      throw new InputError(
+        `the ${this.backend.name} engine serves no LoRA adapters`,
+        "use the native engine (--backend native)",
+      );
+    const model = this.backend.adapterModel(this.policy, dir);
+    const options = { ...this.opts, ...this.backend.schedulerOptions(this.policy) };
+    return new AdapterEngine(this.backend, model, this.tokenizer, config, dir, options);
   }
 
   async zeroGrad(role: Role) {

@@ -2,27 +2,29 @@
  * Rollout samplers on inference servers, token ids in and out:
  *  - vLLM: POST /v1/completions with a token-id prompt, `return_token_ids`, `logprobs: 0` and
  *    `stop_token_ids`; reads `choices[i].token_ids` and `logprobs.token_logprobs`. New weights are
- *    LoRA adapters (POST /v1/load_lora_adapter, then requests name the adapter).
+ *    LoRA adapters only: POST /v1/load_lora_adapter {lora_name, lora_path} (answered with a line
+ *    of text), then requests name the adapter as their `model`; /v1/unload_lora_adapter drops one.
  *  - SGLang: POST /generate with `input_ids` and `return_logprob`; reads `output_ids` and
- *    `meta_info.output_token_logprobs`. New weights: POST /update_weights_from_disk {model_path}.
- * `agent-r1 serve` speaks both (src/serve/completions.ts, src/serve/sglang.ts), which is how these
- * clients are tested.
+ *    `meta_info.output_token_logprobs`. New weights: POST /update_weights_from_disk {model_path},
+ *    or LoRA adapters: POST /load_lora_adapter, /unload_lora_adapter ({success, error_message}),
+ *    and requests name the adapter in `lora_path`.
+ * `agent-r1 serve` speaks both (src/serve/completions.ts, src/serve/sglang.ts, src/serve/lora-routes.ts),
+ * which is how these clients are tested.
  *
  * Nothing a server answers is trusted: an answer is read within `maxResponseBytes` (default 256 MiB,
  * decompressed) and cut off past it; a redirect is an error naming where it points, never followed
- * (the API key would go along); and the sequences are checked as answer-checks.ts says (as many as
+ * (the API key would go along; both in ./sampler-http.ts); and the sequences are checked as answer-checks.ts says (as many as
  * asked, at most max_tokens token ids inside the vocabulary, logprobs finite and not above 0, a stop
  * reason of "stop" or "length"). Each failure is one TinkerError naming the server, the request and
  * the field ("http://host: completions: sequences[0].logprobs[2] is 0.5: above 0, ...").
  */
 import type { SampleResult, SamplingParams, SampledSequence } from "../types.js";
 import { InputError } from "../../util/errors.js";
-import { formatBytes, readLimitedText, readPrefix, redirectTarget } from "../../util/read-limited.js";
 import { TinkerError } from "./tinker-error.js";
 import { checkSampledSequences, type SampleBounds } from "./answer-checks.js";
+import { postJson } from "./sampler-http.js";
 
-/** The default limit on an answer's (decoded) size. */
-export const DEFAULT_SAMPLER_RESPONSE_BYTES = 256 * 1024 * 1024;
+export { DEFAULT_SAMPLER_RESPONSE_BYTES } from "./sampler-http.js";
 
 export type SamplerKind = "vllm" | "sglang";
 
@@ -39,76 +41,32 @@ export interface SamplerOptions {
 }
 
 export interface RolloutSampler {
-  /** Samples `prompt`; the token ids that come back must be below `vocabSize` when it is given. */
-  sample(prompt: number[], params: SamplingParams, defaultStop: number[], vocabSize?: number): Promise<SampleResult>;
-  /** Points the server at new weights written as a model directory (SGLang) or LoRA adapter (vLLM). */
+  readonly kind: SamplerKind;
+  /**
+   * Samples `prompt`, on the LoRA adapter named `adapter` when given; the token ids that come back
+   * must be below `vocabSize` when it is given.
+   */
+  sample(
+    prompt: number[],
+    params: SamplingParams,
+    defaultStop: number[],
+    vocabSize?: number,
+    adapter?: string,
+  ): Promise<SampleResult>;
+  /** Points the server at new full weights written as a model directory (SGLang only). */
   reload(dir: string, version: number): Promise<void>;
+  /** Has the server load the PEFT adapter in `dir` (a path the server can read) as `name`. */
+  loadAdapter(name: string, dir: string): Promise<void>;
+  /** Has the server drop the adapter `name`. */
+  unloadAdapter(name: string): Promise<void>;
   describe(): string;
 }
 
-async function postJson(
-  url: string,
-  body: unknown,
-  o: SamplerOptions,
-  what: string,
-  signal?: AbortSignal,
-): Promise<unknown> {
-  const timeout = AbortSignal.timeout(o.timeoutMs ?? 600_000);
-  const lost = (e: unknown): Error => {
-    if (signal?.aborted) return signal.reason as Error;
-    if (e instanceof TinkerError) return e;
-    const cause = timeout.aborted
-      ? `no answer within ${(o.timeoutMs ?? 600_000) / 1000} s`
-      : ((e as { cause?: { message?: string } }).cause?.message ?? (e as Error).message);
-    return new TinkerError(
-      `${o.url}: ${what} failed: ${cause}`,
-      `is the ${o.kind} server running? check engine.sampler.url`,
-    );
-  };
-  let res: Response;
-  try {
-    res = await fetch(url, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", ...(o.apiKey ? { Authorization: `Bearer ${o.apiKey}` } : {}) },
-      body: JSON.stringify(body),
-      redirect: "manual",
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-    });
-  } catch (e) {
-    throw lost(e);
-  }
-  if (res.status >= 300 && res.status < 400) {
-    await res.body?.cancel().catch(() => undefined);
-    throw new TinkerError(
-      `${o.url}: ${what}: the server answered a redirect (HTTP ${res.status}) to ${redirectTarget(res)}; not followed (the API key would go along)`,
-      "point engine.sampler.url at the final address",
-    );
-  }
-  if (!res.ok) {
-    const text = new TextDecoder().decode(await readPrefix(res, 64 * 1024).catch((e) => Promise.reject(lost(e))));
-    let detail = text.slice(0, 300);
-    try {
-      const j = JSON.parse(text) as { error?: { message?: string } | string; detail?: string; message?: string };
-      detail = (typeof j.error === "object" ? j.error?.message : j.error) ?? j.detail ?? j.message ?? detail;
-    } catch {
-      // not JSON
-    }
-    throw new TinkerError(`${o.url}: ${what} failed: HTTP ${res.status}: ${String(detail).slice(0, 300)}`);
-  }
-  const limit = o.maxResponseBytes ?? DEFAULT_SAMPLER_RESPONSE_BYTES;
-  const text = await readLimitedText(res, limit, (over) => {
-    const limitText = `the ${formatBytes(limit)} limit on answers (maxResponseBytes)`;
-    return new TinkerError(
-      `${o.url}: ${what}: ${over.declared ? `the answer declares ${formatBytes(over.bytes)}, over ${limitText}` : `the answer ran past ${limitText} and was cut off`}`,
-      `an answer holds n × max_tokens token ids and logprobs; is engine.sampler.url a ${o.kind} server?`,
-    );
-  }).catch((e) => Promise.reject(lost(e)));
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new TinkerError(`${o.url}: ${what} answered something that is not JSON`);
-  }
-}
+/** An unload waits at most 30 s (the end of a run waits for it). */
+const unloadOptions = (o: SamplerOptions): SamplerOptions => ({
+  ...o,
+  timeoutMs: Math.min(o.timeoutMs ?? 30_000, 30_000),
+});
 
 function stops(params: SamplingParams, defaultStop: number[]): number[] {
   const stop = params.stop ?? defaultStop;
@@ -138,7 +96,7 @@ function checked(
 }
 
 class VllmSampler implements RolloutSampler {
-  private adapter?: string;
+  readonly kind = "vllm";
   constructor(private readonly o: SamplerOptions) {}
 
   async sample(
@@ -146,10 +104,12 @@ class VllmSampler implements RolloutSampler {
     params: SamplingParams,
     defaultStop: number[],
     vocabSize?: number,
+    adapter?: string,
   ): Promise<SampleResult> {
     const n = params.n ?? 1;
+    const model = adapter ?? this.o.model;
     const body = {
-      ...((this.adapter ?? this.o.model) ? { model: this.adapter ?? this.o.model } : {}),
+      ...(model ? { model } : {}),
       prompt,
       n,
       max_tokens: params.maxTokens ?? 256,
@@ -179,15 +139,23 @@ class VllmSampler implements RolloutSampler {
     return { sequences: checked(`${this.o.url}: completions`, raw, { n, maxTokens: body.max_tokens, vocabSize }) };
   }
 
-  async reload(dir: string, version: number): Promise<void> {
-    const name = `agent-r1-v${version}`;
-    await postJson(
-      `${this.o.url}/v1/load_lora_adapter`,
-      { lora_name: name, lora_path: dir },
-      this.o,
-      `load_lora_adapter ${dir}`,
+  async reload(dir: string): Promise<void> {
+    throw new InputError(
+      `${this.o.url}: vLLM takes new weights over HTTP only as LoRA adapters, not the model directory ${dir}`,
+      "train LoRA adapters (engine.lora), or use an SGLang server",
     );
-    this.adapter = name;
+  }
+
+  async loadAdapter(name: string, dir: string): Promise<void> {
+    const body = { lora_name: name, lora_path: dir };
+    const what = `load_lora_adapter '${name}' (${dir})`;
+    await postJson(`${this.o.url}/v1/load_lora_adapter`, body, this.o, what, undefined, true);
+  }
+
+  async unloadAdapter(name: string): Promise<void> {
+    const what = `unload_lora_adapter '${name}'`;
+    const o = unloadOptions(this.o);
+    await postJson(`${this.o.url}/v1/unload_lora_adapter`, { lora_name: name }, o, what, undefined, true);
   }
 
   describe(): string {
@@ -196,6 +164,7 @@ class VllmSampler implements RolloutSampler {
 }
 
 class SglangSampler implements RolloutSampler {
+  readonly kind = "sglang";
   constructor(private readonly o: SamplerOptions) {}
 
   async sample(
@@ -203,6 +172,7 @@ class SglangSampler implements RolloutSampler {
     params: SamplingParams,
     defaultStop: number[],
     vocabSize?: number,
+    adapter?: string,
   ): Promise<SampleResult> {
     const n = params.n ?? 1;
     const body = {
@@ -217,6 +187,7 @@ class SglangSampler implements RolloutSampler {
         ...(params.seed !== undefined ? { sampling_seed: params.seed } : {}),
       },
       return_logprob: true,
+      ...(adapter !== undefined ? { lora_path: adapter } : {}),
     };
     const r = await postJson(`${this.o.url}/generate`, body, this.o, "generate", params.signal);
     const outs = (Array.isArray(r) ? r : [r]) as ({
@@ -250,6 +221,25 @@ class SglangSampler implements RolloutSampler {
         `${this.o.url}: update_weights_from_disk ${dir} failed: ${r.message ?? "no reason given"}`,
         "the server must be able to read that directory (with agent-r1 serve: --weights-from)",
       );
+  }
+
+  loadAdapter(name: string, dir: string): Promise<void> {
+    return this.loraCall("load_lora_adapter", { lora_name: name, lora_path: dir }, `'${name}' (${dir})`);
+  }
+
+  unloadAdapter(name: string): Promise<void> {
+    return this.loraCall("unload_lora_adapter", { lora_name: name }, `'${name}'`, unloadOptions(this.o));
+  }
+
+  /** One of SGLang's LoRA routes: `{success, error_message}` says how it went. */
+  private async loraCall(route: string, body: object, which: string, o = this.o): Promise<void> {
+    const what = `${route} ${which}`;
+    const r = (await postJson(`${this.o.url}/${route}`, body, o, what)) as null | {
+      success?: boolean;
+      error_message?: string;
+    };
+    if (r?.success !== true)
+      throw new TinkerError(`${this.o.url}: ${what} failed: ${r?.error_message ?? "no reason given"}`);
   }
 
   describe(): string {

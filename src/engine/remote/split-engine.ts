@@ -1,17 +1,11 @@
 /**
  * A policy that trains on one engine (the learner) and samples its rollouts on an inference server
  * (vLLM or SGLang, sampler-client.ts). After each optimizer step, and once at the start, the
- * learner's weights are written to a directory the server can read and the server is asked to load
- * them, so every rollout samples the current policy. The two then differ only in numerics (kernels,
- * batching, precision): `loss.tis` corrects for that with the learner's own logprobs (src/rl/tis.ts),
- * which `computeLogprobs` (the learner's) provides.
- *
- * The weights directory is the caller's unless it says the engine owns it (a temporary directory
- * made with src/util/temp-dirs.ts): then `dispose` removes it, and the process does at exit if
- * nothing did.
+ * learner's weights reach the server (a WeightsPush: whole model directories, ./full-weights-push.ts,
+ * or LoRA adapters, ./adapter-push.ts), so every rollout samples the current policy. The two then
+ * differ only in numerics (kernels, batching, precision): `loss.tis` corrects for that with the
+ * learner's own logprobs (src/rl/tis.ts), which `computeLogprobs` (the learner's) provides.
  */
-import { existsSync, mkdirSync, rmSync } from "node:fs";
-import { join } from "node:path";
 import type { PolicyEngine } from "../factory.js";
 import type {
   AdamParams,
@@ -23,23 +17,36 @@ import type {
   SamplingParams,
 } from "../types.js";
 import { assertTokens } from "../validate.js";
-import { removeTempDir } from "../../util/temp-dirs.js";
 import type { RolloutSampler } from "./sampler-client.js";
 
+/** How the learner's weights reach the server. */
+export interface WeightsPush {
+  /** Writes the learner's weights (after optimizer step `step`) where the server reads them, and has the server load them. */
+  publish(step: number): Promise<void>;
+  /**
+   * Runs `sample` on the weights the server holds now (`adapter` names them when they are a LoRA
+   * adapter), which stay loaded until it is done.
+   */
+  use<T>(sample: (adapter?: string) => Promise<T>): Promise<T>;
+  /** At the end: what the server holds of ours is dropped and our files removed. */
+  dispose(): Promise<void>;
+}
+
+/** The learner's optimizer steps so far (0 for an engine that does not say). */
+function stepOf(learner: PolicyEngine): number {
+  const step = (learner as { step?: unknown }).step;
+  return typeof step === "number" ? step : 0;
+}
+
 export class SplitEngine implements PolicyEngine {
-  private version = 0;
   private ready: Promise<void>;
 
   constructor(
     private readonly learner: PolicyEngine,
     private readonly sampler: RolloutSampler,
-    /** Where the sampler reads weights from: one subdirectory per version, the last two kept. */
-    private readonly weightsDir: string,
-    /** Whether `weightsDir` is a temporary directory of this engine's, removed by `dispose`. */
-    private readonly ownsWeightsDir = false,
+    private readonly push: WeightsPush,
   ) {
-    mkdirSync(weightsDir, { recursive: true });
-    this.ready = this.push(); // the server may hold other weights: give it the learner's
+    this.ready = push.publish(stepOf(learner)); // the server may hold other weights: give it the learner's
     this.ready.catch(() => undefined);
   }
 
@@ -51,22 +58,15 @@ export class SplitEngine implements PolicyEngine {
     return this.learner.config;
   }
 
-  /** Writes the learner's weights as version v and points the server at them. */
-  private async push(): Promise<void> {
-    const v = ++this.version;
-    const dir = join(this.weightsDir, `v${v}`);
-    await this.learner.save(dir);
-    await this.sampler.reload(dir, v);
-    const old = join(this.weightsDir, `v${v - 2}`);
-    if (v > 2 && existsSync(old)) rmSync(old, { recursive: true, force: true });
-  }
-
   async sample(prompt: number[], params: SamplingParams = {}): Promise<SampleResult> {
     await this.ready;
     assertTokens(prompt, this.config.vocabSize, "sample: the prompt");
     const eos = this.tokenizer.eosTokenId;
+    const stop = eos !== undefined ? [eos] : [];
     // The sampler checks what comes back, token ids against the vocabulary included.
-    const res = await this.sampler.sample(prompt, params, eos !== undefined ? [eos] : [], this.config.vocabSize);
+    const res = await this.push.use((adapter) =>
+      this.sampler.sample(prompt, params, stop, this.config.vocabSize, adapter),
+    );
     if (params.onToken)
       res.sequences.forEach((s, index) =>
         s.tokens.forEach((token, t) => params.onToken!({ index, token, logprob: s.logprobs[t] })),
@@ -85,7 +85,7 @@ export class SplitEngine implements PolicyEngine {
   async optimStep(params: AdamParams): Promise<OptimStepResult> {
     const r = await this.learner.optimStep(params);
     if (!r.skipped) {
-      this.ready = this.push();
+      this.ready = this.push.publish(r.step);
       await this.ready;
     }
     return r;
@@ -97,7 +97,7 @@ export class SplitEngine implements PolicyEngine {
 
   async load(dir: string): Promise<void> {
     await this.learner.load(dir);
-    this.ready = this.push();
+    this.ready = this.push.publish(stepOf(this.learner));
     await this.ready;
   }
 
@@ -105,13 +105,13 @@ export class SplitEngine implements PolicyEngine {
     return `${this.learner.describe?.() ?? "learner"}; rollouts sampled on ${this.sampler.describe()}`;
   }
 
-  /** Disposes of the learner once any weight push is over, then removes the weights directory if it is ours. */
+  /** Once any weight push is over: the server's copies dropped and our files removed, then the learner disposed of. */
   async dispose(): Promise<void> {
     try {
       await this.ready.catch(() => undefined);
-      await this.learner.dispose();
+      await this.push.dispose();
     } finally {
-      if (this.ownsWeightsDir) removeTempDir(this.weightsDir);
+      await this.learner.dispose();
     }
   }
 }

@@ -294,6 +294,23 @@ export class NativeDecoder {
     return new NativeDecoder(c, params, "value", "lora", l, adapters);
   }
 
+  /**
+   * A sampling model over `base`'s weights (the same arrays, not a copy) with other LoRA adapters,
+   * as a server holds each adapter it has loaded: nothing trains, and `base`'s own adapters, if it
+   * has any, are not used. A parameter `base` later replaces (prepareTraining, a load) stays as it was here.
+   */
+  static withAdapters(
+    base: NativeDecoder,
+    lora: { spec: LoraSpec; adapters: LoraAdapters },
+    file: string,
+  ): NativeDecoder {
+    if (base.head !== "lm") throw new Error("internal: served adapters go on a language-model head");
+    const params = new Map<string, NativeParam>();
+    for (const [name, p] of base.params) params.set(name, { ...p, grad: null, owned: false });
+    const { adapters, lora: l } = nativeAdapters(base.config, lora, false, file);
+    return new NativeDecoder(base.config, params, "lm", "none", l, adapters);
+  }
+
   /** Whether the full weights are ready to train: float32, with gradient accumulators. */
   get trainingReady(): boolean {
     return this.mode !== "full" || this.prepared;

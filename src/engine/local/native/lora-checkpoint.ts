@@ -72,6 +72,19 @@ export function readValueHead(dir: string): Float32Array | undefined {
   return t.data;
 }
 
+/**
+ * Writes the adapters of `tr` (a LoRA model) alone, in PEFT's layout (adapter_config.json +
+ * adapter_model.safetensors), atomically: what an inference server loads between RL steps.
+ */
+export function saveLoraAdapter(tr: NativeTrainable, dir: string): void {
+  const model = tr.model;
+  if (!model.lora) throw new Error("internal: saveLoraAdapter on a model without LoRA");
+  writePeftAdapter(dir, model.lora.spec, model.loraAdapters(), {
+    baseModel: resolve(tr.baseDir),
+    config: model.config,
+  });
+}
+
 /** Writes a LoRA checkpoint of `tr` (a LoRA model) to dir, atomically. */
 export function saveLoraTrainable(tr: NativeTrainable, dir: string, baseDir: string, tokenizerFrom: string): void {
   const model = tr.model;

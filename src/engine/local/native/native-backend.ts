@@ -19,10 +19,12 @@ import {
   loraBaseDir,
   readLoraDir,
   readValueHead,
+  saveLoraAdapter,
   saveLoraTrainable,
   VALUE_HEAD_FILE,
 } from "./lora-checkpoint.js";
 import {
+  ADAPTER_WEIGHTS_FILE,
   describeTargets,
   initAdapters,
   loraModules,
@@ -294,6 +296,26 @@ export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, Na
   save(t: NativeTrainable, dir: string, tokenizerFrom: string): void {
     if (t.model.lora) saveLoraTrainable(t, dir, t.baseDir, tokenizerFrom);
     else saveTrainable(t, dir, tokenizerFrom);
+  }
+
+  /** The policy's LoRA adapters alone, in PEFT's layout; refused when the policy trains full weights. */
+  saveAdapter(t: NativeTrainable, dir: string): void {
+    if (!t.model.lora)
+      throw new InputError(
+        "this policy trains full weights, so it has no LoRA adapters to write",
+        "set engine.lora to train adapters",
+      );
+    saveLoraAdapter(t, dir);
+  }
+
+  /**
+   * A sampling model of the policy's base weights (shared, not copied) with the PEFT adapter in
+   * `dir`, checked against this model; the adapter's base_model_name_or_path is not read: it goes
+   * on the model this engine holds, as an inference server applies it.
+   */
+  adapterModel(policy: NativeTrainable, dir: string): NativeDecoder {
+    const lora = readLoraDir(dir, policy.model.config);
+    return NativeDecoder.withAdapters(policy.model, lora, join(dir, ADAPTER_WEIGHTS_FILE));
   }
 
   /** No tensors outside the caches: every pass frees its buffers before it returns. */
