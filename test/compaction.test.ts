@@ -27,6 +27,8 @@ import type { Action, Env, StepResult } from "../src/agent/env.js";
 import { localEngines } from "../src/engine/local/factory.js";
 import type { Task, TaskRow } from "../src/tasks/types.js";
 import { Trainer } from "../src/train/trainer.js";
+import { rollout } from "../src/agent/rollout.js";
+import { createMultihopTask } from "../src/tasks/multihop/task.js";
 import { digitShare, toyTask } from "./fixtures/toy-task.js";
 import { tempDir } from "./helpers.js";
 
@@ -291,4 +293,65 @@ test("a training iteration with rollout.compaction: compacted episodes, each one
   } finally {
     await trainer.close();
   }
+});
+
+/** The entities a long-horizon question lists, in order. */
+const questionNames = (text: string) => /Which was founded first: (.*?)\?/.exec(text)![1].split(/, | or /);
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/**
+ * A searcher for the long-horizon questions: searches the entities in the order asked, reading
+ * the years off the search results in its context; asked for a summary, it writes which are left
+ * to search and the earliest so far, and reads that back after a compaction.
+ */
+function searcher() {
+  return new ScriptedEngine(tok, (c) => {
+    const names = questionNames(c.text);
+    const summaries = [...c.text.matchAll(/Left: (.*?); earliest so far: (.+?)=(\d+)\./g)];
+    const last = summaries[summaries.length - 1];
+    const years = new Map<string, number>(last ? [[last[2], Number(last[3])]] : []);
+    const left = last ? last[1].split(", ") : names;
+    const checked = new Set(names.filter((n) => !left.includes(n)));
+    for (const n of names) {
+      const doc = new RegExp(`${escape(n)} is a (?:company|city in [^\\n]*? It was) founded in (\\d+)`).exec(c.text);
+      if (doc) (years.set(n, Number(doc[1])), checked.add(n));
+    }
+    const best = [...years].reduce((a, b) => (b[1] < a[1] ? b : a), ["", Infinity] as [string, number]);
+    if (asksForSummary(c.text))
+      return `Left: ${names.filter((n) => !checked.has(n)).join(", ")}; earliest so far: ${best[0]}=${best[1]}.${EOT}`;
+    const next = names.find((n) => !checked.has(n));
+    if (next === undefined) return `<think>${best[0]} was founded first.</think>\n<answer>${best[0]}</answer>${EOT}`;
+    const call = hermesFormat.write({ name: "search", arguments: { query: next } });
+    return `<think>Find when ${next} was founded.</think>\n${call}${EOT}`;
+  });
+}
+
+test("long-horizon multihop (hops 8): truncation is cut off before the answer, compaction finishes", async () => {
+  const task = createMultihopTask({ hops: 8, train: 4, val: 4, test: 4 });
+  const rows = task.rows("test");
+  const limits = { maxTurns: 40, maxTokensPerTurn: 96, maxTotalTokens: 1024, tokenizer: tok };
+  const makeEnv = (r: TaskRow) => task.makeEnv(r);
+  const searches = (t: Trajectory) => t.steps.reduce((n, s) => n + s.toolCalls.length, 0);
+
+  const cut = await rollout(searcher(), makeEnv, rows, limits);
+  assert.equal(cut.trajectories.length, 4);
+  for (const t of cut.trajectories) {
+    assert.equal(t.endReason, "max_total_tokens");
+    assert.equal(t.reward, 0);
+    assert.ok(searches(t) < 8, `${searches(t)} searches before the context filled`);
+  }
+
+  const cutSearches = Math.max(...cut.trajectories.map(searches));
+  const compacted = await rollout(searcher(), makeEnv, rows, { ...limits, compaction: { atTokens: 700, keepLast: 1 } });
+  assert.equal(compacted.trajectories.length, 4);
+  for (const t of compacted.trajectories) {
+    const score = task.score(t, rows[t.rowIndex], tok);
+    assert.equal(t.endReason, "done");
+    assert.deepEqual([score.em, score.reward, t.reward], [1, 1, 1], tok.decode(t.steps[t.steps.length - 1].action));
+    // One search per entity (fewer when a result shows two of them), more than a cut-off episode makes.
+    assert.ok(searches(t) > cutSearches && searches(t) <= 8, `${searches(t)} searches`);
+    assert.ok(summarySteps(t).length >= 2 && segments(t).length === summarySteps(t).length + 1);
+    for (let k = 0; k < t.steps.length; k++) assert.ok(stepContext(t, k).length < 1024);
+  }
+  assert.ok(compacted.metrics.flowTurns >= 8);
 });
