@@ -18,8 +18,7 @@ export type ResolvedCompaction = Required<CompactionOptions>;
 
 export const COMPACTION_DEFAULTS = {
   keepLast: 2,
-  prompt:
-    "Summarize what you have found so far: every fact you still need to answer, and what is left to do. Do not call a tool in this turn.",
+  prompt: "Summarize what you have found so far and what is left to do.",
 } as const;
 
 const isCount = (x: unknown): x is number => typeof x === "number" && Number.isInteger(x) && x >= 0;

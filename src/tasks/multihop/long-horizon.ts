@@ -2,7 +2,7 @@
  * Long-horizon questions for the multi-hop task (task option `hops: N`): which of N cities and
  * companies of the split was founded first. Each entity takes its own search, and the year it
  * gives has to be remembered until the answer, so an episode makes N searches and one answer.
- * With the shipped tokenizer the expert's episode takes ~430 tokens of prompt and ~175 a search:
+ * With the shipped tokenizer the expert's episode takes ~430 tokens of prompt and ~170 a search:
  * 900-960 tokens at N = 3, over the default context (rollout.maxTotalTokens 1024) from N = 4 on.
  * A loop that only appends is cut off before it answers; one that compacts
  * (src/agent/compaction-flow.ts) finishes if its summaries keep what is left to search and the
