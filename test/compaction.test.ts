@@ -3,7 +3,9 @@
  * asked for exactly when the context passes atTokens; the summary turn is trained (weight 1) and
  * the request and observations are not; the pieces of an episode are separate datums of one
  * sequence, with one advantage and one place in the group statistics; keepLast turns survive
- * verbatim, token for token; the options and the recipe keys are checked in one line each.
+ * verbatim, token for token; the options and the recipe keys are checked in one line each; a
+ * trainer iteration runs with compaction; and on long-horizon multi-hop questions a scripted
+ * searcher that truncation cuts off finishes with compaction.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -354,4 +356,29 @@ test("long-horizon multihop (hops 8): truncation is cut off before the answer, c
     for (let k = 0; k < t.steps.length; k++) assert.ok(stepContext(t, k).length < 1024);
   }
   assert.ok(compacted.metrics.flowTurns >= 8);
+});
+
+test("a summary cut off by maxTotalTokens still compacts: the reopening closes it", async () => {
+  let acted = 0;
+  const engine = new ScriptedEngine(tok, (c) => {
+    if (asksForSummary(c.text)) return `Summary: ${"noted ".repeat(200)}${EOT}`;
+    const k = acted++;
+    return (k < 4 ? hermesFormat.write({ name: "note", arguments: { k } }) : "<answer>done</answer>") + EOT;
+  });
+  const flow = new CompactionFlow<typeof row>(engine, chat, {
+    maxTurns: 20,
+    maxTotalTokens: 520,
+    compaction: { atTokens: 400, keepLast: 1 },
+  });
+  const t = await run(flow);
+  const [s] = summarySteps(t);
+  const summary = t.steps[s];
+  assert.equal(summary.stopReason, "length");
+  assert.equal(stepContext(t, s).length + summary.action.length, 520, "the summary took all the room left");
+  assert.deepEqual(summary.observation, [], "no room for the reopening after it: nothing appended");
+  const ctx = t.steps[s + 1].context!;
+  const head = [...stepContext(t, 0), ...summary.action, ...tok.encode(`${EOT}\n<|im_start|>assistant\n`)];
+  assert.deepEqual(ctx.slice(0, head.length), head);
+  assert.equal(t.endReason, "done");
+  assert.equal(t.reward, 1);
 });
