@@ -219,3 +219,30 @@ envConformance("multihop task env", (row) => task.makeEnv(row), {
     "<think>done</think>\n<answer>x</answer>",
   ],
 });
+
+test("hops: long-horizon questions over N cities and companies; the expert searches each and answers the earliest", async () => {
+  const long = createMultihopTask({ hops: 6, train: 20, val: 8, test: 8 });
+  for (const split of SPLITS) {
+    const rows = long.rows(split);
+    const demos = long.demonstrations(rows, { seed: 0, quality: 1 });
+    const world = long.world.splits[split];
+    for (const [i, row] of rows.entries()) {
+      const q = long.questions[split][i];
+      assert.equal(q.type, "earliest_founded");
+      assert.equal(q.searches.length, 6);
+      const xs = q.searches.map((n) => [...world.cities, ...world.companies].find((e) => e.name === n)!);
+      assert.ok(xs.every(Boolean), `${q.question}: every entity is of the split`);
+      assert.equal(new Set(xs.map((x) => x.founded)).size, 6, "founding years differ");
+      assert.equal(q.answer, xs.reduce((a, b) => (b.founded < a.founded ? b : a)).name);
+      const played = await playDemo(long, row, demos[i]);
+      assert.deepEqual([played.done, played.reward, played.toolCalls], [true, 1, 6], `${split} ${i}: ${q.question}`);
+    }
+  }
+  assert.deepEqual(createMultihopTask({ hops: 6, train: 20, val: 8, test: 8 }).questions, long.questions);
+  assert.throws(() => createMultihopTask({ hops: 2 }), /option 'hops': /);
+  assert.throws(() => createMultihopTask({ hops: 25 }), /option 'hops': /);
+  assert.throws(
+    () => createMultihopTask({ hops: 20, train: 4, val: 4, test: 4 }),
+    /hops 20 needs 20 cities and companies in the test split's world, which has 12/,
+  );
+});

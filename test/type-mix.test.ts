@@ -7,6 +7,7 @@ import {
   QUESTION_TYPES,
   kindOf,
   typeSchedule,
+  type QuestionType,
 } from "../src/tasks/multihop/type-mix.js";
 
 const count = (xs: readonly string[], t: string) => xs.filter((x) => x === t).length;
@@ -42,7 +43,7 @@ test("type schedule: each type spread over the sequence, deterministic", () => {
 
 test("multihop task options: the mix is a task option, checked at the edge", () => {
   const t = createMultihopTask({ train: 36, val: 9, test: 9, bridge: 0, comparison: 1, numeric: 0 });
-  assert.ok(t.questions.train.every((q) => kindOf(q.type) === "comparison"));
+  assert.ok(t.questions.train.every((q) => kindOf(q.type as QuestionType) === "comparison"));
   assert.throws(
     () => createMultihopTask({ bridge: 0, comparison: 0, numeric: 0 }),
     /option 'bridge': at least one of bridge, comparison, numeric must be positive/,

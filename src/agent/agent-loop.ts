@@ -11,13 +11,13 @@
  * with the template's message, like an env error, and the rollout goes on.
  */
 import type { ToolSchema } from "../model/chat-template.js";
-import { AgentFlow, type ContextRewrite } from "./agent-flow.js";
+import { AgentFlow, type ContextRewrite, type FlowState } from "./agent-flow.js";
 import type { AgentMessage } from "./chat-setup.js";
 import type { Observation } from "./env.js";
 import { ChatTemplateError, EnvError } from "./errors.js";
 
 export class AgentLoop<Row = unknown> extends AgentFlow<Row> {
-  protected prepareContext(): ContextRewrite | undefined {
+  protected prepareContext(_state: FlowState): ContextRewrite | undefined {
     return undefined;
   }
 

@@ -11,6 +11,8 @@ export interface RolloutMetrics {
   failedAtClose: number;
   endReasons: Record<EndReason, number>;
   meanTurns: number;
+  /** Turns a flow asked for itself (a compaction's summaries), over all trajectories; counted in the turns too. */
+  flowTurns: number;
   meanReward: number;
   actionTokens: number;
   observationTokens: number;
@@ -48,6 +50,7 @@ export function rolloutMetrics(all: Trajectory[], wallMs: number): RolloutMetric
     failedAtClose: failed.filter((t) => t.error?.stage === "close").length,
     endReasons,
     meanTurns: mean(ok.map((t) => t.metrics.turns)),
+    flowTurns: ok.reduce((s, t) => s + t.steps.filter((x) => x.info.flowTurn !== undefined).length, 0),
     meanReward: mean(ok.map((t) => t.reward)),
     actionTokens,
     observationTokens: all.reduce((s, t) => s + t.metrics.observationTokens, 0),

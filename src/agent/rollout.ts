@@ -16,6 +16,8 @@ import { Rng } from "../util/rng.js";
 import { AgentLoop } from "./agent-loop.js";
 import type { AgentFlow } from "./agent-flow.js";
 import { chatSetup, type ChatSetup } from "./chat-setup.js";
+import { CompactionFlow } from "./compaction-flow.js";
+import type { CompactionOptions } from "./compaction-options.js";
 import type { Env, EnvFactory } from "./env.js";
 import { LOOP_DEFAULTS, type AgentLoopOptions } from "./loop-options.js";
 import { rolloutMetrics, type RolloutMetrics } from "./rollout-metrics.js";
@@ -28,8 +30,10 @@ export interface RolloutOptions<Row> extends AgentLoopOptions {
   tokenizer?: Tokenizer;
   /** Default: chatSetup(tokenizer). maxTotalTokens defaults to min(4096, the model's max_position_embeddings). */
   chat?: ChatSetup;
-  /** Default: an AgentLoop with these options (a flow given here keeps its own). */
+  /** Default: an AgentLoop with these options, or a CompactionFlow with `compaction` (a flow given here keeps its own). */
   flow?: AgentFlow<Row>;
+  /** Summarize and continue once the context passes `compaction.atTokens` (src/agent/compaction-flow.ts). */
+  compaction?: CompactionOptions;
   /** Makes the rollout reproducible: trajectory i samples with seeds derived from (seed, i). */
   seed?: number;
   /** Trajectories in flight at most. Default: all. */
@@ -58,6 +62,16 @@ function resolveChat<Row>(engine: Engine, opts: RolloutOptions<Row>): ChatSetup 
 function defaultMaxTotal(engine: Engine): number {
   const max = (engine as { config?: { maxPositionEmbeddings?: number } }).config?.maxPositionEmbeddings;
   return Math.min(LOOP_DEFAULTS.maxTotalTokens, max ?? Infinity);
+}
+
+/** The loop the options describe: an AgentLoop, or a CompactionFlow when they ask for compaction. */
+function defaultFlow<Row>(engine: Engine, opts: RolloutOptions<Row>): AgentFlow<Row> {
+  const { compaction, ...rest } = opts;
+  const loop = { ...rest, maxTotalTokens: opts.maxTotalTokens ?? defaultMaxTotal(engine) };
+  const chat = resolveChat(engine, opts);
+  return compaction
+    ? new CompactionFlow<Row>(engine, chat, { ...loop, compaction })
+    : new AgentLoop<Row>(engine, chat, loop);
 }
 
 /** Builds the env inside the trajectory's run, so a throwing factory fails only its own trajectory. */
@@ -91,12 +105,7 @@ export async function rollout<Row>(
   if (!(Number.isInteger(n) && n > 0)) throw new InputError(`rollout: n must be a positive integer, got ${n}`);
   const limit = opts.concurrency ?? Infinity;
   if (!(limit >= 1)) throw new InputError(`rollout: concurrency must be at least 1, got ${limit}`);
-  const flow =
-    opts.flow ??
-    new AgentLoop<Row>(engine, resolveChat(engine, opts), {
-      ...opts,
-      maxTotalTokens: opts.maxTotalTokens ?? defaultMaxTotal(engine),
-    });
+  const flow = opts.flow ?? defaultFlow(engine, opts);
   const jobs = rows.flatMap((row, r) => Array.from({ length: n }, (_, s) => ({ row, rowIndex: r, sampleIndex: s })));
   const settled: PromiseSettledResult<Trajectory>[] = new Array(jobs.length);
   const t0 = performance.now();

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { PRESET_NAMES, type PresetName } from "./presets.js";
+import { COMPACTION_DEFAULTS } from "../agent/compaction-options.js";
 import { BACKEND_CHOICES, BF16_PRODUCT_CHOICES, BLAS_CHOICES } from "../engine/local/addon.js";
 import { judgeConfigSchema } from "../rewards/judge-config.js";
 
@@ -55,6 +56,21 @@ const twoNumbers = { error: "give [lo, hi]: two numbers" };
 const ratioRange = z.tuple([z.number(twoNumbers), z.number(twoNumbers)], twoNumbers).superRefine(([lo, hi], ctx) => {
   if (!(lo >= 0)) ctx.addIssue({ code: "custom", message: `give [lo, hi] with lo ≥ 0 (got lo ${lo})` });
   else if (!(lo < hi)) ctx.addIssue({ code: "custom", message: `give [lo, hi] with lo < hi (got [${lo}, ${hi}])` });
+});
+
+/** rollout.compaction (src/agent/compaction-options.ts checks the same in code). */
+const compactionSchema = z.strictObject({
+  atTokens: positiveInt.describe(
+    "Trained compaction (docs/training.md), on when set: once the context the next turn would sample from is longer than this many tokens, the policy is asked for a summary (trained like any action) and the episode goes on from the system prompt + the task + the summary + the last keepLast turns, as a new datum of the same episode. Below rollout.maxTotalTokens, with room for the request and a summary.",
+  ),
+  keepLast: nonNegInt
+    .default(COMPACTION_DEFAULTS.keepLast)
+    .describe("Turns (an action and its tool responses) kept verbatim after the summary."),
+  prompt: z
+    .string()
+    .refine((p) => p.trim() !== "", "must not be empty")
+    .default(COMPACTION_DEFAULTS.prompt)
+    .describe("The user turn asking for the summary."),
 });
 
 export type McpServerEntry = z.infer<typeof mcpServerSchema>;
@@ -280,6 +296,19 @@ export const configSchema = z.strictObject({
         .describe(
           "Agent tasks: whose temperature, top-p and per-turn token limit a completion uses, the recipe's (what an agent asks for instead is logged once) or the agent's requests'.",
         ),
+      compaction: compactionSchema
+        .optional()
+        .describe(
+          "Trained compaction (src/agent/compaction-flow.ts): once the context passes atTokens the policy is asked for a summary (its tokens are trained), and the episode goes on from the system prompt + the task + the summary + the last keepLast turns, as a new datum of the same episode. Unset: the context only grows.",
+        ),
+    })
+    .superRefine((r, ctx) => {
+      if (r.compaction && r.compaction.atTokens >= r.maxTotalTokens)
+        ctx.addIssue({
+          code: "custom",
+          path: ["compaction", "atTokens"],
+          message: `must be below rollout.maxTotalTokens (${r.maxTotalTokens}), got ${r.compaction.atTokens}`,
+        });
     })
     .prefault({}),
   reward: z

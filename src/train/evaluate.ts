@@ -5,9 +5,10 @@
 import { rollout, type RolloutResult } from "../agent/rollout.js";
 import type { Trajectory } from "../agent/trajectory.js";
 import type { Engine } from "../engine/types.js";
+import type { CompactionOptions } from "../agent/compaction-options.js";
 import type { Tokenizer } from "../model/tokenizer.js";
 import type { EpisodeScore, Task, TaskRow } from "../tasks/types.js";
-import { AgentR1Error } from "../util/errors.js";
+import { AgentR1Error, InputError } from "../util/errors.js";
 
 export interface EpisodeSummary {
   episodes: number;
@@ -49,6 +50,8 @@ export interface PlayOptions {
   maxTurns: number;
   maxTokensPerTurn: number;
   maxTotalTokens: number;
+  /** Summarize and continue past compaction.atTokens (rollout.compaction); not for tasks that play their own way. */
+  compaction?: CompactionOptions;
   seed: number;
   /** Lines about episodes that failed (an agent task logs them as they happen). */
   log?: (line: string) => void;
@@ -71,11 +74,25 @@ export async function playRows(
     maxTokensPerTurn: o.maxTokensPerTurn,
     maxTotalTokens: o.maxTotalTokens,
   };
+  checkCompactionTask(task, o.compaction);
   const result = task.play
     ? await task.play(engine, rows, { ...settings, log: o.log })
-    : await rollout(engine, (row: TaskRow) => task.makeEnv(row), rows, { ...settings, tokenizer });
+    : await rollout(engine, (row: TaskRow) => task.makeEnv(row), rows, {
+        ...settings,
+        tokenizer,
+        ...(o.compaction ? { compaction: o.compaction } : {}),
+      });
   const scores = result.trajectories.map((t) => task.score(t, rows[t.rowIndex], tokenizer));
   return { result, scores, summary: summarizeEpisodes(result.trajectories, scores, result.metrics.failed) };
+}
+
+/** Compaction runs in the built-in loop: a task that plays its own way (an agent of the user's) keeps its own context. */
+export function checkCompactionTask(task: Task, compaction: CompactionOptions | undefined): void {
+  if (compaction && task.play)
+    throw new InputError(
+      `rollout.compaction: task '${task.name}' plays its episodes its own way (an agent through the gateway), which keeps its own context`,
+      "drop rollout.compaction, or give the task as tools or makeEnv so the built-in loop plays it",
+    );
 }
 
 /** An episode an agent of the user's failed (it threw, timed out, returned no reward), not an env. */

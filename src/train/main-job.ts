@@ -72,6 +72,7 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
       maxTurns: r.maxTurns,
       maxTokensPerTurn: r.maxTokensPerTurn,
       maxTotalTokens: r.maxTotalTokens,
+      compaction: r.compaction,
       seed: 0,
     });
     const failures = checkPlayed("main: evaluation", rows, played.result);

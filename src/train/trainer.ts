@@ -39,7 +39,7 @@ import { checkNewRunDir } from "./run-dir.js";
 import { clearDirectory } from "../util/out-path.js";
 import { lossSpec, updateCritic, updatePolicy, withKlCoef } from "./update.js";
 import { adaptiveKlController, fixedKlController, type KlController } from "../rl/kl.js";
-import { describeFailure, isAgentFailure, playRows, type EpisodeSummary } from "./evaluate.js";
+import { checkCompactionTask, describeFailure, isAgentFailure, playRows, type EpisodeSummary } from "./evaluate.js";
 import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
 import type { Trajectory } from "../agent/trajectory.js";
 import type { RolloutMetrics } from "../agent/rollout-metrics.js";
@@ -175,6 +175,7 @@ export class Trainer {
       { label: "data file", path: cfg.data.train },
       { label: "data file", path: cfg.data.val },
     ];
+    checkCompactionTask(opts.task, cfg.rollout.compaction);
     const replace = !opts.resume && checkNewRunDir(out, { command: opts.command, force: opts.force, inputs });
     const rows = await readRows(cfg, opts.task, notes);
     if (replace) clearDirectory(out);
@@ -287,6 +288,9 @@ export class Trainer {
       groups_dropped: batch.droppedGroups,
       masked_overlong: batch.maskedOverlong,
       drift_mismatches: ro.result.metrics.driftMismatches,
+      ...(this.cfg.rollout.compaction
+        ? { compactions: perEpisode(ro.result.metrics.flowTurns, ro.result.metrics) }
+        : {}),
       ...gatewayMetrics(ro.result.metrics.gateway),
       prefix_hit_rate: prefixHitRate,
       rollout_s: (t1 - t0) / 1000,
@@ -347,6 +351,7 @@ export class Trainer {
       maxTurns: r.maxTurns,
       maxTokensPerTurn: r.maxTokensPerTurn,
       maxTotalTokens: r.maxTotalTokens,
+      compaction: r.compaction,
       seed: this.cfg.train.seed * 1_000_003 + it,
     });
   }
@@ -382,6 +387,7 @@ export class Trainer {
       maxTurns: r.maxTurns,
       maxTokensPerTurn: r.maxTokensPerTurn,
       maxTotalTokens: r.maxTotalTokens,
+      compaction: r.compaction,
       seed: this.cfg.train.seed * 31 + it,
     });
     return res.summary;
@@ -501,6 +507,11 @@ function prefixed(prefix: string, s: EpisodeSummary): IterationMetrics {
     [`${prefix}response_tokens`]: s.responseTokens,
     [`${prefix}failed`]: s.failed,
   };
+}
+
+/** A rollout count per finished episode (0 without one). */
+function perEpisode(count: number, m: RolloutMetrics): number {
+  return m.trajectories > 0 ? count / m.trajectories : 0;
 }
 
 function std(xs: number[]): number {

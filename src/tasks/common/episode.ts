@@ -27,12 +27,17 @@ export function envOutcome(judge: Judge): (o: OutcomeInput<TaskRow>) => number {
   return ({ answer, groundTruth, actions }) => outcomeReward(judge, answer, String(groundTruth ?? ""), actions);
 }
 
-/** Each action's text as the env saw it: decoded without a final end-of-turn token (as AgentFlow does). */
+/**
+ * Each action's text as the env saw it: decoded without a final end-of-turn token (as AgentFlow does);
+ * turns a flow asked for itself (a compaction's summary) never reached the env and are left out.
+ */
 export function actionTexts(t: Trajectory, tokenizer: Tokenizer): string[] {
   const eos = tokenizer.eosTokenId;
-  return t.steps.map((s) =>
-    tokenizer.decode(s.action.length > 0 && s.action[s.action.length - 1] === eos ? s.action.slice(0, -1) : s.action),
-  );
+  return t.steps
+    .filter((s) => s.info.flowTurn === undefined)
+    .map((s) =>
+      tokenizer.decode(s.action.length > 0 && s.action[s.action.length - 1] === eos ? s.action.slice(0, -1) : s.action),
+    );
 }
 
 function recordedOutcome(t: Trajectory): number | undefined {

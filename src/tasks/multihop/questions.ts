@@ -18,7 +18,8 @@ import { DEFAULT_TYPE_MIX, QUESTION_TYPES, typeSchedule, type QuestionType, type
 export { QUESTION_TYPES, type QuestionType } from "./type-mix.js";
 
 export interface Question {
-  type: QuestionType;
+  /** A template's type, or the long-horizon question's (long-horizon.ts). */
+  type: QuestionType | "earliest_founded";
   question: string;
   answer: string;
   searches: string[];

@@ -1,6 +1,7 @@
 /**
  * The multi-hop search task (the HotpotQA analogue): a generated world,
- * one document per entity, bridge / comparison / numeric questions, the
+ * one document per entity, bridge / comparison / numeric questions (or, with
+ * the option `hops`, long-horizon ones: long-horizon.ts), the
  * `search` (BM25) and `calculator` tools. Reward: normalized exact match
  * (rewards/qa.ts) shaped by the format component (rewards/format.ts); F1 is
  * reported by `score`.
@@ -25,6 +26,7 @@ import { generateQuestions, type Question } from "./questions.js";
 import { buildSearchIndex, DEFAULT_TOP_K, searchText, searchTool, type SearchIndex } from "./search.js";
 import { generateWorld, type World } from "./world.js";
 import { typeMixOptions } from "./type-mix.js";
+import { generateLongQuestions, MAX_HOPS, MIN_HOPS } from "./long-horizon.js";
 
 export const multihopOptionsSchema = z
   .strictObject({
@@ -32,6 +34,16 @@ export const multihopOptionsSchema = z
     /** Documents the search tool returns per query. */
     topK: z.number().int().min(1).max(10).default(DEFAULT_TOP_K),
     ...typeMixOptions,
+    /** Long-horizon questions (long-horizon.ts): each asks which of `hops` cities and companies was founded first. */
+    hops: z
+      .number()
+      .int()
+      .min(MIN_HOPS)
+      .max(MAX_HOPS)
+      .optional()
+      .describe(
+        "Long-horizon questions instead of the two-hop mix: which of `hops` cities and companies was founded first (one search each).",
+      ),
   })
   .refine((o) => o.bridge + o.comparison + o.numeric > 0, {
     message: "at least one of bridge, comparison, numeric must be positive",
@@ -59,11 +71,10 @@ export function createMultihopTask(options: Record<string, unknown> = {}): Multi
   const index = buildSearchIndex(documents);
   const search = searchTool(index, o.topK);
   const tools = [search, calculatorTool];
-  const questions = generateQuestions(world, o.seed, sizes, {
-    bridge: o.bridge,
-    comparison: o.comparison,
-    numeric: o.numeric,
-  });
+  const questions =
+    o.hops !== undefined
+      ? generateLongQuestions(world, o.seed, sizes, o.hops)
+      : generateQuestions(world, o.seed, sizes, { bridge: o.bridge, comparison: o.comparison, numeric: o.numeric });
   const rows = (split: Split): TaskRow[] =>
     questions[split].map((q, index) =>
       makeRow({
