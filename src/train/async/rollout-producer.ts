@@ -11,6 +11,7 @@
  * it to settle; a batch taken after the stop is refused. The producer knows nothing of models or
  * rows: `produce(iteration, signal)` does the work.
  */
+import { setMaxListeners } from "node:events";
 
 export interface Produced<B> {
   value: B;
@@ -51,6 +52,7 @@ export class RolloutProducer<B> {
 
   constructor(private readonly o: ProducerOptions<B>) {
     this.learnerDone = o.first - 1;
+    setMaxListeners(0, this.abort.signal); // every sample call in flight listens to it
   }
 
   /** Starts the loop (once). */
