@@ -6,7 +6,16 @@
  * where each figure is the mean wall time of an iteration (rollout + update, from metrics.jsonl),
  * the first iteration left out (it warms caches on both sides). Both sides use the same engine
  * settings (2 worker replicas), and run one after the other, so they never share the cores.
- *   npm run bench:remote [-- --iterations N] [-- --batch N]
+ *
+ * Then lockstep against asynchronous training (train.async, maxStaleness 1, onStale wait) through
+ * the same server (protobuf), with a simulated sampler latency: every sample call waits
+ * --latency-ms first (bench/simulated-latency.ts), as with a far or busy inference server; and,
+ * with --env-ms, every env step waits that long too (a slow tool). Each figure is the mean wall
+ * time between the ends of consecutive iterations, the first left out:
+ *   {"lockstep_s":x,"async_s":y,"async_speedup":x/y,"latency_ms":ms,"env_ms":ms,...}
+ * --in-process runs that comparison on the in-process engine instead of through the server.
+ *   npm run bench:remote [-- --iterations N] [-- --batch N] [-- --latency-ms MS] [-- --env-ms MS]
+ *     [-- --only protocol|async] [-- --in-process]
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -15,12 +24,27 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { runCli } from "../src/cli/main.js";
+import { enginesFor } from "../src/engine/engines-for.js";
+import { loadConfig } from "../src/train/load-config.js";
+import { Trainer, type IterationMetrics } from "../src/train/trainer.js";
+import { loadTask } from "../src/tasks/index.js";
+import { slowEnvSteps, slowSampling } from "./simulated-latency.js";
 
 const { values: args } = parseArgs({
-  options: { iterations: { type: "string", default: "5" }, batch: { type: "string", default: "8" } },
+  options: {
+    iterations: { type: "string", default: "5" },
+    batch: { type: "string", default: "8" },
+    "latency-ms": { type: "string", default: "500" },
+    "env-ms": { type: "string", default: "0" },
+    only: { type: "string" },
+    "in-process": { type: "boolean", default: false },
+  },
 });
 const ITERATIONS = Number(args.iterations),
-  BATCH = Number(args.batch);
+  BATCH = Number(args.batch),
+  LATENCY_MS = Number(args["latency-ms"]),
+  ENV_MS = Number(args["env-ms"]);
+const PARTS = new Set(args.only ? args.only.split(",") : ["protocol", "async"]);
 const BASE = fileURLToPath(new URL("../../assets/base/multihop", import.meta.url));
 const CLI = fileURLToPath(new URL("../src/cli/main.js", import.meta.url));
 const root = mkdtempSync(join(tmpdir(), "agent-r1-bench-remote-"));
@@ -65,6 +89,56 @@ async function run(name: string, engine: string): Promise<number> {
   return s;
 }
 
+const round = (x: number) => Math.round(x * 1000) / 1000;
+const meanOf = (ms: IterationMetrics[], key: string) => ms.reduce((a, m) => a + (m[key] ?? 0), 0) / ms.length;
+
+/**
+ * One run on the trainer itself (so the engines and the task can be wrapped), every sample call
+ * LATENCY_MS and every env step ENV_MS late: the mean wall time between the ends of consecutive
+ * iterations, the first iteration left out.
+ */
+async function timedRun(name: string, engine: string, overrides: string[]): Promise<number> {
+  const file = join(root, `${name}.yaml`);
+  writeFileSync(file, recipe(engine));
+  const config = loadConfig(file, overrides);
+  const task = await loadTask(config.task);
+  const trainer = await Trainer.open(config, {
+    out: join(root, name),
+    task: slowEnvSteps(task, ENV_MS),
+    engines: slowSampling(enginesFor(config.engine), LATENCY_MS),
+  });
+  const ends: number[] = [],
+    lines: IterationMetrics[] = [];
+  try {
+    while (trainer.iteration < config.train.iterations) {
+      lines.push(await trainer.step());
+      ends.push(performance.now());
+    }
+  } finally {
+    await trainer.close();
+    await task.close?.();
+  }
+  const s = (ends[ends.length - 1] - ends[0]) / (ends.length - 1) / 1000;
+  const steady = lines.slice(1);
+  console.log(
+    JSON.stringify({
+      run: name,
+      iteration_s: round(s),
+      rollout_s: round(meanOf(steady, "rollout_s")),
+      train_s: round(meanOf(steady, "train_s")),
+      ...(config.train.async
+        ? {
+            learner_wait_s: round(meanOf(steady, "learner_wait_s")),
+            producer_wait_s: round(meanOf(steady, "producer_wait_s")),
+            staleness_mean: round(meanOf(steady, "staleness_mean")),
+          }
+        : {}),
+      iterations: lines.length,
+    }),
+  );
+  return s;
+}
+
 async function serve(): Promise<{ url: string; stop: () => void }> {
   const child = spawn(
     process.execPath,
@@ -93,28 +167,52 @@ async function serve(): Promise<{ url: string; stop: () => void }> {
   return { url, stop: () => child.kill("SIGTERM") };
 }
 
+/** The protocol's cost: in-process, then JSON and protobuf through the server. */
+async function protocolRuns(local: number, remote: (sdk: string) => string): Promise<void> {
+  const json = await run("json", remote("0.24.1"));
+  const protobuf = await run("protobuf", remote("0.25.0"));
+  const r = round;
+  console.log(
+    JSON.stringify({
+      local_s: r(local),
+      json_s: r(json),
+      protobuf_s: r(protobuf),
+      json_overhead: r((json - local) / local),
+      protobuf_overhead: r((protobuf - local) / local),
+      iterations: ITERATIONS,
+      batch: BATCH,
+    }),
+  );
+}
+
+/** Lockstep, then train.async (k = 1, wait), through the server with the simulated sampler latency. */
+async function asyncRuns(remote: string): Promise<void> {
+  const lockstep = await timedRun("lockstep-latency", remote, []);
+  const async = await timedRun("async-latency", remote, ["train.async.maxStaleness=1"]);
+  console.log(
+    JSON.stringify({
+      lockstep_s: round(lockstep),
+      async_s: round(async),
+      async_speedup: round(lockstep / async),
+      latency_ms: LATENCY_MS,
+      env_ms: ENV_MS,
+      iterations: ITERATIONS,
+      batch: BATCH,
+    }),
+  );
+}
+
 async function main() {
-  const local = await run("local", `model: { path: ${JSON.stringify(BASE)} }`);
+  const local = PARTS.has("protocol") ? await run("local", `model: { path: ${JSON.stringify(BASE)} }`) : 0;
   const server = await serve();
   const remote = (sdk: string) => `model: { tokenizer: ${JSON.stringify(BASE)} }
 engine:
   kind: tinker
   tinker: { url: ${JSON.stringify(server.url)}, baseModel: multihop, sdkVersion: "${sdk}" }`;
   try {
-    const json = await run("json", remote("0.24.1"));
-    const protobuf = await run("protobuf", remote("0.25.0"));
-    const r = (x: number) => Math.round(x * 1000) / 1000;
-    console.log(
-      JSON.stringify({
-        local_s: r(local),
-        json_s: r(json),
-        protobuf_s: r(protobuf),
-        json_overhead: r((json - local) / local),
-        protobuf_overhead: r((protobuf - local) / local),
-        iterations: ITERATIONS,
-        batch: BATCH,
-      }),
-    );
+    if (PARTS.has("protocol")) await protocolRuns(local, remote);
+    if (PARTS.has("async"))
+      await asyncRuns(args["in-process"] ? `model: { path: ${JSON.stringify(BASE)} }` : remote("0.25.0"));
   } finally {
     server.stop();
     rmSync(root, { recursive: true, force: true });

@@ -19,6 +19,7 @@ import { batchDatums } from "../src/rl/datums.js";
 import { agentRollout, type Agent } from "../src/gateway/agent-rollout.js";
 import { ScriptedEngine, assistantTurns, chatmlTokenizer } from "../src/testing/index.js";
 import type { Trajectory } from "../src/agent/trajectory.js";
+import type { Engine } from "../src/engine/types.js";
 
 const tok = chatmlTokenizer();
 type Row = { prompt: { role: string; content: string }[]; reward_model: { ground_truth: string } };
@@ -233,4 +234,38 @@ test("streaming: the answer and its tool calls arrive as chunks the openai clien
   };
   const res = await agentRollout(script(), agent, rows.slice(0, 1), { tokenizer: tok });
   assert.equal(res.trajectories[0]?.reward, 1, res.failed.map((t) => t.error?.message).join("; "));
+});
+
+/** `engine`, with the i-th sample call's sequences stamped as policy version 10 + i (what train.async's policy does). */
+function stampedVersions(engine: ScriptedEngine): Engine {
+  let calls = 0;
+  return {
+    sample: async (prompt, params) => {
+      const version = 10 + calls++;
+      const res = await engine.sample(prompt, params);
+      return { sequences: res.sequences.map((s) => ({ ...s, policyVersion: version })) };
+    },
+    computeLogprobs: () => engine.computeLogprobs(),
+    forwardBackward: () => engine.forwardBackward(),
+    optimStep: () => engine.optimStep(),
+    save: () => engine.save(),
+    load: () => engine.load(),
+  };
+}
+
+test("each step keeps the policy version its sample carried (built-in loop and gateway); a datum the oldest", async () => {
+  const env = () => new ToolEnv({ tools: [lookup], outcomeReward: () => 1 });
+  const builtIn = await rollout(stampedVersions(script()), env, rows.slice(0, 1), { tokenizer: tok });
+  const recorded = await agentRollout(stampedVersions(script()), openaiAgent, rows.slice(0, 1), { tokenizer: tok });
+  for (const t of [builtIn.trajectories[0], recorded.trajectories[0]]) {
+    assert.deepEqual(
+      t.steps.map((s) => s.policyVersion),
+      [10, 11, 12],
+    );
+    assert.deepEqual(
+      batchDatums([t]).datums.map((d) => d.policyVersion),
+      [10],
+      "one segment: one datum, as old as its first step",
+    );
+  }
 });

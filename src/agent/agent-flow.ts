@@ -148,6 +148,7 @@ export abstract class AgentFlow<Row = unknown> {
         toolCalls,
         info,
         timing: played.timing,
+        ...(action.policyVersion !== undefined ? { policyVersion: action.policyVersion } : {}),
       });
       end = await this.advance(ep, played, observed);
     }
@@ -340,7 +341,14 @@ export abstract class AgentFlow<Row = unknown> {
     const closed = seq.tokens[seq.tokens.length - 1] === this.chat.endOfTurnId;
     const text = this.chat.tokenizer.decode(closed ? seq.tokens.slice(0, -1) : seq.tokens);
     return {
-      action: { tokens: seq.tokens, logprobs: seq.logprobs, text, stopReason: seq.stopReason, turn },
+      action: {
+        tokens: seq.tokens,
+        logprobs: seq.logprobs,
+        text,
+        stopReason: seq.stopReason,
+        turn,
+        ...(seq.policyVersion !== undefined ? { policyVersion: seq.policyVersion } : {}),
+      },
       sampleMs: performance.now() - t0,
     };
   }

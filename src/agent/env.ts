@@ -31,6 +31,8 @@ export interface Action {
   stopReason: StopReason;
   /** 0-based turn index. */
   turn: number;
+  /** The policy version that sampled it, when the engine reported one (SampledSequence.policyVersion). */
+  policyVersion?: number;
 }
 
 export interface StepInfo {

@@ -25,6 +25,8 @@ export interface TrajectoryStep {
   /** The env's info without toolCalls. */
   info: Record<string, unknown>;
   timing: { sampleMs: number; envMs: number };
+  /** The policy version (optimizer steps) that sampled the action, when the engine reported one (train.async). */
+  policyVersion?: number;
 }
 
 export type EndReason = "done" | "max_turns" | "max_total_tokens" | "failed";

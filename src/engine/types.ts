@@ -52,6 +52,11 @@ export interface SampledSequence {
   stopReason: StopReason;
   /** Present when `topLogprobs` > 0: per sampled token, the k most likely tokens, most likely first, with their logprobs under the same distribution as `logprobs` (only tokens it could draw: fewer than k under top-k / top-p or a tiny temperature). */
   topLogprobs?: TokenLogprob[][];
+  /**
+   * The policy version (optimizer steps taken) of the weights that sampled it, where the caller
+   * tracks versions (the trainer's asynchronous mode, src/train/async/); engines leave it unset.
+   */
+  policyVersion?: number;
 }
 
 export interface TokenLogprob {
@@ -85,6 +90,11 @@ export interface Datum {
    * sequence by itself.
    */
   sequence?: number;
+  /**
+   * The oldest policy version (optimizer steps) that sampled one of its actions, when the rollout
+   * recorded versions (train.async); bookkeeping only: no loss reads it.
+   */
+  policyVersion?: number;
 }
 
 /** The per-token losses, as Tinker names them; the formulas are in src/rl/policy-loss.ts. */

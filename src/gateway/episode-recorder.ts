@@ -141,6 +141,8 @@ interface Pending {
   /** The ids the client got for the answer's tool calls (its tool results name them). */
   callIds: string[];
   sampleMs: number;
+  /** The policy version that sampled it, when the engine reported one. */
+  policyVersion?: number;
 }
 
 /** `text` up to the first of the stop strings it holds (all of it when it holds none). */
@@ -367,6 +369,7 @@ export class EpisodeRecorder {
       toolCalls,
       info: {},
       timing: { sampleMs: p.sampleMs, envMs: 0 },
+      ...(p.policyVersion !== undefined ? { policyVersion: p.policyVersion } : {}),
     });
     this.pending = undefined;
   }
@@ -439,6 +442,7 @@ export class EpisodeRecorder {
         assistant,
         callIds: calls ? calls.toolCalls.map((c) => c.id) : [],
         sampleMs: performance.now() - t0,
+        ...(seq.policyVersion !== undefined ? { policyVersion: seq.policyVersion } : {}),
       };
       this.completions++;
       const out: Completion = {

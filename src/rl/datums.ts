@@ -4,7 +4,8 @@
  * (a segment); a new datum starts where the flow rewrote history. In a datum,
  * the target at index i is token i+1 of the segment; action tokens get weight
  * 1 (times the trajectory's weight) and carry the logprob they were sampled
- * with, prompt and observation tokens get weight 0.
+ * with, prompt and observation tokens get weight 0. When the steps recorded the policy version
+ * that sampled them (train.async), a datum carries the oldest of its steps'.
  *
  * Everything computed afterwards (rewards, reference logprobs, critic values,
  * advantages) lives on these datum positions, with the action mask telling
@@ -50,10 +51,23 @@ export function trajectoryDatums(t: Trajectory, weight = 1): TrajectoryDatums {
         seq.push(...s.observation);
       }
     });
-    datums.push({ tokens: seq.slice(0, -1), targetTokens: seq.slice(1), weights, logprobs: lp });
+    const version = oldestVersion(seg.map((k) => t.steps[k].policyVersion));
+    datums.push({
+      tokens: seq.slice(0, -1),
+      targetTokens: seq.slice(1),
+      weights,
+      logprobs: lp,
+      ...(version !== undefined ? { policyVersion: version } : {}),
+    });
     steps.push(step);
   }
   return { datums, steps };
+}
+
+/** The smallest of the steps' policy versions; undefined when none recorded one. */
+function oldestVersion(versions: (number | undefined)[]): number | undefined {
+  const known = versions.filter((v): v is number => v !== undefined);
+  return known.length > 0 ? Math.min(...known) : undefined;
 }
 
 export interface BatchDatums extends TrajectoryDatums {

@@ -476,6 +476,22 @@ export const configSchema = z.strictObject({
       checkpointEvery: nonNegInt.default(10).describe("Checkpoint every N iterations (and at the end)."),
       keepCheckpoints: positiveInt.default(2),
       samplesPerIteration: nonNegInt.default(4),
+      async: z
+        .strictObject({
+          maxStaleness: positiveInt.describe(
+            "k: a group trains only if every one of its samples came from weights at most k optimizer steps older than the learner's when the batch is consumed.",
+          ),
+          onStale: z
+            .enum(["drop", "wait"])
+            .default("wait")
+            .describe(
+              "wait: the producer runs at most floor(k / steps per iteration) batches ahead, so no sample is ever stale; drop: it runs up to k batches ahead and stale groups are dropped (counted in stale_groups_dropped).",
+            ),
+        })
+        .optional()
+        .describe(
+          "Asynchronous training (src/train/async/): the next batches are sampled while the current one trains, on the newest weights the sampler has; absent, rollout and update take turns (lockstep). docs/training.md, Asynchronous training.",
+        ),
     })
     .prefault({}),
 });

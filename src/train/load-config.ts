@@ -15,6 +15,7 @@ import { InputError } from "../util/errors.js";
 import { checkKey, findForbiddenKey } from "../util/safe-keys.js";
 import { readTextInput } from "../util/read-file.js";
 import { applyPreset } from "./presets.js";
+import { asyncSettingsProblem } from "./async/staleness.js";
 
 type Json = Record<string, unknown>;
 
@@ -108,6 +109,8 @@ export function parseConfig(raw: unknown, source = "config"): TrainConfig {
       );
   }
   if (c.model.path && c.model.preset) throw new InputError(`${source}: model: give either path or preset, not both`);
+  const asyncProblem = asyncSettingsProblem(c.train);
+  if (asyncProblem) throw new InputError(`${source}: ${asyncProblem}`);
   if (c.loss.aggregation === "seq-mean-token-sum-norm" && !c.loss.normalizer)
     c.loss.normalizer = c.rollout.maxTotalTokens;
   return c;

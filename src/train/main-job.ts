@@ -103,6 +103,7 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
         best = { iteration: m.iteration, valEm };
       }
     }
+    await trainer.stopRollouts(); // train.async: nothing samples beside the evaluations below
     if (trainer.iteration < cfg.train.iterations) {
       o.say?.(`main: time budget reached after ${trainer.iteration} iterations`);
       await trainer.checkpoint(trainer.iteration);

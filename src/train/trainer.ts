@@ -6,6 +6,9 @@
  * checkpoints/step-N; `resume` continues from the newest complete checkpoint
  * with the same data order and no lost or repeated iteration.
  *
+ * With train.async the rollout becomes a producer (src/train/async/) that samples the next
+ * batches while the learner trains, at most a bounded number of versions behind.
+ *
  * Opening a run reads and checks everything first (checkpoint, data files,
  * models) and only then writes to the run directory, so a bad input leaves it
  * as it was. Guarantees and their tests: docs/reliability.md.
@@ -45,6 +48,10 @@ import type { Trajectory } from "../agent/trajectory.js";
 import type { RolloutMetrics } from "../agent/rollout-metrics.js";
 import { AgentR1Error, InputError } from "../util/errors.js";
 import { makeDir } from "../util/make-dir.js";
+import { RolloutProducer } from "./async/rollout-producer.js";
+import { AbortableSampling, VersionedPolicy } from "./async/versioned-policy.js";
+import { consumedBatch, producedBatch, type GatheredBatch, type ProducedBatch } from "./async/async-batches.js";
+import { lookahead, stepsPerIteration } from "./async/staleness.js";
 
 export interface TrainState {
   /** Last completed iteration (0 before the first). */
@@ -132,6 +139,9 @@ export class Trainer {
   /** The recipe's loss, built once; each iteration sets its KL coefficient. */
   private readonly spec: LossSpec;
   private kl: KlController;
+  /** train.async: the policy wrapped to count versions, and the producer of the batches ahead (started by the first step). */
+  private versioned?: VersionedPolicy;
+  private producer?: RolloutProducer<ProducedBatch>;
 
   private constructor(
     readonly cfg: TrainConfig,
@@ -211,6 +221,7 @@ export class Trainer {
       for (const n of removeUnfinishedCheckpoints(out))
         notes.push(`removed ${join(out, "checkpoints", n)} (a checkpoint write that never finished)`);
     }
+    if (cfg.train.async) t.engine = t.versioned = new VersionedPolicy(engine, t.state.optimizerSteps);
     for (const n of notes) opts.log?.(n);
     return t;
   }
@@ -230,29 +241,16 @@ export class Trainer {
   /** One iteration, as named stages. */
   async step(): Promise<IterationMetrics> {
     const it = this.state.iteration + 1;
-    const rows = this.nextRows();
     const t0 = performance.now();
-    const ro = await this.rolloutStage(rows, it);
-    this.reportFailedEpisodes(it, rows, ro.result.trajectories, ro.result.failed);
+    const got = this.versioned ? await this.consumeBatch(it, this.versioned) : await this.playBatch(it);
+    const ro = got.ro;
+    this.reportFailedEpisodes(it, got.rows, ro.result.trajectories, ro.result.failed);
     const t1 = performance.now();
-    const klCoef = this.kl.coef;
-    const batch = await prepareBatch(ro.result.trajectories, this.cfg, this.batchModels(rows), klCoef);
-    const judgeNote = batch.judge && judgeDropNote(it, batch.judge);
-    if (judgeNote) this.opts.log?.(judgeNote);
-    const upd = await updatePolicy(this.engine, batch.datums, {
-      spec: withKlCoef(this.spec, klCoef),
-      optim: this.cfg.optim,
-      schedule: { step: this.state.optimizerSteps, totalSteps: this.totalSteps() },
-      epochs: this.cfg.train.ppoEpochs,
-      miniBatches: this.cfg.train.miniBatches,
-      rng: new Rng(this.cfg.train.seed * 7919 + it, 7),
-    });
-    this.state.optimizerSteps += upd.steps;
-    if (batch.klRef !== undefined) this.kl = this.kl.update(batch.klRef, batch.kept.length);
-    if (this.cfg.algorithm.kl.target !== undefined) this.state.klCoef = this.kl.coef;
-    const valueLoss = this.critic ? await updateCritic(this.critic, batch.valueDatums, this.cfg, it) : undefined;
+    const { klCoef, batch, upd, valueLoss } = await this.learn(it, got.trained, got.rows);
+    this.producer?.finished(it);
     const t2 = performance.now();
     const val = this.validationDue(it) ? await this.validate(it) : undefined;
+    const asyncMetrics = got.asyncMetrics ? { ...got.asyncMetrics, iteration_s: (performance.now() - t0) / 1000 } : {};
     const prefixHitRate = (await this.engine.prefixHitRate?.()) ?? 0;
     const m: IterationMetrics = {
       iteration: it,
@@ -293,9 +291,10 @@ export class Trainer {
         : {}),
       ...gatewayMetrics(ro.result.metrics.gateway),
       prefix_hit_rate: prefixHitRate,
-      rollout_s: (t1 - t0) / 1000,
+      rollout_s: got.rolloutS ?? (t1 - t0) / 1000,
       train_s: (t2 - t1) / 1000,
       rollout_tokens_per_s: ro.result.metrics.actionTokensPerSecond,
+      ...asyncMetrics,
       ...(val ? prefixed("val/", val) : {}),
     };
     this.state = { ...this.state, iteration: it };
@@ -305,15 +304,79 @@ export class Trainer {
     return m;
   }
 
-  private nextRows(): TaskRow[] {
-    const { indices, cursor } = nextBatch(
-      this.trainRows.length,
-      this.cfg.train.seed,
-      this.state.cursor,
-      this.cfg.train.batchSize,
-    );
-    this.state.cursor = cursor;
-    return indices.map((i) => this.trainRows[i]);
+  /** The learner's stages: prepareBatch, updatePolicy (and the KL controller), updateCritic. */
+  private async learn(it: number, trajectories: Trajectory[], rows: TaskRow[]) {
+    const klCoef = this.kl.coef;
+    const batch = await prepareBatch(trajectories, this.cfg, this.batchModels(rows), klCoef);
+    const judgeNote = batch.judge && judgeDropNote(it, batch.judge);
+    if (judgeNote) this.opts.log?.(judgeNote);
+    const upd = await updatePolicy(this.engine, batch.datums, {
+      spec: withKlCoef(this.spec, klCoef),
+      optim: this.cfg.optim,
+      schedule: { step: this.state.optimizerSteps, totalSteps: this.totalSteps() },
+      epochs: this.cfg.train.ppoEpochs,
+      miniBatches: this.cfg.train.miniBatches,
+      rng: new Rng(this.cfg.train.seed * 7919 + it, 7),
+    });
+    this.state.optimizerSteps += upd.steps;
+    if (batch.klRef !== undefined) this.kl = this.kl.update(batch.klRef, batch.kept.length);
+    if (this.cfg.algorithm.kl.target !== undefined) this.state.klCoef = this.kl.coef;
+    const valueLoss = this.critic ? await updateCritic(this.critic, batch.valueDatums, this.cfg, it) : undefined;
+    return { klCoef, batch, upd, valueLoss };
+  }
+
+  /** Lockstep: the next rows, played now with the current weights. */
+  private async playBatch(it: number): Promise<GatheredBatch> {
+    const next = this.rowsAfter(this.state.cursor);
+    this.state.cursor = next.cursor;
+    const ro = await this.rolloutStage(this.engine, next.rows, it);
+    return { rows: next.rows, ro, trained: ro.result.trajectories };
+  }
+
+  /** The `batchSize` rows after `cursor` in the seeded order, and the cursor after them. */
+  private rowsAfter(cursor: DataCursor): { rows: TaskRow[]; cursor: DataCursor } {
+    const next = nextBatch(this.trainRows.length, this.cfg.train.seed, cursor, this.cfg.train.batchSize);
+    return { rows: next.indices.map((i) => this.trainRows[i]), cursor: next.cursor };
+  }
+
+  /**
+   * train.async: iteration `it`'s batch from the producer (started here, from the learner's state,
+   * when none runs), judged for staleness at the current version; the data cursor moves to the
+   * batch's end only now, so a checkpoint's cursor never counts batches still in flight.
+   */
+  private async consumeBatch(it: number, policy: VersionedPolicy): Promise<GatheredBatch> {
+    this.producer ??= this.startProducer(policy);
+    const taken = await this.producer.take(it);
+    this.state.cursor = taken.value.cursor;
+    return consumedBatch(taken, policy.version, this.cfg.train.async!);
+  }
+
+  /** The producer of the batches after the learner's: rows from its own copy of the cursor, played on the newest weights. */
+  private startProducer(policy: VersionedPolicy): RolloutProducer<ProducedBatch> {
+    let cursor = this.state.cursor;
+    return new RolloutProducer<ProducedBatch>({
+      first: this.state.iteration + 1,
+      last: this.cfg.train.iterations,
+      lookahead: lookahead(this.cfg.train.async!, stepsPerIteration(this.cfg.train)),
+      produce: (it, signal) => {
+        const next = this.rowsAfter(cursor);
+        cursor = next.cursor;
+        return producedBatch(next, policy.version, () =>
+          this.rolloutStage(new AbortableSampling(policy, signal), next.rows, it),
+        );
+      },
+    });
+  }
+
+  /**
+   * train.async: stops the producer; batches it had started are discarded (their rows are drawn
+   * again from the learner's cursor if training goes on). `close` does this; call it before using
+   * the policy for anything else (an evaluation, a load).
+   */
+  async stopRollouts(): Promise<void> {
+    const p = this.producer;
+    this.producer = undefined;
+    await p?.stop();
   }
 
   /**
@@ -341,9 +404,9 @@ export class Trainer {
     );
   }
 
-  private rolloutStage(rows: TaskRow[], it: number) {
+  private rolloutStage(engine: PolicyEngine, rows: TaskRow[], it: number) {
     const r = this.cfg.rollout;
-    return playRows(this.engine, this.engine.tokenizer, this.opts.task, rows, {
+    return playRows(engine, engine.tokenizer, this.opts.task, rows, {
       n: r.n,
       temperature: r.temperature,
       topP: r.topP,
@@ -431,6 +494,7 @@ export class Trainer {
   }
 
   async close(): Promise<void> {
+    await this.stopRollouts();
     await this.critic?.dispose();
     await this.reference?.dispose();
     await this.engine.dispose();

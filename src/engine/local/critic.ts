@@ -40,11 +40,14 @@ export class LocalCritic implements Critic {
         throw new InputError(`value datum ${i}: oldValues is required (same length as tokens) when clip > 0`);
     });
     const total = datums.reduce((s, d) => s + d.weights.reduce((a, w) => a + w, 0), 0);
-    const shares = await fanOut(
-      datums,
-      datums.map((d) => d.tokens.length),
-      this.replicas.length,
-      (share, r) => this.replicas[r].criticForwardBackward(share, clip, total),
+    // A training pass: alone on the replicas, as the policy's (local-engine.ts).
+    const shares = await this.engine.exclusively(() =>
+      fanOut(
+        datums,
+        datums.map((d) => d.tokens.length),
+        this.replicas.length,
+        (share, r) => this.replicas[r].criticForwardBackward(share, clip, total),
+      ),
     );
     const values = shares.gather((x) => x.values);
     const tokens = shares.sum((x) => x.tokens);
@@ -62,7 +65,7 @@ export class LocalCritic implements Critic {
   }
 
   async load(dir: string): Promise<void> {
-    await Promise.all(this.replicas.map((r) => r.load("critic", dir)));
+    await this.engine.exclusively(() => Promise.all(this.replicas.map((r) => r.load("critic", dir))));
   }
 
   /** Releases the critic's weights on every replica; await it before disposing the engine (workers stop then). */

@@ -11,6 +11,12 @@
  *    loss aggregation computed over the whole call so the split changes nothing;
  *  - optimStep: each replica writes its gradients to shared memory, then every
  *    replica applies the same sum, in the same order: the weights stay identical.
+ * Sampling and training share the replicas, so they take turns (a RwGate): sample calls run
+ * together, while a training pass (policy or critic), an optimizer step or a load runs alone,
+ * after the sample calls in flight have finished and before the ones that came later start. A
+ * sampled sequence therefore comes from one set of weights, and a training pass never meets a
+ * running decode batch's keys and values (which TF.js's heap plan does not count). Scoring
+ * (computeLogprobs, critic values) changes nothing and is not gated.
  */
 import { availableParallelism } from "node:os";
 import { existsSync } from "node:fs";
@@ -30,7 +36,7 @@ import type { Transformer } from "./tfjs/transformer.js";
 import type { Trainable } from "./tfjs/trainable.js";
 import { aggregationCoefficients } from "../../rl/aggregation.js";
 import { summarizeForwardBackward } from "../../rl/loss-metrics.js";
-import { resolvedLoss } from "../../rl/policy-loss.js";
+import { resolvedLoss, type ResolvedLoss } from "../../rl/policy-loss.js";
 import { validateDatums } from "../validate-datums.js";
 import type {
   AdamParams,
@@ -51,6 +57,7 @@ import { AffinityRouter, fanOut, splitCount } from "./routing.js";
 import { readTrainerStep } from "./trainable-io.js";
 import { backendLabel, defaultBlasThreads, resolveBackend, type BackendName } from "./addon.js";
 import { checkAdamParams } from "../optim-params.js";
+import { RwGate } from "../../util/rw-gate.js";
 
 export interface LocalEngineOptions extends ReplicaOptions {
   /** Worker threads, one model replica each; 0 runs a single replica in this thread. Default: 2 when the machine has 2+ cores (env AGENT_R1_WORKERS overrides). */
@@ -73,6 +80,8 @@ export class LocalEngine implements Engine {
   private gradBuffers = new Map<Role, Float32Array[]>();
   private router: AffinityRouter;
   private policyStep: number;
+  /** Sample calls share it; training passes, optimizer steps and loads hold it alone. */
+  private readonly gate = new RwGate();
 
   private constructor(
     private replicas: ReplicaApi[],
@@ -190,6 +199,10 @@ export class LocalEngine implements Engine {
     assertTokens(prompt, this.config.vocabSize, "sample: the prompt");
     checkRequestOptions(params);
     if (params.signal?.aborted) throw params.signal.reason;
+    return this.gate.shared(() => this.sampleOnReplicas(prompt, params));
+  }
+
+  private async sampleOnReplicas(prompt: number[], params: SamplingParams): Promise<SampleResult> {
     const n = params.n ?? 1;
     if (this.replicas.length === 1) return this.replicas[0].sample(prompt, params, 0);
     if (n === 1) {
@@ -242,6 +255,10 @@ export class LocalEngine implements Engine {
       assertTokens(d.targetTokens, this.config.vocabSize, `datum ${i} targetTokens`);
     });
     const coef = aggregationCoefficients(datums, spec.aggregation, spec.normalizer);
+    return this.exclusively(() => this.policyPass(datums, spec, coef));
+  }
+
+  private async policyPass(datums: Datum[], spec: ResolvedLoss, coef: number[][]): Promise<ForwardBackwardResult> {
     const shares = await fanOut(
       datums,
       datums.map((d) => d.tokens.length),
@@ -265,9 +282,18 @@ export class LocalEngine implements Engine {
     return res;
   }
 
+  /** @internal Runs `fn` with no sample call in flight (the critic's training pass). */
+  exclusively<T>(fn: () => Promise<T>): Promise<T> {
+    return this.gate.exclusive(fn);
+  }
+
   /** @internal Shared by the policy and the critic. */
   async stepRole(role: Role, params: AdamParams): Promise<OptimStepResult> {
     checkAdamParams(params);
+    return this.exclusively(() => this.stepReplicas(role, params));
+  }
+
+  private async stepReplicas(role: Role, params: AdamParams): Promise<OptimStepResult> {
     if (this.replicas.length === 1) return this.replicas[0].optimStep(role, params);
     let buffers = this.gradBuffers.get(role);
     if (!buffers) {
@@ -316,7 +342,7 @@ export class LocalEngine implements Engine {
 
   async load(dir: string): Promise<void> {
     const config = readModelConfig(dir);
-    await Promise.all(this.replicas.map((r) => r.load("policy", dir)));
+    await this.exclusively(() => Promise.all(this.replicas.map((r) => r.load("policy", dir))));
     this.config = config;
     this.tokenizer = Tokenizer.fromDir(dir);
     this.sourceDir = dir;
