@@ -129,3 +129,100 @@ test("loss.offPolicy and loss.tis: the learner scores once; masks judged on the 
   assert.ok(Math.abs(both.tis!.drift - (3 * 3) / 29) < 1e-12);
   assert.deepEqual(both.offPolicy, { maskedTokens: 3 / 29, maskedSequences: 1 / 8 });
 });
+
+/** A teacher for the fixtures: log q(tok) = −(tok mod 4)/4 − 0.125, whatever the context. */
+const teacherLp = (tok: number) => -(tok % 4) / 4 - 0.125;
+function fixtureTeacher(): { calls: number[][][]; teacherLogprobs: NonNullable<BatchModels["teacherLogprobs"]> } {
+  const calls: number[][][] = [];
+  return {
+    calls,
+    teacherLogprobs: async (seqs) => (
+      calls.push(seqs),
+      seqs.map((s) => s.map((tok, i) => (i === 0 ? null : teacherLp(tok))))
+    ),
+  };
+}
+
+test("algorithm.distill: the teacher's −coef·(s − q) is added on action tokens only, in every datum; every group is kept", async () => {
+  const cfg = (distill?: Record<string, unknown>, filterConstantGroups = true) =>
+    parseConfig({ algorithm: { estimator: "dr-grpo", filterConstantGroups, ...(distill ? { distill } : {}) } });
+  const plain = await prepareBatch(fixtureTrajectories(), cfg(undefined, false), {}, 0);
+  const teacher = fixtureTeacher();
+  const b = await prepareBatch(fixtureTrajectories(), cfg({ teacher: "unused-dir", coef: 2 }), teacher, 0);
+  // The constant group c (c0, c1) is kept despite filterConstantGroups: it carries the teacher's signal.
+  assert.deepEqual(
+    b.kept.map((t) => t.id),
+    ["a0", "a1", "a2", "b0", "b1", "c0", "c1", "d0"],
+  );
+  assert.equal(b.droppedGroups, 0);
+  assert.equal(teacher.calls.length, 1, "one scoring for the batch");
+  assert.equal(teacher.calls[0].length, b.datums.length, "every datum, the split trajectories' two included");
+  // By hand, b0's second datum (context [1, 9]; step 1 acts [24, 25, 26], observation [5], step 2 acts [27]):
+  // its first action token 24 was sampled at s = −((24·7 + 0) mod 13)/10 − 0.05 = −1.25 and the teacher gives
+  // q = −(24 mod 4)/4 − 0.125 = −0.125: d = −1.125, so the teacher adds −2·(−1.125) = +2.25 to the task's advantage.
+  const j = b.datums.findIndex((d) => d.sequence === 3 && d.targetTokens[1] === 24);
+  assert.deepEqual(b.datums[j].targetTokens, [9, 24, 25, 26, 5, 27]);
+  const task = plain.datums[j].advantages!;
+  assert.ok(Math.abs(b.datums[j].advantages![1] - (task[1] + 2.25)) < 1e-12);
+  // The observation target 5 (position 4) and the context target 9 (position 0) get nothing.
+  assert.equal(b.datums[j].advantages![4], 0);
+  assert.equal(b.datums[j].advantages![0], 0);
+  // Everywhere: task advantage + (action token ? −2·(s − q) : 0); nothing else in a datum changes.
+  let tokens = 0,
+    sumQ = 0,
+    sumD = 0;
+  b.datums.forEach((d, k) => {
+    const want = plain.datums[k];
+    d.advantages!.forEach((a, i) => {
+      const action = want.weights[i] > 0;
+      const s = want.logprobs![i],
+        q = teacherLp(want.targetTokens[i]);
+      if (action) [tokens, sumQ, sumD] = [tokens + 1, sumQ + q, sumD + (s - q)];
+      const expected = want.advantages![i] + (action ? -2 * (s - q) : 0);
+      assert.ok(Math.abs(a - expected) < 1e-12, `datum ${k} position ${i}: ${a} vs ${expected}`);
+    });
+    assert.deepEqual({ ...d, advantages: [] }, { ...want, advantages: [] });
+  });
+  assert.equal(tokens, 29);
+  assert.equal(b.distill!.tokens, 29);
+  assert.ok(Math.abs(b.distill!.teacherLogprob - sumQ / 29) < 1e-12);
+  assert.ok(Math.abs(b.distill!.reverseKl - sumD / 29) < 1e-12);
+  assert.equal(b.distill!.student, "sampler");
+  assert.ok(b.distill!.seconds >= 0);
+});
+
+test("algorithm.distill with taskReward false: the teacher alone, the estimator not run; with loss.tis the learner is the student", async () => {
+  const alone = parseConfig({ algorithm: { distill: { teacher: "unused-dir", taskReward: false } } });
+  let valuesAsked = 0;
+  const models = { ...fixtureTeacher(), values: async (s: number[][]) => (valuesAsked++, fixtureModels.values!(s)) };
+  const b = await prepareBatch(fixtureTrajectories(), alone, models, 0);
+  assert.equal(valuesAsked, 0);
+  b.datums.forEach((d, k) =>
+    d.advantages!.forEach((a, i) => {
+      const expected = d.weights[i] > 0 ? -(d.logprobs![i] - teacherLp(d.targetTokens[i])) : 0;
+      assert.ok(Math.abs(a - expected) < 1e-12, `datum ${k} position ${i}`);
+    }),
+  );
+  // loss.tis: the learner scores each action token 1 nat below the sampler. The student's logprob is the
+  // learner's, s − 1, so the teacher's advantage is −(s − 1 − q); TIS then weights it by e⁻¹ (under the cap).
+  const tis = parseConfig({
+    algorithm: { distill: { teacher: "unused-dir", taskReward: false } },
+    loss: { tis: { cap: 2 } },
+  });
+  const rows = new Map(
+    b.datums.map((d) => [
+      JSON.stringify([...d.tokens, d.targetTokens[d.targetTokens.length - 1]]),
+      [null, ...d.logprobs!.map((q, t) => (d.weights[t] > 0 ? q - 1 : q))],
+    ]),
+  );
+  const learner = async (seqs: number[][]) => seqs.map((s) => rows.get(JSON.stringify(s))!);
+  const c = await prepareBatch(fixtureTrajectories(), tis, { ...fixtureTeacher(), learnerLogprobs: learner }, 0);
+  assert.equal(c.distill!.student, "learner");
+  c.datums.forEach((d, k) =>
+    d.advantages!.forEach((a, i) => {
+      const s = b.datums[k].logprobs![i] - 1;
+      const expected = d.weights[i] > 0 ? Math.exp(-1) * -(s - teacherLp(d.targetTokens[i])) : 0;
+      assert.ok(Math.abs(a - expected) < 1e-12, `datum ${k} position ${i}: ${a} vs ${expected}`);
+    }),
+  );
+});

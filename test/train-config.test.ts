@@ -84,3 +84,56 @@ test("loss.offPolicy: absent by default; [lo, hi] ranges checked in one line nam
   throwsLike(bad({}), /^config: loss\.offPolicy: give seqMask, tokenMask or both$/);
   throwsLike(bad({ seqmask: [0.5, 2] }), /unknown key 'loss\.offPolicy\.seqmask'; allowed here: seqMask, tokenMask/);
 });
+
+test("algorithm.distill: a teacher directory or server, checked in one line naming the field", () => {
+  assert.equal(parseConfig({}).algorithm.distill, undefined);
+  const raw: Record<string, unknown> = {};
+  applyOverride(raw, "algorithm.distill.teacher=assets/base/multihop");
+  assert.deepEqual(parseConfig(raw).algorithm.distill, { teacher: "assets/base/multihop", coef: 1, taskReward: true });
+  const remote = { kind: "vllm", url: "http://127.0.0.1:8000", model: "teacher", tokenizer: "assets/base/multihop" };
+  assert.deepEqual(parseConfig({ algorithm: { distill: { teacher: remote, coef: 0.5 } } }).algorithm.distill, {
+    teacher: remote,
+    coef: 0.5,
+    taskReward: true,
+  });
+  const bad =
+    (distill: unknown, more: Record<string, unknown> = {}) =>
+    () =>
+      parseConfig({ ...more, algorithm: { ...(more.algorithm as object), distill } });
+  throwsLike(
+    bad({}),
+    /^config: algorithm\.distill\.teacher: give a model directory or \{ kind, url, model, tokenizer \}$/,
+  );
+  throwsLike(bad({ teacher: 7 }), /^config: algorithm\.distill\.teacher: give a model directory or/);
+  throwsLike(bad({ teacher: "d", coef: 0 }), /^config: algorithm\.distill\.coef: Too small/);
+  throwsLike(
+    bad({ teacher: "d", tau: 1 }),
+    /unknown key 'algorithm\.distill\.tau'; allowed here: teacher, coef, taskReward/,
+  );
+  const { tokenizer: _, ...noTokenizer } = remote;
+  throwsLike(bad({ teacher: noTokenizer }), /^config: algorithm\.distill\.teacher\.tokenizer: expected string/);
+  throwsLike(
+    bad({ teacher: { ...remote, url: "127.0.0.1:8000" } }),
+    /^config: algorithm\.distill\.teacher\.url: must be an http\(s\) URL/,
+  );
+  throwsLike(
+    bad({ teacher: { ...remote, kind: "sglang" } }),
+    /^config: algorithm\.distill\.teacher\.kind: sglang cannot be a teacher: this project's SGLang client reads no prompt logprobs; use vllm or tinker$/,
+  );
+  throwsLike(
+    bad({ teacher: { ...remote, extra: 1 } }),
+    /unknown key 'algorithm\.distill\.teacher\.extra'; allowed here: kind, url, model, tokenizer/,
+  );
+  throwsLike(
+    bad({ teacher: "d", taskReward: false }, { algorithm: { estimator: "gae" } }),
+    /^config: algorithm\.distill\.taskReward: false trains on the teacher alone, leaving the critic of estimator gae nothing to learn/,
+  );
+  throwsLike(
+    bad("d", { model: { tokenizer: "t" }, engine: { kind: "tinker", tinker: { baseModel: "b" } } }),
+    /^config: algorithm\.distill: expected object/,
+  );
+  throwsLike(
+    bad({ teacher: "d" }, { model: { tokenizer: "t" }, engine: { kind: "tinker", tinker: { baseModel: "b" } } }),
+    /^config: algorithm\.distill\.teacher: a model directory is scored by a local engine, and engine\.kind is tinker/,
+  );
+});

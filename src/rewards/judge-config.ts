@@ -10,7 +10,7 @@ import { InputError } from "../util/errors.js";
 const positiveInt = z.number().int().positive();
 
 /** http: or https: with a host; anything else (a bare host, file:, ftp:) is refused. */
-function isHttpUrl(text: string): boolean {
+export function isHttpUrl(text: string): boolean {
   try {
     const u = new URL(text);
     return (u.protocol === "http:" || u.protocol === "https:") && u.hostname !== "";

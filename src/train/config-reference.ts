@@ -13,11 +13,13 @@ interface JsonSchema {
   maximum?: number;
   description?: string;
   prefixItems?: JsonSchema[];
+  anyOf?: JsonSchema[];
 }
 
 function typeOf(s: JsonSchema): string {
   if (s.enum) return s.enum.map((v) => `\`${String(v)}\``).join(" \\| ");
   if (s.prefixItems) return `[${s.prefixItems.map(typeOf).join(", ")}]`;
+  if (s.anyOf) return s.anyOf.map(typeOf).join(" or ");
   const bounds = [
     s.minimum !== undefined ? `≥ ${s.minimum}` : "",
     s.exclusiveMinimum !== undefined ? `> ${s.exclusiveMinimum}` : "",

@@ -8,6 +8,7 @@ import { PRESET_NAMES, type PresetName } from "./presets.js";
 import { COMPACTION_DEFAULTS } from "../agent/compaction-options.js";
 import { BACKEND_CHOICES, BF16_PRODUCT_CHOICES, BLAS_CHOICES } from "../engine/local/addon.js";
 import { judgeConfigSchema } from "../rewards/judge-config.js";
+import { distillConfigSchema } from "./distill-config.js";
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -379,6 +380,11 @@ export const configSchema = z.strictObject({
           path: ["coef"],
         })
         .prefault({}),
+      distill: distillConfigSchema
+        .optional()
+        .describe(
+          "On-policy distillation (docs/training.md, Distillation): a teacher scores the student's sampled tokens, and each action token's advantage gets −coef·(log π_student − log π_teacher). With it every group trains (filterConstantGroups drops none).",
+        ),
     })
     .prefault({}),
   loss: z

@@ -16,6 +16,8 @@ import { checkKey, findForbiddenKey } from "../util/safe-keys.js";
 import { readTextInput } from "../util/read-file.js";
 import { applyPreset } from "./presets.js";
 import { asyncSettingsProblem } from "./async/staleness.js";
+import { checkDistill } from "./distill-config.js";
+import { advantageEstimator } from "../rl/advantages/index.js";
 
 type Json = Record<string, unknown>;
 
@@ -51,13 +53,34 @@ export function applyOverride(obj: Json, override: string): void {
 function allowedKeys(path: PropertyKey[]): string[] {
   let s: z.ZodType = configSchema;
   for (const key of path) {
-    s = unwrap(s);
+    s = objectOf(s);
     if (!(s instanceof z.ZodObject)) return [];
     s = (s.shape as Record<string, z.ZodType>)[String(key)];
     if (!s) return [];
   }
-  s = unwrap(s);
+  s = objectOf(s);
   return s instanceof z.ZodObject ? Object.keys(s.shape) : [];
+}
+
+/** A schema unwrapped (optional, default, ...), and of a union its first mapping. */
+function objectOf(s: z.ZodType): z.ZodType {
+  s = unwrap(s);
+  if (!(s instanceof z.ZodUnion)) return s;
+  const options = (s as z.ZodUnion<z.ZodType[]>).options.map(unwrap);
+  return options.find((o) => o instanceof z.ZodObject) ?? s;
+}
+
+/**
+ * Of a union's failures, the first issue of the branch whose type matched (a mapping given where a
+ * string or a mapping is allowed fails inside the mapping's branch), with the full path; undefined
+ * when no branch took the value's type (then the union's own message says what is allowed).
+ */
+function matchedBranchIssue(issue: z.core.$ZodIssueInvalidUnion): z.core.$ZodIssue | undefined {
+  const typeOnly = (errs: z.core.$ZodIssue[]) =>
+    errs.length > 0 && errs.every((e) => e.code === "invalid_type" && e.path.length === 0);
+  const branch = issue.errors.find((errs) => errs.length > 0 && !typeOnly(errs));
+  if (!branch) return undefined;
+  return { ...branch[0], path: [...issue.path, ...branch[0].path] } as z.core.$ZodIssue;
 }
 
 function unwrap(s: z.ZodType): z.ZodType {
@@ -69,6 +92,8 @@ function unwrap(s: z.ZodType): z.ZodType {
 }
 
 export function formatConfigIssue(issue: z.core.$ZodIssue, source: string): string {
+  const inner = issue.code === "invalid_union" ? matchedBranchIssue(issue) : undefined;
+  if (inner) return formatConfigIssue(inner, source);
   const where = issue.path.map(String).join(".");
   if (issue.code === "unrecognized_keys") {
     const keys = issue.keys.map((k) => (where ? `${where}.${k}` : k));
@@ -111,6 +136,15 @@ export function parseConfig(raw: unknown, source = "config"): TrainConfig {
   if (c.model.path && c.model.preset) throw new InputError(`${source}: model: give either path or preset, not both`);
   const asyncProblem = asyncSettingsProblem(c.train);
   if (asyncProblem) throw new InputError(`${source}: ${asyncProblem}`);
+  checkDistill(
+    c.algorithm.distill,
+    {
+      engineKind: c.engine.kind,
+      needsCritic: advantageEstimator(c.algorithm.estimator).needsValues,
+      estimator: c.algorithm.estimator,
+    },
+    source,
+  );
   if (c.loss.aggregation === "seq-mean-token-sum-norm" && !c.loss.normalizer)
     c.loss.normalizer = c.rollout.maxTotalTokens;
   return c;

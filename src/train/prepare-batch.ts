@@ -8,7 +8,10 @@
  * (outcome + weighted process rewards, optionally minus β·KL), reference
  * logprobs, critic values, advantages. Last, with a sampler that is not the
  * learner, the learner's corrections: truncated importance weights
- * (src/rl/tis.ts) and off-policy masks (src/rl/off-policy-mask.ts).
+ * (src/rl/tis.ts) and off-policy masks (src/rl/off-policy-mask.ts). With distillation
+ * (algorithm.distill), the teacher scores the kept datums and its per-token advantage
+ * (src/rl/distill.ts) is added to the estimator's before those corrections; every group is kept then
+ * (each carries the teacher's signal), and with taskReward false the estimator is not run.
  */
 import type { Trajectory } from "../agent/trajectory.js";
 import type { Datum, ValueDatum } from "../engine/types.js";
@@ -24,6 +27,7 @@ import type { TrainConfig } from "./config.js";
 import type { JudgedTrajectories } from "../rewards/judge-trajectories.js";
 import type { JudgeStats } from "../rewards/judge.js";
 import { combineJudgeReward, withJudgeScore } from "../rewards/combine-judge.js";
+import { addAdvantages, distillAdvantages, type DistillMetrics } from "../rl/distill.js";
 
 /** What the batch needs from models: the critic's values and the reference logprobs, per datum position. */
 export interface BatchModels {
@@ -35,6 +39,8 @@ export interface BatchModels {
   learnerLogprobs?: (sequences: number[][]) => Promise<(number | null)[][]>;
   /** A judge reward: its score per trajectory (none where it failed the group) and its weight against the code reward. */
   judge?: BatchJudge;
+  /** With algorithm.distill: the teacher's logprobs, as refLogprobs. */
+  teacherLogprobs?: (sequences: number[][]) => Promise<(number | null)[][]>;
 }
 
 export interface BatchJudge {
@@ -69,6 +75,14 @@ export interface PreparedBatch {
   offPolicy?: OffPolicyMaskMetrics;
   /** With a judge reward: its costs, dropped groups and scores. */
   judge?: JudgedBatch;
+  /** With distillation: the teacher's mean logprob and the mean reverse KL per action token, and the teacher's wall seconds. */
+  distill?: DistilledBatch;
+}
+
+export interface DistilledBatch extends DistillMetrics {
+  seconds: number;
+  /** Whose logprobs stood for the student's: the rollouts' sampling logprobs, or the learner's (loss.tis / loss.offPolicy scored them). */
+  student: "sampler" | "learner";
 }
 
 /** Each step's rendered state (the env's `info.state`, GiGPO's anchor), or undefined where the env gave none. */
@@ -83,13 +97,12 @@ export async function prepareBatch(
   klCoef: number,
 ): Promise<PreparedBatch> {
   const alg = cfg.algorithm;
-  const estimator = advantageEstimator(alg.estimator);
   const coded = trajectories
     .filter((t) => t.metrics.actionTokens > 0)
     .map((t) => scoreEpisode(t, alg.processRewardWeight));
   const judged = models.judge ? await judgeEpisodes(coded, models.judge) : undefined;
   const scored = judged ? judged.episodes : coded;
-  const episodes = alg.filterConstantGroups ? varyingGroups(scored) : scored;
+  const episodes = alg.filterConstantGroups && !alg.distill ? varyingGroups(scored) : scored;
   const overlong = alg.maskOverlong
     ? maskOverlong(episodes.map((e) => (e.trajectory.endReason === "done" ? "stop" : "length")))
     : { weights: undefined, masked: 0 };
@@ -99,6 +112,49 @@ export async function prepareBatch(
   );
   const mask = actionMask(batch.steps);
   const signal = await rewardSignal(episodes, batch, mask, alg, models, klCoef);
+  const task = await taskAdvantages(episodes, batch, mask, signal, alg, models);
+  const klLossRef = !alg.kl.inReward && klCoef > 0 ? signal.ref : undefined;
+  let datums: Datum[] = batch.datums.map((d, j) => ({
+    ...d,
+    advantages: task.advantages[j],
+    ...(klLossRef ? { refLogprobs: onMask(klLossRef[j], mask[j]) } : {}),
+  }));
+  const learner =
+    (cfg.loss.tis || cfg.loss.offPolicy) && models.learnerLogprobs && datums.length > 0
+      ? await targetLogprobs(models.learnerLogprobs, datums)
+      : undefined;
+  const distilled = await distillStage(datums, mask, alg.distill?.coef, models, learner);
+  if (distilled) datums = distilled.datums;
+  const corrected = learnerCorrections(datums, cfg.loss, learner);
+  datums = corrected.datums;
+  return {
+    datums,
+    valueDatums: task.values && task.out ? criticTargets(datums, task.values, task.out) : [],
+    kept: episodes.map((e) => e.trajectory),
+    droppedGroups: coded.length - episodes.length,
+    maskedOverlong: overlong.masked,
+    klRef: signal.klRef,
+    ...(corrected.tis ? { tis: corrected.tis } : {}),
+    ...(corrected.offPolicy ? { offPolicy: corrected.offPolicy } : {}),
+    ...(judged ? { judge: judged.batch } : {}),
+    ...(distilled ? { distill: distilled.metrics } : {}),
+  };
+}
+
+/**
+ * The task reward's advantages per datum position (the critic asked first when the estimator needs
+ * values); all 0 when a distillation trains on the teacher alone (algorithm.distill.taskReward false).
+ */
+async function taskAdvantages(
+  episodes: ScoredEpisode[],
+  batch: BatchDatums,
+  mask: number[][],
+  signal: RewardSignal,
+  alg: TrainConfig["algorithm"],
+  models: BatchModels,
+): Promise<{ advantages: number[][]; values?: number[][]; out?: AdvantageOutput }> {
+  if (alg.distill && !alg.distill.taskReward) return { advantages: mask.map((row) => row.map(() => 0)) };
+  const estimator = advantageEstimator(alg.estimator);
   const values =
     estimator.needsValues && models.values && batch.datums.length > 0
       ? await models.values(batch.datums.map((d) => d.tokens))
@@ -118,24 +174,31 @@ export async function prepareBatch(
     lambda: alg.lambda,
     gigpo: alg.gigpo,
   });
-  const klLossRef = !alg.kl.inReward && klCoef > 0 ? signal.ref : undefined;
-  let datums: Datum[] = batch.datums.map((d, j) => ({
-    ...d,
-    advantages: out.advantages[j],
-    ...(klLossRef ? { refLogprobs: onMask(klLossRef[j], mask[j]) } : {}),
-  }));
-  const corrected = await learnerCorrections(datums, cfg.loss, models);
-  datums = corrected.datums;
+  return { advantages: out.advantages, values, out };
+}
+
+/**
+ * With algorithm.distill: the teacher scores the datums, and −coef·(s − q) is added to each action
+ * token's advantage (src/rl/distill.ts), s being the learner's logprob when the learner scored the
+ * rollouts (loss.tis / loss.offPolicy), else the sampling logprob the rollout recorded.
+ */
+async function distillStage(
+  datums: Datum[],
+  mask: number[][],
+  coef: number | undefined,
+  models: BatchModels,
+  learner: number[][] | undefined,
+): Promise<{ datums: Datum[]; metrics: DistilledBatch } | undefined> {
+  if (coef === undefined || datums.length === 0) return undefined;
+  if (!models.teacherLogprobs) throw new Error("internal: algorithm.distill is set, but no teacher was opened");
+  const t0 = performance.now();
+  const teacher = await targetLogprobs(models.teacherLogprobs, datums);
+  const seconds = (performance.now() - t0) / 1000;
+  const student = learner ?? datums.map((d) => d.logprobs!);
+  const res = distillAdvantages({ student, teacher, mask }, coef);
   return {
-    datums,
-    valueDatums: values ? criticTargets(datums, values, out) : [],
-    kept: episodes.map((e) => e.trajectory),
-    droppedGroups: coded.length - episodes.length,
-    maskedOverlong: overlong.masked,
-    klRef: signal.klRef,
-    ...(corrected.tis ? { tis: corrected.tis } : {}),
-    ...(corrected.offPolicy ? { offPolicy: corrected.offPolicy } : {}),
-    ...(judged ? { judge: judged.batch } : {}),
+    datums: addAdvantages(datums, res.advantages),
+    metrics: { ...res.metrics, seconds, student: learner ? "learner" : "sampler" },
   };
 }
 
@@ -159,18 +222,17 @@ async function judgeEpisodes(
 }
 
 /**
- * With loss.tis or loss.offPolicy: the learner scores the rollouts once; the off-policy masks are
+ * With loss.tis or loss.offPolicy: the learner has scored the rollouts once (`learner`); the off-policy masks are
  * judged on the sampler's logprobs as the rollouts carry them, TIS then re-weights the advantages
  * and re-anchors on the learner, and the masks zero their weights last (so TIS's measures cover
  * every action token). Without either, the datums are returned as they came.
  */
-async function learnerCorrections(
+function learnerCorrections(
   datums: Datum[],
   loss: TrainConfig["loss"],
-  models: BatchModels,
-): Promise<{ datums: Datum[]; tis?: TisMetrics; offPolicy?: OffPolicyMaskMetrics }> {
-  if (!(loss.tis || loss.offPolicy) || !models.learnerLogprobs || datums.length === 0) return { datums };
-  const learner = await targetLogprobs(models.learnerLogprobs, datums);
+  learner: number[][] | undefined,
+): { datums: Datum[]; tis?: TisMetrics; offPolicy?: OffPolicyMaskMetrics } {
+  if (!learner) return { datums };
   const masks = loss.offPolicy ? offPolicyKeep(datums, learner, loss.offPolicy) : undefined;
   const tis = loss.tis ? applyTis(datums, learner, loss.tis.cap) : undefined;
   const out = tis ? tis.datums : datums;

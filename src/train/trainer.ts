@@ -1,7 +1,7 @@
 /**
  * The RL training loop, as a short sequence of named stages per iteration:
  *   rows → rollout → prepare (judge, filters, rewards, reference, critic, advantages,
- *   datums) → update (policy, then critic) → validate → record → checkpoint.
+ *   teacher, datums) → update (policy, then critic) → validate → record → checkpoint.
  * A run directory holds config.yaml, metrics.jsonl, samples/iter-N.jsonl and
  * checkpoints/step-N; `resume` continues from the newest complete checkpoint
  * with the same data order and no lost or repeated iteration.
@@ -52,6 +52,9 @@ import { RolloutProducer } from "./async/rollout-producer.js";
 import { AbortableSampling, VersionedPolicy } from "./async/versioned-policy.js";
 import { consumedBatch, producedBatch, type GatheredBatch, type ProducedBatch } from "./async/async-batches.js";
 import { lookahead, stepsPerIteration } from "./async/staleness.js";
+import { checkTeacherTokenizer, openTeacher, teacherTokenizerDir, type Teacher } from "../engine/teacher.js";
+import { defaultTokenizerDir } from "../model/default-tokenizer.js";
+import type { DistilledBatch } from "./prepare-batch.js";
 
 export interface TrainState {
   /** Last completed iteration (0 before the first). */
@@ -136,6 +139,7 @@ export class Trainer {
   private trainRows: TaskRow[] = [];
   private valRows: TaskRow[] = [];
   private judge?: JudgeReward;
+  private teacher?: Teacher;
   /** The recipe's loss, built once; each iteration sets its KL coefficient. */
   private readonly spec: LossSpec;
   private kl: KlController;
@@ -184,10 +188,14 @@ export class Trainer {
       { label: "tokenizer directory", path: cfg.model.tokenizer },
       { label: "data file", path: cfg.data.train },
       { label: "data file", path: cfg.data.val },
+      ...(cfg.algorithm.distill
+        ? [{ label: "teacher model", path: teacherTokenizerDir(cfg.algorithm.distill.teacher) }]
+        : []),
     ];
     checkCompactionTask(opts.task, cfg.rollout.compaction);
     const replace = !opts.resume && checkNewRunDir(out, { command: opts.command, force: opts.force, inputs });
     const rows = await readRows(cfg, opts.task, notes);
+    if (cfg.algorithm.distill) checkTeacherTokenizer(cfg.algorithm.distill.teacher, studentTokenizerDir(cfg));
     if (replace) clearDirectory(out);
     const engines = opts.engines;
     const base = await baseModel(cfg, out, engines);
@@ -200,6 +208,14 @@ export class Trainer {
     const t = new Trainer(cfg, engine, opts);
     try {
       if (cfg.algorithm.kl.coef > 0) t.reference = await engines.reference(base);
+      if (cfg.algorithm.distill) {
+        t.teacher = await openTeacher(cfg.algorithm.distill.teacher, {
+          engines,
+          tinker: cfg.engine.tinker,
+          log: opts.log,
+        });
+        notes.push(`distilling from ${t.teacher.describe()}`);
+      }
       if (advantageEstimator(cfg.algorithm.estimator).needsValues) {
         t.critic = await engines.critic(engine);
         if (found) await t.critic.load(join(found.dir, "critic"));
@@ -279,6 +295,7 @@ export class Trainer {
             offpolicy_masked_seqs: batch.offPolicy.maskedSequences,
           }
         : {}),
+      ...(batch.distill ? distillMetrics(batch.distill) : {}),
       grad_norm: upd.gradNorm,
       lr: upd.lr,
       skipped_steps: upd.skippedSteps,
@@ -429,6 +446,7 @@ export class Trainer {
       },
       values: this.critic ? (s: number[][]) => this.critic!.values(s) : undefined,
       refLogprobs: this.reference ? (s: number[][]) => this.reference!.computeLogprobs(s) : undefined,
+      teacherLogprobs: this.teacher ? (s: number[][]) => this.teacher!.computeLogprobs(s) : undefined,
       learnerLogprobs:
         this.cfg.loss.tis || this.cfg.loss.offPolicy
           ? (s: number[][]) =>
@@ -497,6 +515,7 @@ export class Trainer {
     await this.stopRollouts();
     await this.critic?.dispose();
     await this.reference?.dispose();
+    await this.teacher?.dispose();
     await this.engine.dispose();
   }
 }
@@ -522,6 +541,16 @@ async function readRows(cfg: TrainConfig, task: Task, notes: string[]): Promise<
   if (train.length === 0) throw new InputError(`task '${task.name}' has no training rows`);
   const val = (cfg.data.val ? await fromFile(cfg.data.val) : task.rows("val")).slice(0, cfg.train.valSize);
   return { train, val };
+}
+
+/** Where the student's tokenizer.json is: the model directory, else model.tokenizer, else the shipped tokenizer (a preset's). */
+function studentTokenizerDir(cfg: TrainConfig): string {
+  return cfg.model.path ?? cfg.model.tokenizer ?? defaultTokenizerDir();
+}
+
+/** A distilled batch as metrics.jsonl keys. */
+function distillMetrics(d: DistilledBatch): IterationMetrics {
+  return { distill_teacher_logprob: d.teacherLogprob, distill_reverse_kl: d.reverseKl, distill_teacher_s: d.seconds };
 }
 
 /** The starting model directory: the configured path, or a preset initialized once inside the run. */

@@ -11,6 +11,12 @@
  * `agent-r1 serve` speaks both (src/serve/completions.ts, src/serve/sglang.ts, src/serve/lora-routes.ts),
  * which is how these clients are tested.
  *
+ * The vLLM client also scores token sequences (a distillation teacher, src/engine/teacher.ts):
+ * POST /v1/completions with the sequences as token-id prompts, `echo`, `logprobs: 0` and
+ * `max_tokens: 1` (vLLM samples at least one token; it is dropped), reading the prompt part of
+ * `logprobs.token_logprobs`. The SGLang client cannot: it reads no input logprobs, and
+ * `promptScorer` refuses it in one line.
+ *
  * Nothing a server answers is trusted: an answer is read within `maxResponseBytes` (default 256 MiB,
  * decompressed) and cut off past it; a redirect is an error naming where it points, never followed
  * (the API key would go along; both in ./sampler-http.ts); and the sequences are checked as answer-checks.ts says (as many as
@@ -21,7 +27,7 @@
 import type { SampleResult, SamplingParams, SampledSequence } from "../types.js";
 import { InputError } from "../../util/errors.js";
 import { TinkerError } from "./tinker-error.js";
-import { checkSampledSequences, type SampleBounds } from "./answer-checks.js";
+import { checkSampledSequences, checkScoredLogprobs, type SampleBounds } from "./answer-checks.js";
 import { postJson } from "./sampler-http.js";
 
 export { DEFAULT_SAMPLER_RESPONSE_BYTES } from "./sampler-http.js";
@@ -38,6 +44,8 @@ export interface SamplerOptions {
   timeoutMs?: number;
   /** The largest answer read, in bytes after decompression. Default 256 MiB. */
   maxResponseBytes?: number;
+  /** The recipe key naming the URL, for messages. Default engine.sampler.url. */
+  urlField?: string;
 }
 
 export interface RolloutSampler {
@@ -95,7 +103,18 @@ function checked(
   });
 }
 
-class VllmSampler implements RolloutSampler {
+/** A server that scores sequences as `Engine.computeLogprobs` does. */
+export interface PromptScorer {
+  /** Per sequence, entry 0 is null and entry i is log p(seq[i] | seq[<i]) at temperature 1. */
+  computeLogprobs(sequences: number[][]): Promise<(number | null)[][]>;
+  describe(): string;
+}
+
+/** Sequences per scoring request, and scoring requests in flight at most. */
+const SCORE_BATCH = 16;
+const SCORE_CONCURRENCY = 4;
+
+class VllmSampler implements RolloutSampler, PromptScorer {
   readonly kind = "vllm";
   constructor(private readonly o: SamplerOptions) {}
 
@@ -160,6 +179,60 @@ class VllmSampler implements RolloutSampler {
 
   describe(): string {
     return `vllm at ${this.o.url}`;
+  }
+
+  async computeLogprobs(sequences: number[][]): Promise<(number | null)[][]> {
+    const chunks: number[][][] = [];
+    for (let i = 0; i < sequences.length; i += SCORE_BATCH) chunks.push(sequences.slice(i, i + SCORE_BATCH));
+    const out: (number | null)[][][] = new Array(chunks.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < chunks.length) {
+        const k = next++;
+        out[k] = await this.scoreChunk(chunks[k], k * SCORE_BATCH);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(SCORE_CONCURRENCY, chunks.length) }, worker));
+    return out.flat(1);
+  }
+
+  /** One request scoring `seqs` (sequences `first`, `first` + 1, ... of the call, for messages). */
+  private async scoreChunk(seqs: number[][], first: number): Promise<(number | null)[][]> {
+    const body = {
+      ...(this.o.model ? { model: this.o.model } : {}),
+      prompt: seqs,
+      max_tokens: 1,
+      temperature: 1,
+      echo: true,
+      logprobs: 0,
+    };
+    const what = "completions (echo, scoring)";
+    const r = (await postJson(`${this.o.url}/v1/completions`, body, this.o, what)) as null | {
+      choices?: { index?: number; logprobs?: { token_logprobs?: unknown }; prompt_token_ids?: unknown }[];
+    };
+    if (!Array.isArray(r?.choices) || r.choices.length !== seqs.length)
+      throw new TinkerError(
+        `${this.o.url}: ${what} answered ${r?.choices?.length ?? "no"} choices for ${seqs.length} prompts`,
+      );
+    const choices = [...r.choices].sort((a, b) => (a?.index ?? 0) - (b?.index ?? 0));
+    return choices.map((c, j) => {
+      const seq = seqs[j];
+      const where = `${this.o.url}: ${what} (sequence ${first + j})`;
+      const ids = c?.prompt_token_ids;
+      if (ids !== undefined && ids !== null && JSON.stringify(ids) !== JSON.stringify(seq))
+        throw new TinkerError(`${where} echoed other prompt token ids than it was sent`);
+      const lps = c?.logprobs?.token_logprobs;
+      const prompt = Array.isArray(lps) ? lps.slice(0, seq.length) : lps;
+      return [
+        null,
+        ...checkScoredLogprobs(
+          prompt,
+          seq.length,
+          "prompt logprobs",
+          (field, problem) => new TinkerError(`${where}: ${field} ${problem}`),
+        ),
+      ];
+    });
   }
 }
 
@@ -247,11 +320,20 @@ class SglangSampler implements RolloutSampler {
   }
 }
 
+/** A server's scorer for sequences: vLLM's; SGLang's client cannot score (one line saying so). */
+export function promptScorer(o: SamplerOptions): PromptScorer {
+  if (o.kind !== "vllm")
+    throw new InputError(
+      `${o.kind} cannot score prompts here (the SGLang client reads no input logprobs); use vllm or tinker`,
+    );
+  return rolloutSampler(o) as VllmSampler;
+}
+
 export function rolloutSampler(o: SamplerOptions): RolloutSampler {
   try {
     new URL(o.url);
   } catch {
-    throw new InputError(`engine.sampler.url: '${o.url}' is not a URL`);
+    throw new InputError(`${o.urlField ?? "engine.sampler.url"}: '${o.url}' is not a URL`);
   }
   const url = o.url.replace(/\/+$/, "");
   return o.kind === "vllm" ? new VllmSampler({ ...o, url }) : new SglangSampler({ ...o, url });

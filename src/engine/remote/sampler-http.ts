@@ -51,7 +51,7 @@ export async function postJson(
       : ((e as { cause?: { message?: string } }).cause?.message ?? (e as Error).message);
     return new TinkerError(
       `${o.url}: ${what} failed: ${cause}`,
-      `is the ${o.kind} server running? check engine.sampler.url`,
+      `is the ${o.kind} server running? check ${o.urlField ?? "engine.sampler.url"}`,
     );
   };
   let res: Response;
@@ -70,7 +70,7 @@ export async function postJson(
     await res.body?.cancel().catch(() => undefined);
     throw new TinkerError(
       `${o.url}: ${what}: the server answered a redirect (HTTP ${res.status}) to ${redirectTarget(res)}; not followed (the API key would go along)`,
-      "point engine.sampler.url at the final address",
+      `point ${o.urlField ?? "engine.sampler.url"} at the final address`,
     );
   }
   if (!res.ok) {
@@ -82,7 +82,7 @@ export async function postJson(
     const limitText = `the ${formatBytes(limit)} limit on answers (maxResponseBytes)`;
     return new TinkerError(
       `${o.url}: ${what}: ${over.declared ? `the answer declares ${formatBytes(over.bytes)}, over ${limitText}` : `the answer ran past ${limitText} and was cut off`}`,
-      `an answer holds n × max_tokens token ids and logprobs; is engine.sampler.url a ${o.kind} server?`,
+      `an answer holds n × max_tokens token ids and logprobs; is ${o.urlField ?? "engine.sampler.url"} a ${o.kind} server?`,
     );
   }).catch((e) => Promise.reject(lost(e)));
   try {
