@@ -17,7 +17,12 @@ type Section = TrainConfig["engine"];
 const KINDS: Record<Section["kind"], (section: Section, log?: (line: string) => void) => EngineFactory> = {
   local: (section) => localEngines(localEngineOptions(section)),
   tinker: (section, log) =>
-    tinkerEngines(section.tinker!, { defaultUrl: settings().tinkerBaseUrl, apiKey: settings().tinkerApiKey, log }),
+    tinkerEngines(section.tinker!, {
+      defaultUrl: settings().tinkerBaseUrl,
+      apiKey: settings().tinkerApiKey,
+      credentialCommand: settings().tinkerCredentialCmd,
+      log,
+    }),
 };
 
 /** `log` receives the engine's progress lines (a remote engine's retries). */
