@@ -56,9 +56,9 @@ export interface TinkerServerOptions extends TinkerServiceOptions {
   /**
    * Test only, on loopback: issue JWTs for the API key at auth/token (client config
    * `pjwt_auth_enabled`), lasting `ttlS` seconds (default 900); every other route then takes a
-   * token, not the key. Needs apiKey.
+   * token, not the key. Needs apiKey. `now` (ms) is the issuer's clock (tests move it).
    */
-  jwt?: { ttlS?: number };
+  jwt?: { ttlS?: number; now?: () => number };
 }
 
 export interface RunningTinkerServer {
@@ -107,7 +107,7 @@ export async function startTinkerServer(o: TinkerServerOptions): Promise<Running
     checkLoopback(host);
     if (o.apiKey === undefined)
       throw new InputError("serve --tinker: the test JWT issuer (option jwt) needs an apiKey to exchange");
-    issuer = new JwtIssuer(o.jwt.ttlS);
+    issuer = new JwtIssuer(o.jwt.ttlS, o.jwt.now);
   }
   const gate = tinkerGate(o.apiKey, issuer);
   const limit = o.bodyLimit ?? 64 << 20;
