@@ -5,7 +5,8 @@
  * a version outside them is told so in the `create_session` answer (a version too old gets an
  * `error_message`, which the SDK logs and this project's client fails on; one newer than the newest
  * a `warning_message`). The version a session reports decides what its samples get (their
- * per-sequence ids from 0.25).
+ * per-sequence ids from 0.25; their completions logged for `retrieve_futures` from 0.31, so a
+ * client that never polls leaves no log to grow).
  */
 import {
   FEATURE_NAMES,
@@ -32,6 +33,11 @@ export function sessionMessages(sdk: string | undefined): Record<string, string>
       warning_message: `serve --tinker speaks Tinker SDK ${OLDEST_SDK} to ${NEWEST_SDK}; SDK ${sdk} is newer and is answered as ${NEWEST_SDK}`,
     };
   return {};
+}
+
+/** Whether a session of version `sdk` polls its samples' completions per sampling session (so they are logged for it). */
+export function pollsSessions(sdk: string | undefined): boolean {
+  return sdk !== undefined && wireFeatures(sdk).sessionPolling;
 }
 
 /** Whether a session of version `sdk` gets per-sequence sample ids. */

@@ -42,7 +42,7 @@ import { shown } from "../../util/shown.js";
 import { Futures, type ResultKind, type Settled } from "./futures.js";
 import { readPollRequest, SessionCompletions } from "./session-futures.js";
 import { refuseUnsupportedSampling, sampleAck } from "./sample-fields.js";
-import { reportedSdk, sessionMessages, supportFields } from "./sdk-support.js";
+import { pollsSessions, reportedSdk, sessionMessages, supportFields } from "./sdk-support.js";
 import { SeqQueue } from "./seq-queue.js";
 import { forwardLogprobs, planTokens, scorePlan } from "./forward-only.js";
 import { CheckpointPaths } from "./checkpoint-paths.js";
@@ -578,10 +578,11 @@ export class TinkerService {
     };
     // A client's own samples are cloned sampler 0; a clone's seq_ids are blocks of 10⁹ (the SDK's).
     const cloned = Math.floor(seq / 1_000_000_000);
+    const sdk = this.sessionSdk.get(s.session);
     const id = this.futures.start("sample", work, (ok) => {
-      if (this.samplers.has(sid)) this.completions.record(sid, cloned, id, ok);
+      if (pollsSessions(sdk) && this.samplers.has(sid)) this.completions.record(sid, cloned, id, ok);
     });
-    return sampleAck(id, n, this.sessionSdk.get(s.session));
+    return sampleAck(id, n, sdk);
   }
 
   retrieve(id: unknown, waitMs: number): Promise<Settled | undefined> {
