@@ -4,8 +4,9 @@
  * against `serve --tinker`'s test issuer; a credential command, run again when the server refuses
  * what it printed, failing with one line that names the command and never its output), the
  * `create_session` messages (logged; an error fails the run with one line naming the server, also
- * through `agent-r1 train`), a server that speaks other SDK versions, and the session poller's
- * faults (scripted server, test/fixtures/scripted-tinker.ts).
+ * through `agent-r1 train`), a server that speaks other SDK versions, the session poller's faults,
+ * and samples past their deadline cancelled once each (scripted server,
+ * test/fixtures/scripted-tinker.ts, on a virtual clock).
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
@@ -220,5 +221,44 @@ test("a server that speaks other SDK versions fails the client at once; the sess
     s.requests("retrieve_future").filter((x) => String(x.body?.request_id).startsWith("r-asample")).length,
     1,
     "one result fetch, for the one sample that completed",
+  );
+});
+
+test("samples past their call's deadline are cancelled (cancel_future), each once, when the dynamic config enables it", async (t) => {
+  let now = 1_000_000;
+  const clock: Clock = {
+    now: () => now,
+    random: () => 1,
+    async sleep(ms, _reason, signal) {
+      if (signal?.aborted) throw signal.reason;
+      now += ms;
+      await new Promise((r) => setImmediate(r));
+    },
+  };
+  const s = await scriptedTinker({
+    dynamic_config: { json: { sample_cancel_enabled: true, sample_cancel_max_batch_size: 2 } },
+    "asample-result": { json: { type: "try_again", queue_state: "active" } },
+  });
+  t.after(() => s.close());
+  const engine = await open(s.url, { clock, futureTimeoutMs: 30_000 });
+  const samples = [1, 2, 3].map((k) => engine.sample([k, 2], { maxTokens: 3 }));
+  await Promise.all(
+    samples.map((p) => assert.rejects(p, message(/asample \(request r-asample-\d+\) is not done after 30 s$/))),
+  );
+  await engine.dispose(); // the cancels go out before it returns
+  // The samples' request ids, as their polls named them: each cancelled once.
+  const polled = new Set(
+    s
+      .requests("retrieve_future")
+      .map((r) => String(r.body?.request_id))
+      .filter((id) => id.startsWith("r-asample")),
+  );
+  assert.equal(polled.size, 3);
+  assert.deepEqual(
+    s
+      .requests("cancel_future")
+      .map((r) => String(r.body?.request_id))
+      .sort(),
+    [...polled].sort(),
   );
 });

@@ -339,7 +339,8 @@ export class TinkerEngine implements PolicyEngine {
   ): Promise<{ res: SampleResponse; answer: Answer }> {
     const session = await this.sampler();
     const what = "asample";
-    let ack: Record<string, unknown> | undefined; // the last acknowledgement: its result is the one that comes back
+    // The last acknowledgement and its sequence ids (checked as it comes): its result is the one that comes back.
+    let ack: Record<string, unknown> | undefined, ids: string[] | undefined;
     const poller = session.poller;
     const spec: CallSpec = {
       what,
@@ -362,6 +363,14 @@ export class TinkerEngine implements PolicyEngine {
         };
         const opts = { signal, deadline, backpressure: true };
         ack = await this.http.json("/api/v1/asample", body, what, opts, { "X-Tinker-Sampling-Backpressure": "1" });
+        const id = ack.request_id; // a malformed one is call()'s to refuse
+        if (typeof id === "string" && id !== "")
+          ids = readSampleIds(
+            ack,
+            n,
+            this.http.features.sampleIds,
+            new Answer(this.http.url, `${what} (request ${id})`),
+          );
         return ack;
       },
     };
@@ -374,7 +383,6 @@ export class TinkerEngine implements PolicyEngine {
     }
     const { result, answer } = called;
     const res = "bytes" in result ? readSampleProto(result.bytes, answer) : readSampleJson(result.json, answer);
-    const ids = readSampleIds(ack!, n, this.http.features.sampleIds, answer);
     return { res: ids ? matchSequences(res, ids, answer) : res, answer };
   }
 
