@@ -2,7 +2,8 @@
  * The Tinker client against `serve --tinker` on loopback, end to end: two iterations of the multihop
  * recipe trained through the protocol give the same rewards, losses, gradient norms and weights as
  * the same run in-process, once in each wire generation (SDK 0.24.1: JSON; 0.25.0: protobuf with
- * zstd bodies). Then eval of the remote checkpoint, and a remote run resumed from its checkpoint.
+ * zstd bodies; 0.31.0, the newest: per-sequence sample ids and completions polled per sampling
+ * session as well). Then eval of the remote checkpoint, and a remote run resumed from its checkpoint.
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -55,7 +56,7 @@ after(async () => {
   await Promise.all([json?.close(), proto?.close()]);
 });
 
-test("two iterations through serve --tinker equal the in-process run, in both wire generations", async () => {
+test("two iterations through serve --tinker equal the in-process run, in each wire generation", async () => {
   const local = join(root, "local");
   await train(recipe("local", { local: true }), local);
   const want = metrics(local);
@@ -69,6 +70,7 @@ test("two iterations through serve --tinker equal the in-process run, in both wi
   for (const [label, server, sdk] of [
     ["JSON", json, "0.24.1"],
     ["protobuf", proto, "0.25.0"],
+    ["newest", proto, "0.31.0"],
   ] as const) {
     const out = join(root, `remote-${label}`);
     await train(recipe(`remote-${label}`, { url: server.url, sdk }), out);

@@ -3,8 +3,9 @@
  * server on loopback (test/fixtures/scripted-tinker.ts): wrong and unspecified dtypes, byte blobs
  * that are not whole values, per-datum offsets that do not match num_datums (or would give a datum
  * "the rest of the buffer"), trailing shapes and shapes that do not fit, token ids outside the
- * vocabulary, logprobs above 0 or not numbers, a missing `loss:sum`, and handshake answers of the
- * wrong type. Each must fail the call with a TinkerAnswerError naming the server, the request and
+ * vocabulary, logprobs above 0 or not numbers, a missing `loss:sum`, handshake answers of the
+ * wrong type, and the newer wire's (per-sequence sample ids missing, short or not strings; a
+ * dynamic config or a session message of the wrong type). Each must fail the call with a TinkerAnswerError naming the server, the request and
  * the field, and nothing of the answer may reach a caller (no result, no streamed token).
  */
 import { test, after } from "node:test";
@@ -69,7 +70,7 @@ type Act = "open" | "sample" | "score" | "train" | "optim" | "save";
 interface Case {
   label: string;
   act: Act;
-  sdk: "0.24.1" | "0.25.0";
+  sdk: "0.24.1" | "0.25.0" | "0.27.0" | "0.31.0";
   route: Route;
   reply: Reply;
   /** The request the error must name. */
@@ -80,7 +81,8 @@ interface Case {
 const SAMPLE = /^asample \(request r-asample-\d+\)$/;
 const TRAIN = /^forward_backward \(seq_id \d+, 2 datums\) \(request r-forward_backward-\d+\)$/;
 const P = "0.25.0",
-  J = "0.24.1";
+  J = "0.24.1",
+  NEWEST = "0.31.0";
 
 const CASES: Case[] = [
   // dtypes
@@ -444,6 +446,52 @@ const CASES: Case[] = [
     request: /^save_weights \(request r-save_weights-\d+\)$/,
     field: "path",
   },
+  // the newer wire (SDK 0.25 to 0.31)
+  {
+    label: "a sample acknowledgement without per-sequence ids (required from 0.27)",
+    act: "sample",
+    sdk: NEWEST,
+    route: "asample",
+    reply: { json: { request_id: "r-sample" } },
+    request: /^asample \(request r-sample\)$/,
+    field: "sample_sequence_ids",
+  },
+  {
+    label: "fewer per-sequence ids than sequences asked for",
+    act: "sample",
+    sdk: "0.27.0",
+    route: "asample",
+    reply: { json: { request_id: "r-sample", sample_sequence_ids: [] } },
+    request: /^asample \(request r-sample\)$/,
+    field: "sample_sequence_ids",
+  },
+  {
+    label: "per-sequence ids that are not strings, where they are only checked (0.25)",
+    act: "score",
+    sdk: P,
+    route: "asample",
+    reply: { json: { request_id: "r-sample", sample_sequence_ids: [7] } },
+    request: /^asample \(request r-sample\)$/,
+    field: "sample_sequence_ids[0]",
+  },
+  {
+    label: "a dynamic config with a cancel batch of 0",
+    act: "open",
+    sdk: NEWEST,
+    route: "dynamic_config",
+    reply: { json: { sample_cancel_max_batch_size: 0 } },
+    request: /^client\/dynamic_config$/,
+    field: "sample_cancel_max_batch_size",
+  },
+  {
+    label: "a session message that is not a string",
+    act: "open",
+    sdk: NEWEST,
+    route: "session",
+    reply: { json: { session_id: "s-1", warning_message: 5 } },
+    request: /^create_session$/,
+    field: "warning_message",
+  },
 ];
 
 /** Where a save would write (it must not get that far). */
@@ -497,10 +545,10 @@ test("malformed answers of every class fail the call with a TinkerAnswerError na
   }
 });
 
-test("the well-formed answers of the scripted server pass, in both generations (the cases above differ from them only where named)", async () => {
+test("the well-formed answers of the scripted server pass, in each generation (the cases above differ from them only where named)", async () => {
   const s = await scriptedTinker();
   try {
-    for (const sdkVersion of ["0.24.1", "0.25.0"]) {
+    for (const sdkVersion of ["0.24.1", "0.25.0", "0.31.0"]) {
       const e = await TinkerEngine.open({ url: s.url, baseModel: "b", sdkVersion, tokenizerDir: BASE_MODEL });
       try {
         assert.deepEqual((await e.sample([1, 2], { maxTokens: 4 })).sequences[0].tokens, [5]);

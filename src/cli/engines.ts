@@ -22,6 +22,7 @@ export async function openModel(dir: string, local: LocalEngineOptions = {}): Pr
     return TinkerEngine.open({
       url: settings().tinkerBaseUrl ?? st.url,
       apiKey: settings().tinkerApiKey,
+      ...(settings().tinkerApiKey ? {} : { credentialCommand: settings().tinkerCredentialCmd }),
       baseModel: st.baseModel,
       ...(st.lora ? { lora: st.lora } : {}),
       sdkVersion: st.sdkVersion ?? "0.25.0",

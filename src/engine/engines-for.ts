@@ -28,7 +28,12 @@ export interface EngineSite {
 const KINDS: Record<Section["kind"], (section: Section, log?: (line: string) => void) => EngineFactory> = {
   local: (section) => localEngines(localEngineOptions(section)),
   tinker: (section, log) =>
-    tinkerEngines(section.tinker!, { defaultUrl: settings().tinkerBaseUrl, apiKey: settings().tinkerApiKey, log }),
+    tinkerEngines(section.tinker!, {
+      defaultUrl: settings().tinkerBaseUrl,
+      apiKey: settings().tinkerApiKey,
+      credentialCommand: settings().tinkerCredentialCmd,
+      log,
+    }),
 };
 
 /**

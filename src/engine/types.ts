@@ -50,6 +50,8 @@ export interface SampledSequence {
   /** logprob of each sampled token under the distribution it was drawn from (temperature, top-k, top-p applied). Greedy reports the untempered logprob. */
   logprobs: number[];
   stopReason: StopReason;
+  /** The server's id of this sequence, where a remote engine's server gives one (a Tinker server from SDK 0.25). */
+  sequenceId?: string;
   /** Present when `topLogprobs` > 0: per sampled token, the k most likely tokens, most likely first, with their logprobs under the same distribution as `logprobs` (only tokens it could draw: fewer than k under top-k / top-p or a tiny temperature). */
   topLogprobs?: TokenLogprob[][];
   /**

@@ -9,6 +9,7 @@ import { COMPACTION_DEFAULTS } from "../agent/compaction-options.js";
 import { BACKEND_CHOICES, BF16_PRODUCT_CHOICES, BLAS_CHOICES } from "../engine/local/addon.js";
 import { judgeConfigSchema } from "../rewards/judge-config.js";
 import { distillConfigSchema } from "./distill-config.js";
+import { NEWEST_SDK, OLDEST_SDK, sdkVersionProblem } from "../engine/remote/tinker-versions.js";
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -202,14 +203,25 @@ export const configSchema = z.strictObject({
           sdkVersion: z
             .string()
             .regex(/^\d+\.\d+\.\d+$/)
+            .superRefine((v, ctx) => {
+              const problem = sdkVersionProblem(v);
+              if (problem) ctx.addIssue({ code: "custom", message: problem });
+            })
             .default("0.25.0")
             .describe(
-              "The Tinker SDK version to report and speak: >= 0.25.0 protobuf, older JSON (0.24.1: SkyRL, miles).",
+              `The Tinker SDK version to report and speak, ${OLDEST_SDK} to ${NEWEST_SDK}: 0.24.x JSON (SkyRL, miles); from 0.25.0 protobuf; from 0.27.0 per-sequence sample ids required; ${NEWEST_SDK} also polls sample completions per session and cancels abandoned samples where the server offers it (docs/scale-out.md).`,
             ),
           retries: nonNegInt
             .default(6)
             .describe(
               "Times a failed request or a lost connection is retried (backoff up to 10 s) before the run stops.",
+            ),
+          credentialCommand: z
+            .string()
+            .min(1)
+            .optional()
+            .describe(
+              "A shell command that prints the credential to send as X-API-Key (run again when it expires or is refused). Default: env TINKER_API_KEY, else env TINKER_CREDENTIAL_CMD.",
             ),
           billingPauseS: nonNegInt
             .default(3600)

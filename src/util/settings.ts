@@ -26,6 +26,8 @@ export interface Settings {
   tinkerApiKey?: string;
   /** TINKER_BASE_URL: the Tinker server when engine.tinker.url is unset (the SDK's variable). */
   tinkerBaseUrl?: string;
+  /** TINKER_CREDENTIAL_CMD: a command printing the Tinker credential when TINKER_API_KEY is unset (the SDK's variable). */
+  tinkerCredentialCmd?: string;
   /** AGENT_R1_SAMPLER_API_KEY: the Bearer key of an engine.sampler server. */
   samplerApiKey?: string;
   /** AGENT_R1_DASHBOARD_KEY: the key `dashboard` requires when no --api-key is given. */
@@ -62,6 +64,7 @@ export function settings(env: Env = process.env): Settings {
     apiKey: env.AGENT_R1_API_KEY || undefined,
     tinkerApiKey: env.TINKER_API_KEY || undefined,
     tinkerBaseUrl: env.TINKER_BASE_URL || undefined,
+    tinkerCredentialCmd: env.TINKER_CREDENTIAL_CMD || undefined,
     samplerApiKey: env.AGENT_R1_SAMPLER_API_KEY || undefined,
     dashboardKey: env.AGENT_R1_DASHBOARD_KEY || undefined,
   };
@@ -90,6 +93,10 @@ export const SETTINGS_DOC: [string, string][] = [
     "the API key sent to a Tinker-protocol server (`engine.kind: tinker`), as the Tinker SDK reads it",
   ],
   ["TINKER_BASE_URL", "the Tinker-protocol server when `engine.tinker.url` is unset, as the Tinker SDK reads it"],
+  [
+    "TINKER_CREDENTIAL_CMD",
+    "a shell command printing the credential for a Tinker-protocol server, when neither `engine.tinker.credentialCommand` nor `TINKER_API_KEY` is set, as the Tinker SDK reads it",
+  ],
   ["AGENT_R1_SAMPLER_API_KEY", "the Bearer key sent to an `engine.sampler` inference server"],
   ["AGENT_R1_DASHBOARD_KEY", "the key `agent-r1 dashboard` requires when no `--api-key` is given"],
 ];

@@ -80,7 +80,7 @@ const FLAGS: FlagSpec = {
   tinker: {
     type: "boolean",
     description:
-      "serve the Tinker training protocol instead (both SDK generations): train and sample this model remotely",
+      "serve the Tinker training protocol instead (Tinker SDK 0.24 JSON to 0.31): train and sample this model remotely",
   },
   "state-dir": {
     type: "string",

@@ -21,6 +21,8 @@ export interface TinkerEngineSection {
   retries: number;
   /** Seconds to pause while the server refuses for billing (402). */
   billingPauseS?: number;
+  /** A shell command that prints the credential (it wins over TINKER_API_KEY). */
+  credentialCommand?: string;
 }
 
 export interface TinkerConnection {
@@ -28,14 +30,17 @@ export interface TinkerConnection {
   defaultUrl?: string;
   /** From TINKER_API_KEY. */
   apiKey?: string;
+  /** From TINKER_CREDENTIAL_CMD: used when there is no API key. */
+  credentialCommand?: string;
   log?: (line: string) => void;
 }
 
 export function tinkerEngines(section: TinkerEngineSection, conn: TinkerConnection = {}): EngineFactory {
   const url = section.url ?? conn.defaultUrl ?? TINKER_DEFAULT_URL;
+  const command = section.credentialCommand ?? (conn.apiKey ? undefined : conn.credentialCommand);
   const base = {
     url,
-    apiKey: conn.apiKey,
+    ...(command ? { credentialCommand: command } : { apiKey: conn.apiKey }),
     baseModel: section.baseModel,
     ...(section.lora ? { lora: section.lora } : {}),
     sdkVersion: section.sdkVersion,

@@ -51,12 +51,16 @@ export interface WireSequence {
   tokens: number[];
   logprobs: number[] | null;
   stopReason: "stop" | "length";
+  /** The server's id of the sequence (SDK 0.25 on: from the acknowledgement, or a JSON result's `sequence_id`). */
+  sequenceId?: string;
 }
 
 export interface SampleResponse {
   sequences: WireSequence[];
   /** One per prompt token, the first null; present when asked for. */
   promptLogprobs: (number | null)[] | null;
+  /** Prompt tokens the server took from its prefix cache (SampleResponse field 4), where it says. */
+  promptCacheHitTokens?: number;
 }
 
 // ---- JSON ----
@@ -196,5 +200,6 @@ export function encodeSampleResponseProto(r: SampleResponse): Uint8Array {
       ...(s.logprobs ? { logprobs: float32Bytes(s.logprobs) } : {}),
     })),
     ...(r.promptLogprobs ? { prompt_logprobs: float32Bytes(r.promptLogprobs.map((x) => (x === null ? NaN : x))) } : {}),
+    ...(r.promptCacheHitTokens ? { prompt_cache_hit_tokens: r.promptCacheHitTokens } : {}),
   });
 }

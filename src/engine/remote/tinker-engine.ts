@@ -8,6 +8,12 @@
  * the server's client config says). Samples carry `seq_id` 0, 1, ... in each sampling session. The
  * tokenizer and chat template come from a local directory.
  *
+ * What the SDK version adds (tinker-versions.ts): per-sequence sample ids read from each asample
+ * acknowledgement and matched to the result (tinker-sample-ids.ts); completions polled per sampling
+ * session (tinker-session-poller.ts) where the server turns it on; abandoned samples cancelled
+ * where its dynamic config says so (tinker-cancel.ts). The handshake (client config, the session's
+ * messages) is tinker-handshake.ts, the credential tinker-auth.ts.
+ *
  * Nothing the server answers is trusted: every field read is checked (tinker-answer.ts,
  * tinker-results.ts) and a violation fails the call with a TinkerAnswerError naming the server, the
  * request and the field. The client waits as the SDK does (tinker-waits.ts, tinker-future.ts).
@@ -39,7 +45,11 @@ import { validateDatums } from "../validate-datums.js";
 import { assertTokens } from "../validate.js";
 import { TinkerHttp } from "./tinker-http.js";
 import { Answer } from "./tinker-answer.js";
-import { call, type CallSpec } from "./tinker-future.js";
+import { call, FutureDeadline, type CallSpec } from "./tinker-future.js";
+import { readClientFlags, readSession } from "./tinker-handshake.js";
+import { SessionPoller } from "./tinker-session-poller.js";
+import { SampleCanceller } from "./tinker-cancel.js";
+import { matchSequences, readSampleIds } from "./tinker-sample-ids.js";
 import type { Clock } from "./tinker-waits.js";
 import { checkSampledSequences, checkScoredLogprobs } from "./answer-checks.js";
 import {
@@ -68,6 +78,8 @@ export interface LoraSettings {
 export interface TinkerEngineOptions {
   url: string;
   apiKey?: string;
+  /** A shell command that prints the credential to send (instead of apiKey; tinker-auth.ts). */
+  credentialCommand?: string;
   /** The server's name of the base model (e.g. Qwen/Qwen3-4B-Instruct-2507). */
   baseModel: string;
   /** LoRA settings; omitted = full weights, where the server has them. */
@@ -93,10 +105,11 @@ export interface TinkerEngineOptions {
   log?: (line: string) => void;
 }
 
-/** A sampling session, and the seq_id its next sample gets (they start at 0 in each session). */
+/** A sampling session, the seq_id its next sample gets (they start at 0 in each session), and its completion poller. */
 interface SamplingSession {
   id: string;
   nextSeq: number;
+  poller?: SessionPoller;
 }
 
 /** remote.json: where a checkpoint of this engine lives on the server. */
@@ -149,6 +162,9 @@ export class TinkerEngine implements PolicyEngine {
   private heartbeat?: NodeJS.Timeout;
   private maxChunkLen = 1024;
   private maxChunkBytes = 5_000_000;
+  /** Sample completions polled per sampling session (the server's flag, and SDK 0.31). */
+  private polling = false;
+  private readonly canceller: SampleCanceller;
 
   private constructor(
     private readonly http: TinkerHttp,
@@ -156,6 +172,7 @@ export class TinkerEngine implements PolicyEngine {
   ) {
     this.tokenizer = Tokenizer.fromDir(o.tokenizerDir);
     this.config = contextOf(o.tokenizerDir, this.tokenizer);
+    this.canceller = new SampleCanceller(http, o.sdkVersion);
   }
 
   /** Connects: client config, a session, and (unless sampler-only) the training model, restored when resuming. */
@@ -163,6 +180,7 @@ export class TinkerEngine implements PolicyEngine {
     const http = new TinkerHttp({
       url: o.url,
       apiKey: o.apiKey,
+      credentialCommand: o.credentialCommand,
       sdkVersion: o.sdkVersion,
       requestTimeoutMs: o.requestTimeoutMs,
       futureTimeoutMs: o.futureTimeoutMs,
@@ -178,27 +196,21 @@ export class TinkerEngine implements PolicyEngine {
   }
 
   private async connect(): Promise<void> {
-    const flags = await this.http.json("/api/v1/client/config", { sdk_version: this.o.sdkVersion }, "client/config");
-    const config = new Answer(this.http.url, "client/config");
-    this.http.compress = config.optionalBoolean(flags, "proto_compress_fwdbwd") ?? false;
-    this.maxChunkLen = config.optionalInteger(flags, "fwdbwd_max_chunk_len", 1) ?? this.maxChunkLen;
-    this.maxChunkBytes = config.optionalInteger(flags, "fwdbwd_max_chunk_bytes_count", 1) ?? this.maxChunkBytes;
+    const raw = await this.http.json("/api/v1/client/config", { sdk_version: this.o.sdkVersion }, "client/config");
+    const flags = readClientFlags(raw, this.o.sdkVersion, this.http.url);
+    this.http.compress = flags.compress;
+    this.maxChunkLen = flags.maxChunkLen ?? this.maxChunkLen;
+    this.maxChunkBytes = flags.maxChunkBytes ?? this.maxChunkBytes;
+    if (flags.jwt) this.http.enableJwt();
+    this.polling = flags.retrieveFutures && this.http.features.sessionPolling;
+    if (this.http.features.cancel) await this.canceller.refresh();
     const session = await this.http.json(
       "/api/v1/create_session",
       { tags: ["agent-r1"], user_metadata: {}, sdk_version: this.o.sdkVersion, type: "create_session" },
       "create_session",
     );
-    this.sessionId = new Answer(this.http.url, "create_session").string(session, "session_id");
-    let beating = false; // one heartbeat at a time (one may wait out a billing pause)
-    this.heartbeat = setInterval(() => {
-      if (beating) return;
-      beating = true;
-      this.http
-        .json("/api/v1/session_heartbeat", { session_id: this.sessionId, type: "session_heartbeat" }, "heartbeat")
-        .catch(() => undefined)
-        .finally(() => (beating = false));
-    }, 10_000);
-    this.heartbeat.unref();
+    this.sessionId = readSession(session, this.http.url, this.o.log);
+    this.startHeartbeat();
     if (this.o.samplerOnly) return;
     const lora = this.o.lora;
     const created = await this.submit(
@@ -225,6 +237,27 @@ export class TinkerEngine implements PolicyEngine {
     );
     this.modelId = created.answer.string(created.json, "model_id");
     if (this.o.resumeFrom) await this.load(this.o.resumeFrom);
+  }
+
+  /** A heartbeat every 10 s, one at a time (one may wait out a billing pause); the dynamic config is asked again with it when due. */
+  private startHeartbeat(): void {
+    let beating = false;
+    this.heartbeat = setInterval(() => {
+      if (beating) return;
+      beating = true;
+      const dynamic = this.http.features.cancel ? this.canceller.refreshIfStale() : Promise.resolve();
+      Promise.all([
+        this.http.json(
+          "/api/v1/session_heartbeat",
+          { session_id: this.sessionId, type: "session_heartbeat" },
+          "heartbeat",
+        ),
+        dynamic,
+      ])
+        .catch(() => undefined)
+        .finally(() => (beating = false));
+    }, 10_000);
+    this.heartbeat.unref();
   }
 
   /**
@@ -256,6 +289,7 @@ export class TinkerEngine implements PolicyEngine {
     const p = (this.modelId ? this.samplerOfModel(this.modelId) : this.samplerOfBase()).then((id) => ({
       id,
       nextSeq: 0,
+      ...(this.polling ? { poller: new SessionPoller(this.http, id) } : {}),
     }));
     this.samplingSession = p;
     p.catch(() => {
@@ -290,9 +324,11 @@ export class TinkerEngine implements PolicyEngine {
   }
 
   /**
-   * One asample request and its result, read (not yet checked against what was asked), with the
-   * answer that names the server and the request. A push-back (429) waits and sends the same
-   * sample again; a result that expired (410) is asked for again with the session's next seq_id.
+   * One asample request and its result, read (not yet checked against what was asked) with the
+   * sequences' ids matched, and the answer that names the server and the request. A push-back
+   * (429) waits and sends the same sample again; a result that expired (410) is asked for again
+   * with the session's next seq_id. A sample given up (its signal, or the call's deadline) is
+   * cancelled on the server where it cancels samples.
    */
   private async asample(
     prompt: number[],
@@ -303,12 +339,18 @@ export class TinkerEngine implements PolicyEngine {
   ): Promise<{ res: SampleResponse; answer: Answer }> {
     const session = await this.sampler();
     const what = "asample";
+    // The last acknowledgement and its sequence ids (checked as it comes): its result is the one that comes back.
+    let ack: Record<string, unknown> | undefined, ids: string[] | undefined;
+    const poller = session.poller;
     const spec: CallSpec = {
       what,
       type: "Sample",
       proto: "sample",
       signal,
-      submit: (deadline) => {
+      ...(poller
+        ? { ready: (id: string, named: string, deadline: number) => poller.waitFor(id, named, deadline, signal) }
+        : {}),
+      submit: async (deadline) => {
         const body = {
           prompt: { chunks: [{ type: "encoded_text", tokens: prompt }] },
           num_samples: n,
@@ -320,12 +362,35 @@ export class TinkerEngine implements PolicyEngine {
           type: "sample",
         };
         const opts = { signal, deadline, backpressure: true };
-        return this.http.json("/api/v1/asample", body, what, opts, { "X-Tinker-Sampling-Backpressure": "1" });
+        ack = await this.http.json("/api/v1/asample", body, what, opts, { "X-Tinker-Sampling-Backpressure": "1" });
+        const id = ack.request_id; // a malformed one is call()'s to refuse
+        if (typeof id === "string" && id !== "")
+          ids = readSampleIds(
+            ack,
+            n,
+            this.http.features.sampleIds,
+            new Answer(this.http.url, `${what} (request ${id})`),
+          );
+        return ack;
       },
     };
-    const { result, answer } = await call(this.http, spec);
+    let called: Awaited<ReturnType<typeof call>>;
+    try {
+      called = await call(this.http, spec);
+    } catch (e) {
+      this.abandoned(ack, e, signal);
+      throw e;
+    }
+    const { result, answer } = called;
     const res = "bytes" in result ? readSampleProto(result.bytes, answer) : readSampleJson(result.json, answer);
-    return { res, answer };
+    return { res: ids ? matchSequences(res, ids, answer) : res, answer };
+  }
+
+  /** A sample the caller gave up on (its signal aborted, or the call's deadline came): cancelled where the server takes that. */
+  private abandoned(ack: Record<string, unknown> | undefined, e: unknown, signal?: AbortSignal): void {
+    const id = ack?.request_id;
+    if (!this.http.features.cancel || typeof id !== "string" || id === "") return;
+    if (signal?.aborted || e instanceof FutureDeadline) this.canceller.abandon(id);
   }
 
   async sample(prompt: number[], params: SamplingParams = {}): Promise<SampleResult> {
@@ -337,7 +402,10 @@ export class TinkerEngine implements PolicyEngine {
     const { res: out, answer } = await this.asample(prompt, wire, n, false, params.signal);
     const bounds = { n, maxTokens: wire.max_tokens as number, vocabSize: this.config.vocabSize };
     const checked = checkSampledSequences(out.sequences, bounds, answer.faults);
-    const sequences = checked.map((s, i) => ({ ...s, stopReason: out.sequences[i].stopReason }));
+    const sequences = checked.map((s, i) => {
+      const id = out.sequences[i].sequenceId;
+      return { ...s, stopReason: out.sequences[i].stopReason, ...(id !== undefined ? { sequenceId: id } : {}) };
+    });
     // No streaming over this protocol: the tokens are reported once the result is in, in order.
     if (params.onToken)
       sequences.forEach((s, index) =>
@@ -536,6 +604,7 @@ export class TinkerEngine implements PolicyEngine {
   async dispose(): Promise<void> {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
+    await this.canceller.idle(); // the cancels of abandoned samples go out before the client does
   }
 }
 

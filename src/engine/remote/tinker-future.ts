@@ -11,7 +11,9 @@
  *    `maxRetries` times in a row); 400 up to three times (a proxy's); other statuses fail;
  *  - `{error, category}`: the request failed on the server.
  * Every call has a deadline (`futureTimeoutMs`, 30 min by default) over its submissions and polls:
- * nothing waits without end.
+ * nothing waits without end. A sample whose session's completions are polled together
+ * (`retrieve_futures`, tinker-session-poller.ts) waits for its completion there first (`ready`),
+ * then fetches its result with one retrieve_future.
  */
 import { TinkerError } from "./tinker-error.js";
 import { Answer } from "./tinker-answer.js";
@@ -25,6 +27,17 @@ export type FutureResult = { json: Record<string, unknown> } | { bytes: Uint8Arr
 
 /** A poll answered 410: the server no longer holds the result. */
 class FutureExpired extends Error {}
+
+/** A call whose deadline came before its result (the caller may abandon the request: cancel_future). */
+export class FutureDeadline extends TinkerError {}
+
+/** The error for `named` (a request and its id) once the call's deadline has come. */
+export function notDone(http: TinkerHttp, named: string): FutureDeadline {
+  return new FutureDeadline(
+    `${http.url}: ${named} is not done after ${http.o.futureTimeoutMs / 1000} s`,
+    "the server is overloaded or stuck; look at its log",
+  );
+}
 
 export interface PollOptions {
   /** X-Tinker-Request-Type: the SDK's name of the result ("Sample", "ForwardBackward", "OptimStep"). */
@@ -53,11 +66,7 @@ export async function pollFuture(
     lost = 0,
     empty = 0; // polls in a row that brought no result
   for (;;) {
-    if (clock.now() > deadline)
-      throw new TinkerError(
-        `${http.url}: ${named} is not done after ${http.o.futureTimeoutMs / 1000} s`,
-        "the server is overloaded or stuck; look at its log",
-      );
+    if (clock.now() > deadline) throw notDone(http, named);
     const polled = clock.now();
     const again = async () => {
       const wait = pollPauseMs(empty++, clock.random) - (clock.now() - polled);
@@ -135,6 +144,8 @@ export interface CallSpec extends Omit<PollOptions, "deadline"> {
   what: string;
   /** Sends the request (again, once its result expired) within the call's deadline; returns the acknowledgement. */
   submit(deadline: number): Promise<Record<string, unknown>>;
+  /** Waits until the request `id` is known to be done (a session's completion poller), before its result is fetched. */
+  ready?(id: string, named: string, deadline: number): Promise<void>;
 }
 
 /** A result, and the answer it came in (which names the server and the request in faults). */
@@ -157,6 +168,7 @@ export async function call(http: TinkerHttp, spec: CallSpec): Promise<CallResult
         "the server keeps results only for a while after they are done; is it overloaded? look at its log",
       );
     try {
+      await spec.ready?.(id, named, deadline);
       const result = await pollFuture(http, id, spec.what, { ...spec, deadline });
       return { result, answer: new Answer(http.url, named) };
     } catch (e) {

@@ -11,12 +11,17 @@
  * 64 KiB. Redirects are never followed (the API key would go along to wherever they point): a 3xx is
  * an error naming where it points. Every failure is one TinkerError naming the server, the request
  * and the fix.
+ *
+ * X-API-Key comes from tinker-auth.ts (an API key, a credential command, or a JWT exchanged for
+ * either at /api/v1/auth/token); a 401 is sent once more with a fresh credential where one can come.
  */
 import { randomUUID } from "node:crypto";
 import { formatBytes, readLimited, readPrefix, redirectTarget } from "../../util/read-limited.js";
 import { TinkerError } from "./tinker-error.js";
 import { zstdCompress } from "./zstd.js";
 import { Answer } from "./tinker-answer.js";
+import { jwtExpiry, TinkerAuth } from "./tinker-auth.js";
+import { sdkVersionProblem, versionAtLeast, wireFeatures, type WireFeatures } from "./tinker-versions.js";
 import {
   backoffMs,
   backpressureMs,
@@ -36,6 +41,8 @@ export interface TinkerHttpOptions {
   url: string;
   /** Sent as X-API-Key. */
   apiKey?: string;
+  /** A shell command that prints the credential to send (instead of apiKey). */
+  credentialCommand?: string;
   /** The SDK version the client reports and speaks (protobuf from 0.25). */
   sdkVersion: string;
   /** Per HTTP request. Default 60 s. */
@@ -73,17 +80,7 @@ export interface RawResponse {
   body: Uint8Array;
 }
 
-/** Whether `version` (x.y.z) is at least `min`. */
-export function versionAtLeast(version: string, min: string): boolean {
-  const a = version.split(".").map(Number),
-    b = min.split(".").map(Number);
-  for (let i = 0; i < 3; i++) {
-    const x = a[i] ?? 0,
-      y = b[i] ?? 0;
-    if (x !== y) return x > y;
-  }
-  return true;
-}
+export { versionAtLeast };
 
 /** The message of an error answer, on one line: its detail, error or message field, or the start of its text. */
 export function messageOf(body: Uint8Array): string {
@@ -102,10 +99,15 @@ export function messageOf(body: Uint8Array): string {
 
 export class TinkerHttp {
   readonly proto: boolean;
+  /** What the SDK version gets on the wire (tinker-versions.ts). */
+  readonly features: WireFeatures;
   readonly clock: Clock;
   /** The pause while the server refuses for billing, shared by every request of this client (as the SDK's). */
   readonly billing: BillingPause;
-  readonly o: Required<Omit<TinkerHttpOptions, "apiKey" | "log" | "clock">> & Pick<TinkerHttpOptions, "apiKey" | "log">;
+  readonly o: Required<Omit<TinkerHttpOptions, "apiKey" | "credentialCommand" | "log" | "clock">> &
+    Pick<TinkerHttpOptions, "log">;
+  /** What X-API-Key carries. */
+  readonly auth: TinkerAuth;
   /** From the server's client config: compress protobuf bodies with zstd. */
   compress = false;
   /** Whether a request has ever got an answer: until then a refused connection is not retried (a wrong URL fails at once). */
@@ -121,7 +123,13 @@ export class TinkerHttp {
         "give http(s)://host:port of a Tinker-protocol server",
       );
     }
-    const { clock, ...rest } = options;
+    const problem = sdkVersionProblem(options.sdkVersion);
+    if (problem)
+      throw new TinkerError(
+        `engine.tinker.sdkVersion: ${problem}`,
+        "give a version from 0.24.0 (JSON) to 0.31.0 (the newest published)",
+      );
+    const { clock, apiKey, credentialCommand, ...rest } = options;
     this.o = {
       ...rest,
       requestTimeoutMs: options.requestTimeoutMs ?? 60_000,
@@ -132,12 +140,44 @@ export class TinkerHttp {
       url: url.href.replace(/\/+$/, ""),
     };
     this.clock = clock ?? REAL_CLOCK;
+    const source = credentialCommand ? { command: credentialCommand } : apiKey ? { apiKey } : undefined;
+    this.auth = new TinkerAuth(source, this.clock);
     this.billing = new BillingPause(this.o.billingMaxPauseMs, this.clock, options.log);
-    this.proto = versionAtLeast(options.sdkVersion, "0.25.0");
+    this.features = wireFeatures(options.sdkVersion);
+    this.proto = this.features.protobuf;
   }
 
   get url(): string {
     return this.o.url;
+  }
+
+  /** The server's client config asked for it: every request after this one sends a JWT exchanged for the credential. */
+  enableJwt(): void {
+    this.auth.exchange ??= (credential, signal) => this.exchangeJwt(credential, signal);
+  }
+
+  /**
+   * POST /api/v1/auth/token with `credential`: the JWT it answers (checked to be one, with an
+   * expiry). A refusal is a TinkerError; a dropped connection or a 5xx a plain Error (retried by
+   * the request that needed the token).
+   */
+  private async exchangeJwt(credential: string, signal?: AbortSignal): Promise<string> {
+    const what = "auth/token";
+    const headers = { "Content-Type": "application/json", Accept: "application/json" };
+    const res = await this.fetchOnce("/api/v1/auth/token", "{}", headers, what, signal, credential);
+    if (res.status === 408 || res.status === 429 || res.status >= 500)
+      throw new Error(`${what}: HTTP ${res.status}: ${messageOf(res.body)}`);
+    if (res.status === 401 || res.status === 403)
+      throw new TinkerError(
+        `${this.o.url}: ${what} refused to exchange the credential for a JWT (HTTP ${res.status}: ${messageOf(res.body)})`,
+        "check TINKER_API_KEY, or what engine.tinker.credentialCommand (TINKER_CREDENTIAL_CMD) prints",
+        401,
+      );
+    if (res.status >= 300) throw this.failure(what, res.status, messageOf(res.body));
+    const answer = new Answer(this.o.url, what);
+    const jwt = answer.string(this.parseJson(res, what), "jwt");
+    if (jwtExpiry(jwt) === undefined) throw answer.fault("jwt", "is not a JWT with an expiry (its exp claim)");
+    return jwt;
   }
 
   /** A JSON request and its JSON answer; `what` names the request in errors ("create_model"). */
@@ -264,7 +304,11 @@ export class TinkerHttp {
         "is the server running and reachable? check engine.tinker.url (or TINKER_BASE_URL)",
       );
     if (status === 401 || status === 403)
-      return new TinkerError(`${where} was refused (${detail})`, "check the API key in TINKER_API_KEY", status);
+      return new TinkerError(
+        `${where} was refused (${detail})`,
+        "check the API key in TINKER_API_KEY (or what engine.tinker.credentialCommand prints)",
+        status,
+      );
     if (status === 404 && /not found/i.test(detail) && !/model|session|future|request/i.test(detail))
       return new TinkerError(
         `${where}: the server has no such endpoint (${detail})`,
@@ -274,16 +318,16 @@ export class TinkerHttp {
     if (status === 415 || status === 422)
       return new TinkerError(
         `${where} was not understood (${detail})`,
-        `the server may speak another SDK generation than ${this.o.sdkVersion}: set engine.tinker.sdkVersion (0.24.1 for JSON servers, 0.25.0 for protobuf)`,
+        `the server may speak another SDK generation than ${this.o.sdkVersion}: set engine.tinker.sdkVersion (0.24.1 for JSON servers, 0.25.0 or later for protobuf)`,
         status,
       );
     return new TinkerError(`${where} failed: ${detail}`, undefined, status);
   }
 
   /**
-   * One request, never sent again here: a 2xx answer read within the limit, any other status with
-   * the start of its body. A lost connection is a plain Error with the cause; a redirect or an
-   * answer past the limit a TinkerError.
+   * One request, not sent again here but for a 401 answered by a fresh credential (once): a 2xx
+   * answer read within the limit, any other status with the start of its body. A lost connection
+   * is a plain Error with the cause; a redirect or an answer past the limit a TinkerError.
    */
   async request(
     path: string,
@@ -291,6 +335,22 @@ export class TinkerHttp {
     headers: Record<string, string>,
     what: string,
     signal?: AbortSignal,
+  ): Promise<RawResponse> {
+    const token = await this.auth.header(signal);
+    const res = await this.fetchOnce(path, body, headers, what, signal, token);
+    if (res.status !== 401 || !this.auth.renewable) return res;
+    this.auth.refused(token);
+    return this.fetchOnce(path, body, headers, what, signal, await this.auth.header(signal));
+  }
+
+  /** One request with `token` as X-API-Key. */
+  private async fetchOnce(
+    path: string,
+    body: string | Uint8Array | undefined,
+    headers: Record<string, string>,
+    what: string,
+    signal: AbortSignal | undefined,
+    token: string | undefined,
   ): Promise<RawResponse> {
     const timeout = AbortSignal.timeout(this.o.requestTimeoutMs);
     const lost = (e: Error): Error => {
@@ -302,7 +362,7 @@ export class TinkerHttp {
       method: body === undefined ? "GET" : "POST",
       headers: {
         ...headers,
-        ...(this.o.apiKey ? { "X-API-Key": this.o.apiKey } : {}),
+        ...(token ? { "X-API-Key": token } : {}),
         "User-Agent": `agent-r1 (tinker-sdk ${this.o.sdkVersion})`,
       },
       body: body as BodyInit | undefined,

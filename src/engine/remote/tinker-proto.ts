@@ -6,6 +6,9 @@
  * Tensors travel as little-endian byte blobs, not repeated fields: token ids int32, dense tensors
  * float32 or int64, batched tensors with int64 byte offsets (n + 1 of them, starting at 0).
  * Proto3 leaves default values off the wire (seq_id 0, forward_only false, dtype unspecified).
+ * Fields a newer SDK adds that this side neither sends nor needs (SDK 0.31's loss_fn_config_v2,
+ * which it mirrors into loss_fn_config for older servers, and the datum provenance spans) are
+ * skipped when read, as protobuf skips any field it does not know.
  */
 import protobuf from "protobufjs";
 
@@ -30,6 +33,7 @@ message SampleResponse {
   repeated SampledSequence sequences = 1;
   optional bytes prompt_logprobs = 2;
   optional TopkPromptLogprobs topk_prompt_logprobs = 3;
+  int64 prompt_cache_hit_tokens = 4;
 }
 
 message SampledSequence {

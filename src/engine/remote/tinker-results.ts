@@ -48,11 +48,15 @@ export function readSampleJson(raw: unknown, a: Answer): SampleResponse {
     if (!Array.isArray(s.tokens)) throw a.fault(`sequences[${i}].tokens`, isNot(s.tokens, "a list of token ids"));
     const lp = s.logprobs ?? null;
     if (lp !== null && !Array.isArray(lp)) throw a.fault(`sequences[${i}].logprobs`, isNot(lp, "a list of logprobs"));
+    const id = s.sequence_id ?? undefined;
+    if (id !== undefined && (typeof id !== "string" || id === ""))
+      throw a.fault(`sequences[${i}].sequence_id`, isNot(id, "a non-empty string"));
     // The values are checked against the request (answer-checks.ts) before anything uses them.
     return {
       tokens: s.tokens as number[],
       logprobs: lp as number[] | null,
       stopReason: stopReason as WireSequence["stopReason"],
+      ...(id !== undefined ? { sequenceId: id as string } : {}),
     };
   });
   const pl = r.prompt_logprobs ?? null;
@@ -77,7 +81,10 @@ export function readSampleProto(bytes: Uint8Array, a: Answer): SampleResponse {
     pl && pl.byteLength > 0
       ? typedBlob("float32", pl, "prompt_logprobs", a.faults).map((x) => (Number.isNaN(x) ? null : x))
       : null;
-  return { sequences, promptLogprobs };
+  const hits = m.prompt_cache_hit_tokens;
+  if (!Number.isSafeInteger(hits) || (hits as number) < 0)
+    throw a.fault("prompt_cache_hit_tokens", isNot(hits, "a count of prompt tokens"));
+  return { sequences, promptLogprobs, ...(hits ? { promptCacheHitTokens: hits as number } : {}) };
 }
 
 // ---- forward_backward ----

@@ -4,6 +4,10 @@
  * future is kept for `keepMs` after it settles, so a client whose poll was cut can ask again; after
  * that its id answers 410, as Tinker's "promise expired" (for the last 100,000 expired ids; older
  * ones are forgotten and answer 404, so the record of them does not grow without end).
+ *
+ * A future's work gets an AbortSignal: `cancel` (the protocol's cancel_future) aborts a running
+ * one, which then fails as cancelled (category user); `onSettled` hears when each one settles
+ * (a sampling session's completion log, session-futures.ts).
  */
 import { randomUUID } from "node:crypto";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
@@ -19,6 +23,7 @@ interface Entry {
   settled?: Settled;
   done: Promise<void>;
   expires?: number;
+  controller: AbortController;
 }
 
 /** Expired ids remembered for their 410. */
@@ -30,12 +35,12 @@ export class Futures {
 
   constructor(private readonly keepMs = 10 * 60_000) {}
 
-  /** Starts `work` and returns the id its result will be found under. */
-  start(kind: ResultKind, work: () => Promise<unknown>): string {
+  /** Starts `work` and returns the id its result will be found under; `onSettled` hears whether it succeeded. */
+  start(kind: ResultKind, work: (signal: AbortSignal) => Promise<unknown>, onSettled?: (ok: boolean) => void): string {
     this.sweep();
     const id = `req-${randomUUID()}`;
-    const entry: Entry = { kind, done: Promise.resolve() };
-    entry.done = work().then(
+    const entry: Entry = { kind, done: Promise.resolve(), controller: new AbortController() };
+    entry.done = work(entry.controller.signal).then(
       (value) => {
         entry.settled = { ok: true, kind, value };
       },
@@ -44,9 +49,27 @@ export class Futures {
         entry.settled = { ok: false, error: e instanceof Error ? e.message : String(e), category };
       },
     );
-    entry.done.then(() => (entry.expires = Date.now() + this.keepMs));
+    entry.done.then(() => {
+      entry.expires = Date.now() + this.keepMs;
+      onSettled?.(entry.settled!.ok);
+    });
     this.entries.set(id, entry);
     return id;
+  }
+
+  /** What kind of result `id` is, or undefined for an id this server does not hold. */
+  kindOf(id: string): ResultKind | undefined {
+    return this.entries.get(id)?.kind;
+  }
+
+  /** Aborts the work of `id` if it still runs; returns whether it did. An unknown id: 404. */
+  cancel(id: string): boolean {
+    const entry = this.entries.get(id);
+    if (!entry)
+      throw new TinkerError(`no request ${id} on this server (was it restarted, or long done?)`, undefined, 404);
+    if (entry.settled) return false;
+    entry.controller.abort(new TinkerError(`request ${id} was cancelled (cancel_future)`));
+    return true;
   }
 
   /** The result, or undefined if it is not ready within `waitMs`. Unknown ids: 404; expired: 410. */

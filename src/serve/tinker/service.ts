@@ -17,6 +17,12 @@
  * request for `sessionTtlMs` is closed, its models and sampling sessions unloaded, so clients that
  * end without unload_model (as the SDK does) do not pile engines up. Requests are bounded as
  * limits.ts says, and checked (wire-input.ts) before anything runs.
+ *
+ * SDK generations (sdk-support.ts): a session remembers the version it reported; its samples'
+ * acknowledgements carry per-sequence ids from 0.25 (sample-fields.ts, which also refuses the
+ * sampling fields this server does not compute); settled samples go to their sampling session's
+ * completion log for `retrieve_futures` (session-futures.ts); `cancel_future` aborts a running
+ * sample; `client/dynamic_config` says cancelling is on.
  */
 import { realpathSync } from "node:fs";
 import { resolve } from "node:path";
@@ -34,6 +40,9 @@ import { AgentR1Error, InputError } from "../../util/errors.js";
 import { makeDir } from "../../util/make-dir.js";
 import { shown } from "../../util/shown.js";
 import { Futures, type ResultKind, type Settled } from "./futures.js";
+import { readPollRequest, SessionCompletions } from "./session-futures.js";
+import { refuseUnsupportedSampling, sampleAck } from "./sample-fields.js";
+import { pollsSessions, reportedSdk, sessionMessages, supportFields } from "./sdk-support.js";
 import { SeqQueue } from "./seq-queue.js";
 import { forwardLogprobs, planTokens, scorePlan } from "./forward-only.js";
 import { CheckpointPaths } from "./checkpoint-paths.js";
@@ -66,6 +75,8 @@ export interface TinkerServiceOptions extends Partial<TinkerLimits> {
   maxModels?: number;
   /** A session with no heartbeat or request for this long is closed and its models unloaded. Default 5 min. */
   sessionTtlMs?: number;
+  /** What client/dynamic_config answers. Default: asked again every 300 s, cancelling on, 64 cancels at once. */
+  dynamicConfig?: { refreshIntervalS?: number; cancelEnabled?: boolean; cancelBatch?: number };
   log?: (line: string) => void;
 }
 
@@ -103,6 +114,10 @@ function shapeOf(dir: string, what: string): ModelShape {
 
 export class TinkerService {
   readonly futures = new Futures();
+  /** Settled samples per sampling session, for retrieve_futures. */
+  readonly completions = new SessionCompletions();
+  /** Session id -> the SDK version it reported (undefined: none, or not a version). */
+  private readonly sessionSdk = new Map<string, string | undefined>();
   readonly limits: TinkerLimits;
   /** Session id -> when it was last heard from (ms). */
   private readonly sessions = new Map<string, number>();
@@ -138,16 +153,27 @@ export class TinkerService {
     };
   }
 
-  clientConfig(): Record<string, unknown> {
+  /** The client config; `jwt`: the server issues JWTs (auth/token). */
+  clientConfig(jwt = false): Record<string, unknown> {
     return {
-      pjwt_auth_enabled: false,
+      pjwt_auth_enabled: jwt,
       proto_write_fwdbwd: true,
       proto_compress_fwdbwd: this.o.compress ?? false,
       ...chunkConfig(this.limits),
       parallel_fwdbwd_chunks: false,
       use_pyqwest_transport: false,
       create_model_via_load_weights: false,
-      sample_use_retrieve_futures: false,
+      sample_use_retrieve_futures: true,
+      ...supportFields({ compress: this.o.compress ?? false, jwt }),
+    };
+  }
+
+  dynamicConfig(): Record<string, unknown> {
+    const d = this.o.dynamicConfig ?? {};
+    return {
+      refresh_interval_sec: d.refreshIntervalS ?? 300,
+      sample_cancel_enabled: d.cancelEnabled ?? true,
+      sample_cancel_max_batch_size: d.cancelBatch ?? 64,
     };
   }
 
@@ -158,7 +184,7 @@ export class TinkerService {
     };
   }
 
-  createSession(): Record<string, unknown> {
+  createSession(body: Record<string, unknown> = {}): Record<string, unknown> {
     if (this.sessions.size >= MAX_SESSIONS)
       throw new TinkerError(
         `this server holds ${MAX_SESSIONS} sessions; an idle one closes after ${this.sessionTtlMs / 1000} s`,
@@ -166,8 +192,10 @@ export class TinkerService {
         429,
       );
     const id = `session-${randomUUID()}`;
+    const sdk = reportedSdk(body.sdk_version);
     this.sessions.set(id, Date.now());
-    return { session_id: id, type: "create_session" };
+    this.sessionSdk.set(id, sdk);
+    return { session_id: id, type: "create_session", ...sessionMessages(sdk) };
   }
 
   heartbeat(body: Record<string, unknown>): Record<string, unknown> {
@@ -200,6 +228,7 @@ export class TinkerService {
 
   private closeSession(id: string): void {
     this.sessions.delete(id);
+    this.sessionSdk.delete(id);
     let unloaded = 0;
     for (const m of [...this.models.values()].filter((x) => x.session === id)) {
       this.models.delete(m.id);
@@ -210,7 +239,11 @@ export class TinkerService {
         .then((e) => e.dispose())
         .catch(() => undefined);
     }
-    for (const [sid, s] of this.samplers) if (s.session === id) this.samplers.delete(sid);
+    for (const [sid, s] of this.samplers)
+      if (s.session === id) {
+        this.samplers.delete(sid);
+        this.completions.drop(sid);
+      }
     const used = new Set([...this.samplers.values()].map((s) => s.engine));
     for (const [dir, engine] of this.diskEngines) {
       if (used.has(engine)) continue;
@@ -489,8 +522,7 @@ export class TinkerService {
     return { sampling_session_id: id, type: "create_sampling_session" };
   }
 
-  asample(body: Record<string, unknown>): string {
-    const sid = str(body.sampling_session_id, "sampling_session_id");
+  private sampler(sid: string): SamplingSession {
     const s = this.samplers.get(sid);
     if (!s)
       throw new TinkerError(
@@ -499,6 +531,13 @@ export class TinkerService {
         404,
       );
     this.touch(s.session);
+    return s;
+  }
+
+  /** An asample: its acknowledgement (the request id, and per-sequence ids for the versions that have them). */
+  asample(body: Record<string, unknown>): Record<string, unknown> {
+    const sid = str(body.sampling_session_id, "sampling_session_id");
+    const s = this.sampler(sid);
     const prompt = modelInput(body.prompt, "prompt", s.shape.vocab);
     if (prompt.length === 0) throw new TinkerError("prompt.chunks hold no tokens; a prompt needs at least one");
     if (prompt.length > s.shape.window)
@@ -509,9 +548,8 @@ export class TinkerService {
     checkSamples(this.limits, n);
     const params = samplingParams(body.sampling_params, s.shape);
     const withPromptLogprobs = flag(body.prompt_logprobs, "prompt_logprobs");
-    const topk = body.topk_prompt_logprobs;
-    if (topk !== undefined && topk !== null && topk !== 0)
-      throw bad("topk_prompt_logprobs", "0 (this server returns no top-k prompt logprobs)", topk);
+    refuseUnsupportedSampling(body);
+    const seq = body.seq_id === undefined || body.seq_id === null ? 0 : int(body.seq_id, "seq_id");
     // Each sequence stops at the context window, so that is all it can cost.
     const perSequence = Math.min(params.maxTokens, Math.max(0, s.shape.window - prompt.length));
     const scored = withPromptLogprobs ? prompt.length : 0;
@@ -521,7 +559,7 @@ export class TinkerService {
       "num_samples",
       `${prompt.length} prompt${scored ? ` + ${scored} scored` : ""} + ${n} samples × ${perSequence} new`,
     );
-    return this.futures.start("sample", async (): Promise<SampleResponse> => {
+    const work = async (signal: AbortSignal): Promise<SampleResponse> => {
       if (s.model && s.model.version !== s.version)
         throw new TinkerError(
           `sampling session ${sid} is of weights that have since changed (this server keeps only the latest); make a new one with save_weights_for_sampler`,
@@ -530,18 +568,41 @@ export class TinkerService {
         );
       const engine = await (s.model ? s.model.engine : s.engine!);
       const [res, promptLp] = await Promise.all([
-        engine.sample(prompt, { ...params, n }),
+        engine.sample(prompt, { ...params, n, signal }),
         withPromptLogprobs ? engine.computeLogprobs([prompt]) : Promise.resolve(undefined),
       ]);
       return {
         sequences: res.sequences.map((q) => ({ tokens: q.tokens, logprobs: q.logprobs, stopReason: q.stopReason })),
         promptLogprobs: promptLp ? promptLp[0] : null,
       };
+    };
+    // A client's own samples are cloned sampler 0; a clone's seq_ids are blocks of 10⁹ (the SDK's).
+    const cloned = Math.floor(seq / 1_000_000_000);
+    const sdk = this.sessionSdk.get(s.session);
+    const id = this.futures.start("sample", work, (ok) => {
+      if (pollsSessions(sdk) && this.samplers.has(sid)) this.completions.record(sid, cloned, id, ok);
     });
+    return sampleAck(id, n, sdk);
   }
 
   retrieve(id: unknown, waitMs: number): Promise<Settled | undefined> {
     return this.futures.retrieve(str(id, "request_id"), waitMs);
+  }
+
+  /** retrieve_futures: the samples of a sampling session that settled since the client's cursor, waiting up to `pollMs`. */
+  retrieveFutures(body: Record<string, unknown>, pollMs: number): ReturnType<SessionCompletions["poll"]> {
+    const r = readPollRequest(body);
+    this.sampler(r.samplingSessionId);
+    return this.completions.poll(r, Math.min(r.waitMs ?? pollMs, pollMs));
+  }
+
+  /** cancel_future: aborts a running sample (only samples are cancelled). */
+  cancelFuture(body: Record<string, unknown>): Record<string, unknown> {
+    const id = str(body.request_id, "request_id");
+    const kind = this.futures.kindOf(id);
+    if (kind !== undefined && kind !== "sample")
+      throw new TinkerError(`request ${shown(id)} is not a sample; only samples are cancelled`);
+    return { type: "cancel_future", request_id: id, cancelled: this.futures.cancel(id) };
   }
 
   async close(): Promise<void> {
