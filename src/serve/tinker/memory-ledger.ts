@@ -97,11 +97,6 @@ export class MemoryLedger {
     this.activationBytes = opts.microBatchBytes ?? DEFAULT_NATIVE_ACTIVATION_BUDGET;
   }
 
-  /** Bytes held now, activations included. */
-  get total(): number {
-    return this.sum([...this.held.values()]);
-  }
-
   private sum(charges: Charge[]): number {
     const act = charges.some((c) => c.trains) ? this.activationBytes : 0;
     return charges.reduce((s, c) => s + bytesOf(c), act);

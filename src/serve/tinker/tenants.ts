@@ -60,7 +60,7 @@ function asTinker<T>(what: string, read: () => T): T {
 }
 
 export class Tenants {
-  readonly ledger: MemoryLedger;
+  private readonly ledger: MemoryLedger;
   private readonly bases = new Map<string, SharedBase>();
 
   constructor(
