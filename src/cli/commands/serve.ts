@@ -95,6 +95,13 @@ const FLAGS: FlagSpec = {
     description: "engine worker threads per model; 0 runs in the server's thread",
     fallback: "2 on 2+ cores",
   },
+  "memory-gb": {
+    type: "string",
+    value: "GB",
+    description:
+      "the native engine's memory budget (engine.memoryGb); with --tinker every base model counts once, and each model its LoRA adapters (or full weights), optimizer state and KV cache: a model past it is refused",
+    fallback: "75% of physical memory",
+  },
   ...BACKEND_FLAG,
 };
 
@@ -122,7 +129,14 @@ export const serveCommand: Command = {
     const workers = optionalNumber("serve", flags, "workers");
     if (workers !== undefined && !(Number.isInteger(workers) && workers >= 0))
       throw usageError("serve", `--workers must be a non-negative integer, got '${flags.workers}'`);
-    const engineOptions = { backend, ...(workers !== undefined ? { workers } : {}) };
+    const memoryGb = optionalNumber("serve", flags, "memory-gb");
+    if (memoryGb !== undefined && !(memoryGb > 0))
+      throw usageError("serve", `--memory-gb must be a positive number, got '${flags["memory-gb"]}'`);
+    const engineOptions = {
+      backend,
+      ...(workers !== undefined ? { workers } : {}),
+      ...(memoryGb !== undefined ? { memoryGb } : {}),
+    };
     if (flags.tinker === true) {
       const name = (flags.name as string | undefined) ?? basename(resolve(model));
       if (!existsSync(join(model, "config.json")))

@@ -14,6 +14,9 @@ import type { DecodeCompute } from "./decode-compute.js";
 import type { RawForwardBackward, RawValuePass, ReplicaOptions, Role } from "./replica-api.js";
 import type { SchedulerOptions } from "./scheduler.js";
 
+/** Where trained LoRA adapters start: new ones of `spec` (drawn from `seed`), or `adapter`'s (a directory of this spec). */
+export type LoraStart = NonNullable<ReplicaOptions["lora"]>;
+
 /** A model as a backend trains it: its parameters, their gradients and AdamW's state. */
 export interface TrainableModel<M> {
   readonly model: M;
@@ -58,6 +61,11 @@ export interface Backend<M, T extends TrainableModel<M>, KV> {
   saveAdapter?(t: T, dir: string): void;
   /** A sampling model of the policy's base weights with the PEFT adapter in `dir` (the C engine only). */
   adapterModel?(policy: T, dir: string): M;
+  /**
+   * LoRA adapters that train over the policy's base weights, which they share and never change:
+   * new ones, or (`start.adapter`) a directory's with its optimizer state (the C engine only).
+   */
+  adapterTrainable?(policy: T, start: LoraStart): T;
   /** Tensors alive besides the caches' `cacheTensors`. */
   liveTensors(cacheTensors: number): number;
   dispose(): void;

@@ -28,6 +28,8 @@ import { isLoraDir } from "./native/lora-checkpoint.js";
 import type { NativeTrainable } from "./native/native-trainable.js";
 import { LocalCritic } from "./critic.js";
 import type { AdapterEngine } from "./adapter-engine.js";
+import type { AdapterTrainer } from "./adapter-trainer.js";
+import type { LoraStart } from "./backend.js";
 import { readModelConfig } from "../../model/model-dir.js";
 import { checkModelFits } from "../../model/model-limits.js";
 import { Tokenizer } from "../../model/tokenizer.js";
@@ -330,6 +332,16 @@ export class LocalEngine implements Engine {
    */
   async openAdapter(dir: string): Promise<AdapterEngine> {
     return this.inThread("serving LoRA adapters").openAdapter(dir, this.config);
+  }
+
+  /**
+   * LoRA adapters that train over this engine's weights (shared, not copied, and never changed by
+   * them): new ones of `start.spec` drawn from `start.seed`, or `start.adapter`'s. An engine of its
+   * own for training, sampling and scoring, one of any number over the same base. The native engine
+   * only; this engine's own weights must not train while the sets are in use.
+   */
+  async trainAdapters(start: LoraStart): Promise<AdapterTrainer> {
+    return this.inThread("training LoRA adapters over a shared base").trainAdapters(start, this.config, this.sourceDir);
   }
 
   /** The one replica of an engine that runs in this thread (the native engine always does). */

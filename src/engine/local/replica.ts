@@ -9,10 +9,11 @@ import type { ResolvedLoss } from "../../rl/policy-loss.js";
 import { checkAdamParams } from "../optim-params.js";
 import type { AdamParams, Datum, OptimStepResult, SampleResult, SamplingParams, ValueDatum } from "../types.js";
 import type { BackendName } from "./addon.js";
-import { BACKENDS, type Backend, type Models, type TrainableModel } from "./backend.js";
+import { BACKENDS, type Backend, type LoraStart, type Models, type TrainableModel } from "./backend.js";
 import type { ReplicaApi, ReplicaOptions, ReplicaStats, Role } from "./replica-api.js";
 import { Scheduler } from "./scheduler.js";
 import { AdapterEngine } from "./adapter-engine.js";
+import { AdapterTrainer } from "./adapter-trainer.js";
 import { InputError } from "../../util/errors.js";
 import type { ModelConfig } from "../../model/config.js";
 
@@ -171,6 +172,18 @@ export class Replica<M = any, T extends TrainableModel<M> = TrainableModel<M>, K
     const model = this.backend.adapterModel(this.policy, dir);
     const options = { ...this.opts, ...this.backend.schedulerOptions(this.policy) };
     return new AdapterEngine(this.backend, model, this.tokenizer, config, dir, options);
+  }
+
+  /** New LoRA adapters (or a directory's, `start.adapter`) that train over the policy's base weights (the C engine). */
+  trainAdapters(start: LoraStart, config: ModelConfig, tokenizerFrom: string): AdapterTrainer<M, T> {
+    if (!this.backend.adapterTrainable)
+      throw new InputError(
+        `the ${this.backend.name} engine trains no LoRA adapters over a shared base`,
+        "use the native engine (--backend native)",
+      );
+    const t = this.backend.adapterTrainable(this.policy, start);
+    const options = { ...this.opts, ...this.backend.schedulerOptions(t) };
+    return new AdapterTrainer(this.backend, this.policy, t, start, this.tokenizer, config, tokenizerFrom, options);
   }
 
   async zeroGrad(role: Role) {

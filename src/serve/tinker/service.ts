@@ -6,11 +6,14 @@
  * Weights: a model's weights change with optim_step and load_weights (its `version`). A sampling
  * session made by save_weights_for_sampler without a name samples the model's live weights of that
  * version; once they change it is stale and refused (this server keeps no copies: make a new one,
- * as the SDK does after each step). A named save writes the weights to disk, and a session on that
- * path (or on a base model) samples a separate engine loaded from disk.
+ * as the SDK does after each step). A named save writes the weights to disk; a session on a base
+ * model samples its shared engine, on a saved LoRA checkpoint its adapters over that engine, and on
+ * saved full weights a separate engine loaded from disk.
  *
- * LoRA: the local engine trains full weights, so a LoRA config is accepted and recorded, and the
- * full weights are trained (get_info says is_lora: false).
+ * LoRA (./tenants.ts): a model with a lora_config of rank r > 0 trains LoRA adapters of rank r
+ * over one shared copy of its base model, with its own optimizer state; no lora_config (or rank 0)
+ * trains full weights of its own. A model that the memory plan (./memory-ledger.ts) cannot fit
+ * beside what the server holds is refused with a 429 naming it and the budget.
  *
  * Resources: the server holds at most `maxModels` engines (training models plus models loaded for
  * sampling; another is a 429 naming the limit), and a session that neither heartbeats nor sends a
@@ -27,7 +30,7 @@
 import { realpathSync } from "node:fs";
 import { resolve } from "node:path";
 import { randomUUID } from "node:crypto";
-import type { LocalEngine, LocalEngineOptions } from "../../engine/local/local-engine.js";
+import type { LocalEngineOptions } from "../../engine/local/local-engine.js";
 import type {
   ForwardBackwardOutput,
   ForwardBackwardRequest,
@@ -36,6 +39,7 @@ import type {
 } from "../../engine/remote/tinker-codec.js";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
 import { readModelConfig } from "../../model/model-dir.js";
+import type { ModelConfig } from "../../model/config.js";
 import { AgentR1Error, InputError } from "../../util/errors.js";
 import { makeDir } from "../../util/make-dir.js";
 import { shown } from "../../util/shown.js";
@@ -47,6 +51,8 @@ import { SeqQueue } from "./seq-queue.js";
 import { forwardLogprobs, planTokens, scorePlan } from "./forward-only.js";
 import { CheckpointPaths } from "./checkpoint-paths.js";
 import { elementwiseLosses, SUPPORTED_LOSSES, wireDatums, wireLossSpec } from "./wire-loss.js";
+import { Tenants, type Lease, type SamplingEngine, type TrainingEngine } from "./tenants.js";
+import { describeTraining, trainingOf, type Training } from "./lora-request.js";
 import { chunkConfig, checkRequestTokens, checkSamples, tinkerLimits, type TinkerLimits } from "./limits.js";
 import {
   adamParams,
@@ -84,8 +90,10 @@ interface Model {
   id: string;
   session: string;
   base: string;
-  lora: unknown;
-  engine: Promise<LocalEngine>;
+  training: Training;
+  engine: Promise<TrainingEngine>;
+  /** Disposes the engine and lets its memory (and its use of a shared base) go. */
+  release(): Promise<void>;
   version: number;
   queue: SeqQueue;
   /** The vocabulary and context window of the weights it holds (load_weights may change them). */
@@ -97,15 +105,15 @@ interface SamplingSession {
   /** A live model at a version, or a separate engine (a base model or a saved path). */
   model?: Model;
   version?: number;
-  engine?: Promise<LocalEngine>;
+  engine?: Promise<SamplingEngine>;
   shape: ModelShape;
 }
 
 /** A model directory's vocabulary and context window (config.json), as a 400 when it cannot be read. */
-function shapeOf(dir: string, what: string): ModelShape {
+function shapeOf(dir: string, what: string): ModelShape & { config: ModelConfig } {
   try {
     const c = readModelConfig(dir);
-    return { vocab: c.vocabSize, window: c.maxPositionEmbeddings };
+    return { vocab: c.vocabSize, window: c.maxPositionEmbeddings, config: c };
   } catch (e) {
     if (e instanceof AgentR1Error) throw new TinkerError(`${what}: ${e.message}`);
     throw e;
@@ -127,7 +135,9 @@ export class TinkerService {
   private readonly models = new Map<string, Model>();
   private readonly samplers = new Map<string, SamplingSession>();
   /** Engines loaded from disk for sampling, by directory (loaded once). */
-  private readonly diskEngines = new Map<string, Promise<LocalEngine>>();
+  private readonly diskEngines = new Map<string, Lease<SamplingEngine>>();
+  /** The engines: shared bases, LoRA and full models, samplers; and the memory plan over them. */
+  private readonly tenants: Tenants;
   /** The state directory, links resolved: every checkpoint resolves inside it. */
   private readonly checkpoints: CheckpointPaths;
   private readonly baseShapes = new Map<string, ModelShape>();
@@ -136,6 +146,7 @@ export class TinkerService {
     this.limits = tinkerLimits(o);
     makeDir(resolve(o.stateDir), "serve --tinker: --state-dir");
     this.checkpoints = new CheckpointPaths(realpathSync(resolve(o.stateDir)));
+    this.tenants = new Tenants(o.baseModels, o.engineOptions);
     for (const [name, dir] of o.baseModels) this.baseShapes.set(name, shapeOf(dir, `base model '${name}'`));
     this.maxModels = positive(o.maxModels ?? 8, "maxModels");
     this.sessionTtlMs = positive(o.sessionTtlMs ?? 5 * 60_000, "sessionTtlMs");
@@ -151,6 +162,11 @@ export class TinkerService {
       samplers: this.samplers.size,
       diskEngines: this.diskEngines.size,
     };
+  }
+
+  /** Base models held once for the LoRA models and samplers over them, with how many use each. */
+  sharedBases(): Record<string, number> {
+    return this.tenants.sharedBases();
   }
 
   /** The client config; `jwt`: the server issues JWTs (auth/token). */
@@ -235,8 +251,7 @@ export class TinkerService {
       unloaded++;
       void m.queue
         .settled()
-        .then(() => m.engine)
-        .then((e) => e.dispose())
+        .then(() => m.release())
         .catch(() => undefined);
     }
     for (const [sid, s] of this.samplers)
@@ -245,11 +260,11 @@ export class TinkerService {
         this.completions.drop(sid);
       }
     const used = new Set([...this.samplers.values()].map((s) => s.engine));
-    for (const [dir, engine] of this.diskEngines) {
-      if (used.has(engine)) continue;
+    for (const [dir, lease] of this.diskEngines) {
+      if (used.has(lease.engine)) continue;
       this.diskEngines.delete(dir);
       unloaded++;
-      void engine.then((e) => e.dispose()).catch(() => undefined);
+      void lease.release();
     }
     this.o.log?.(
       `tinker: session ${id} was idle for ${this.sessionTtlMs / 1000} s: closed, ${unloaded} engines unloaded`,
@@ -277,33 +292,27 @@ export class TinkerService {
     return dir;
   }
 
-  private async loadEngine(dir: string): Promise<LocalEngine> {
-    const { LocalEngine } = await import("../../engine/local/local-engine.js");
-    return LocalEngine.load(dir, this.o.engineOptions);
-  }
-
   createModel(body: Record<string, unknown>): string {
     const session = this.session(body.session_id);
     const base = str(body.base_model, "base_model");
-    const dir = this.baseDir(base);
-    const lora =
-      body.lora_config === undefined || body.lora_config === null ? null : obj(body.lora_config, "lora_config");
+    const training = trainingOf(body.lora_config, shapeOf(this.baseDir(base), `base model '${base}'`).config);
     this.roomForEngine();
     const id = `model-${randomUUID().slice(0, 8)}`;
-    const engine = this.loadEngine(dir);
+    const { engine, release } = this.tenants.trainer(id, base, training);
     engine.catch(() => this.models.delete(id));
     const model: Model = {
       id,
       session,
       base,
-      lora,
+      training,
       engine,
+      release,
       version: 0,
       queue: new SeqQueue(id, this.o.seqWaitMs),
       shape: this.baseShapes.get(base)!,
     };
     this.models.set(id, model);
-    this.o.log?.(`tinker: model ${id} of ${base}${lora ? " (LoRA requested; full weights trained)" : ""}`);
+    this.o.log?.(`tinker: model ${id} of ${base}: ${describeTraining(training)}`);
     return this.futures.start("json", async () => {
       await engine;
       return { model_id: id, type: "create_model" };
@@ -328,7 +337,8 @@ export class TinkerService {
       model_id: m.id,
       model_data: { arch: "qwen2", model_name: m.base },
       model_name: m.base,
-      is_lora: false,
+      is_lora: m.training.kind === "lora",
+      ...(m.training.kind === "lora" ? { lora_rank: m.training.spec.rank } : {}),
       type: "get_info",
     };
   }
@@ -338,7 +348,7 @@ export class TinkerService {
     this.models.delete(m.id);
     return this.futures.start("json", async () => {
       await m.queue.settled();
-      await (await m.engine).dispose();
+      await m.release();
       return { model_id: m.id, type: "unload_model" };
     });
   }
@@ -457,6 +467,7 @@ export class TinkerService {
       const path = str(body.path, "path");
       const dir = this.checkpoints.fromPath(path, "path");
       const shape = shapeOf(dir, path);
+      this.tenants.checkLoadable(m.training, dir, path, m.id);
       return async () => {
         this.checkpoints.checkInside(dir, `path '${path}'`);
         await (await m.engine).load(dir);
@@ -510,15 +521,15 @@ export class TinkerService {
       dir = this.checkpoints.fromPath(path, "model_path");
       shape = shapeOf(dir, path);
     }
-    let engine = this.diskEngines.get(dir);
-    if (!engine) {
+    let lease = this.diskEngines.get(dir);
+    if (!lease) {
       this.roomForEngine();
-      engine = this.loadEngine(dir);
-      engine.catch(() => this.diskEngines.delete(dir));
-      this.diskEngines.set(dir, engine);
+      lease = this.tenants.sampler(dir, hasBase ? "create_sampling_session" : `model_path '${body.model_path}'`);
+      lease.engine.catch(() => this.diskEngines.delete(dir));
+      this.diskEngines.set(dir, lease);
     }
     const id = `sampler-${randomUUID()}`;
-    this.samplers.set(id, { session, engine, shape });
+    this.samplers.set(id, { session, engine: lease.engine, shape });
     return { sampling_session_id: id, type: "create_sampling_session" };
   }
 
@@ -608,10 +619,10 @@ export class TinkerService {
   async close(): Promise<void> {
     clearInterval(this.sweeper);
     await this.futures.drain();
-    const engines = [...[...this.models.values()].map((m) => m.engine), ...this.diskEngines.values()];
+    const leases = [...this.models.values(), ...this.diskEngines.values()];
     this.models.clear();
     this.diskEngines.clear();
-    await Promise.all(engines.map((e) => e.then((x) => x.dispose()).catch(() => undefined)));
+    await Promise.all(leases.map((l) => l.release()));
   }
 }
 

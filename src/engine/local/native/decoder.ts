@@ -295,20 +295,23 @@ export class NativeDecoder {
   }
 
   /**
-   * A sampling model over `base`'s weights (the same arrays, not a copy) with other LoRA adapters,
-   * as a server holds each adapter it has loaded: nothing trains, and `base`'s own adapters, if it
-   * has any, are not used. A parameter `base` later replaces (prepareTraining, a load) stays as it was here.
+   * A model over `base`'s weights (the same arrays, not a copy) with other LoRA adapters, as a
+   * server holds each adapter it has loaded: `train` false, nothing trains (a sampling model);
+   * true, the adapters train and the shared weights stay frozen (one tenant of several over one
+   * base). `base`'s own adapters, if it has any, are not used. A parameter `base` later replaces
+   * (prepareTraining, a load) stays as it was here.
    */
   static withAdapters(
     base: NativeDecoder,
     lora: { spec: LoraSpec; adapters: LoraAdapters },
     file: string,
+    train = false,
   ): NativeDecoder {
     if (base.head !== "lm") throw new Error("internal: served adapters go on a language-model head");
     const params = new Map<string, NativeParam>();
     for (const [name, p] of base.params) params.set(name, { ...p, grad: null, owned: false });
-    const { adapters, lora: l } = nativeAdapters(base.config, lora, false, file);
-    return new NativeDecoder(base.config, params, "lm", "none", l, adapters);
+    const { adapters, lora: l } = nativeAdapters(base.config, lora, train, file);
+    return new NativeDecoder(base.config, params, "lm", train ? "lora" : "none", l, adapters);
   }
 
   /** Whether the full weights are ready to train: float32, with gradient accumulators. */

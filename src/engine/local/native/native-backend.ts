@@ -12,7 +12,7 @@ import type { ModelConfig } from "../../../model/config.js";
 import { checkMemoryPlan, memoryBudget, planMemory, type MemoryNeeds } from "./memory-plan.js";
 import type { Tokenizer } from "../../../model/tokenizer.js";
 import type { ReplicaOptions, Role } from "../replica-api.js";
-import type { Backend, Models, OpenedBackend } from "../backend.js";
+import type { Backend, LoraStart, Models, OpenedBackend } from "../backend.js";
 import { hasOptimizerState, loadTrainableState, saveTrainable } from "../trainable-io.js";
 import {
   isLoraDir,
@@ -171,6 +171,21 @@ function checkSameSpec(want: LoraSpec, have: LoraSpec, dir: string): void {
     );
 }
 
+/** Adapters whose directory names a base model directory here must name this one. */
+function checkSameBase(dir: string, baseDir: string): void {
+  let named: string;
+  try {
+    named = loraBaseDir(dir);
+  } catch {
+    return; // a base by name (a hub id) or a directory not on this machine: nothing to compare
+  }
+  if (resolve(named) !== resolve(baseDir))
+    throw new InputError(
+      `${dir}: its LoRA adapters were trained over ${named}, not this model's base ${baseDir}`,
+      "load adapters of this base model",
+    );
+}
+
 /**
  * A saved LoRA critic (adapters and value head, saveLoraTrainable) over the policy's base: it needs
  * a LoRA policy on the same base directory, whose weights it then shares.
@@ -316,6 +331,32 @@ export class NativeBackend implements Backend<NativeDecoder, NativeTrainable, Na
   adapterModel(policy: NativeTrainable, dir: string): NativeDecoder {
     const lora = readLoraDir(dir, policy.model.config);
     return NativeDecoder.withAdapters(policy.model, lora, join(dir, ADAPTER_WEIGHTS_FILE));
+  }
+
+  /**
+   * Adapters that train over the policy's base weights (shared, not copied): new ones drawn from
+   * `start.seed`, or a directory's (a LoRA checkpoint or PEFT adapter of the same spec, over the
+   * same base when it names one here) with its optimizer state and step.
+   */
+  adapterTrainable(policy: NativeTrainable, start: LoraStart): NativeTrainable {
+    const config = policy.model.config;
+    if (!start.adapter) {
+      const lora = { spec: start.spec, adapters: initAdapters(config, start.spec, start.seed ?? 0) };
+      return new NativeTrainable(
+        NativeDecoder.withAdapters(policy.model, lora, "(new adapters)", true),
+        policy.baseDir,
+      );
+    }
+    const dir = start.adapter;
+    if (!isLoraDir(dir))
+      throw new InputError(`${dir} holds full weights, not LoRA adapters`, "load a checkpoint of a LoRA model");
+    const lora = readLoraDir(dir, config);
+    checkSameSpec(start.spec, lora.spec, dir);
+    checkSameBase(dir, policy.baseDir);
+    const model = NativeDecoder.withAdapters(policy.model, lora, join(dir, ADAPTER_WEIGHTS_FILE), true);
+    const t = new NativeTrainable(model, policy.baseDir);
+    loadTrainableState(t, dir);
+    return t;
   }
 
   /** No tensors outside the caches: every pass frees its buffers before it returns. */
