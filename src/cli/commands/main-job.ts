@@ -50,7 +50,7 @@ export async function mainJob(o: MainJobCommandOptions, io: CommandIO): Promise<
         `main: ${what} not found: ${path}`,
         what === "recipe"
           ? "pass --config RECIPE.yaml"
-          : "run 'agent-r1 pretrain --task multihop --out assets/base/multihop' or pass --base DIR",
+          : "make one with 'agent-r1 pretrain --task TASK --out DIR' (assets/base/multihop is the main job's), or pass --base DIR",
       );
   }
   const cfg = loadConfig(o.recipe, [`model.path=${o.base}`, ...(o.overrides ?? [])]);
