@@ -93,21 +93,7 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
       `base on ${testRows.length} held-out questions (greedy): exact match ${pct(before.em)}, ${before.toolCalls.toFixed(2)} tool calls, ${before.responseTokens.toFixed(0)} response tokens`,
     );
     const bestDir = join(o.out, "best");
-    let best: { iteration: number; valEm?: number } = { iteration: 0 };
-    while (trainer.iteration < cfg.train.iterations && Date.now() - t0 < o.budgetMinutes * 60_000) {
-      const m = await trainer.step();
-      o.onIteration?.(m);
-      const valEm = m["val/em"];
-      if (valEm !== undefined && (best.valEm === undefined || valEm > best.valEm)) {
-        await trainer.policy.save(bestDir);
-        best = { iteration: m.iteration, valEm };
-      }
-    }
-    await trainer.stopRollouts(); // train.async: nothing samples beside the evaluations below
-    if (trainer.iteration < cfg.train.iterations) {
-      o.say?.(`main: time budget reached after ${trainer.iteration} iterations`);
-      await trainer.checkpoint(trainer.iteration);
-    }
+    let best = await trainWithinBudget(trainer, cfg, o, bestDir, t0 + o.budgetMinutes * 60_000);
     const final = await evaluate();
     let after = final;
     if (best.valEm === undefined) best = { iteration: trainer.iteration };
@@ -141,6 +127,36 @@ export async function runMainJob(cfg: TrainConfig, task: Task, o: MainJobOptions
   } finally {
     await trainer.close();
   }
+}
+
+/**
+ * Trains until the recipe's iterations or the deadline (ms since the epoch), keeping the policy with
+ * the best validation exact match in `bestDir`; then stops the rollouts (train.async) and, when the
+ * deadline ended it, writes a checkpoint. Returns the best iteration (iteration 0 without validation).
+ */
+async function trainWithinBudget(
+  trainer: Trainer,
+  cfg: TrainConfig,
+  o: MainJobOptions,
+  bestDir: string,
+  deadline: number,
+): Promise<{ iteration: number; valEm?: number }> {
+  let best: { iteration: number; valEm?: number } = { iteration: 0 };
+  while (trainer.iteration < cfg.train.iterations && Date.now() < deadline) {
+    const m = await trainer.step();
+    o.onIteration?.(m);
+    const valEm = m["val/em"];
+    if (valEm !== undefined && (best.valEm === undefined || valEm > best.valEm)) {
+      await trainer.policy.save(bestDir);
+      best = { iteration: m.iteration, valEm };
+    }
+  }
+  await trainer.stopRollouts(); // train.async: nothing samples beside the evaluations that follow
+  if (trainer.iteration < cfg.train.iterations) {
+    o.say?.(`main: time budget reached after ${trainer.iteration} iterations`);
+    await trainer.checkpoint(trainer.iteration);
+  }
+  return best;
 }
 
 export const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
