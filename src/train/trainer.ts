@@ -13,7 +13,7 @@
  * models) and only then writes to the run directory, so a bad input leaves it
  * as it was. Guarantees and their tests: docs/reliability.md.
  */
-import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { z } from "zod";
@@ -45,16 +45,15 @@ import { adaptiveKlController, fixedKlController, type KlController } from "../r
 import { checkCompactionTask, describeFailure, isAgentFailure, playRows, type EpisodeSummary } from "./evaluate.js";
 import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
 import type { Trajectory } from "../agent/trajectory.js";
-import type { RolloutMetrics } from "../agent/rollout-metrics.js";
 import { AgentR1Error, InputError } from "../util/errors.js";
 import { makeDir } from "../util/make-dir.js";
+import { distillMetrics, gatewayMetrics, perEpisode, prefixed, std, truncateMetrics } from "./metric-lines.js";
 import { RolloutProducer } from "./async/rollout-producer.js";
 import { AbortableSampling, VersionedPolicy } from "./async/versioned-policy.js";
 import { consumedBatch, producedBatch, type GatheredBatch, type ProducedBatch } from "./async/async-batches.js";
 import { lookahead, stepsPerIteration } from "./async/staleness.js";
 import { checkTeacherTokenizer, openTeacher, teacherTokenizerDir, type Teacher } from "../engine/teacher.js";
 import { defaultTokenizerDir } from "../model/default-tokenizer.js";
-import type { DistilledBatch } from "./prepare-batch.js";
 
 export interface TrainState {
   /** Last completed iteration (0 before the first). */
@@ -112,18 +111,6 @@ export interface TrainOptions {
   command?: string;
   onIteration?: (m: IterationMetrics) => void;
   log?: (line: string) => void;
-}
-
-/** A gateway rollout's traffic as metrics.jsonl keys: requests, new segments (all, and by reason), retries answered again. */
-function gatewayMetrics(g: RolloutMetrics["gateway"]): Record<string, number> {
-  if (!g) return {};
-  const out: Record<string, number> = {
-    gateway_requests: g.requests,
-    gateway_segments: Object.values(g.segments).reduce((a, b) => a + b, 0),
-    gateway_replays: g.replays,
-  };
-  for (const [reason, n] of Object.entries(g.segments)) out[`gateway_segments_${reason}`] = n;
-  return out;
 }
 
 /** The recipe's KL coefficient: fixed, or verl's adaptive controller (from `resumed`, a checkpoint's coefficient). */
@@ -548,11 +535,6 @@ function studentTokenizerDir(cfg: TrainConfig): string {
   return cfg.model.path ?? cfg.model.tokenizer ?? defaultTokenizerDir();
 }
 
-/** A distilled batch as metrics.jsonl keys. */
-function distillMetrics(d: DistilledBatch): IterationMetrics {
-  return { distill_teacher_logprob: d.teacherLogprob, distill_reverse_kl: d.reverseKl, distill_teacher_s: d.seconds };
-}
-
 /** The starting model directory: the configured path, or a preset initialized once inside the run. */
 async function baseModel(cfg: TrainConfig, out: string, engines: EngineFactory): Promise<string> {
   if (cfg.model.path) return cfg.model.path;
@@ -566,49 +548,4 @@ async function baseModel(cfg: TrainConfig, out: string, engines: EngineFactory):
       seed: cfg.train.seed,
     });
   return dir;
-}
-
-/**
- * A resumed run drops metric lines written after its checkpoint, so no
- * iteration appears twice; a line torn by a kill mid-write is dropped too.
- */
-function truncateMetrics(out: string, iteration: number): void {
-  const file = join(out, "metrics.jsonl");
-  if (!existsSync(file)) return;
-  const kept = readFileSync(file, "utf8")
-    .split("\n")
-    .filter((l) => {
-      try {
-        const it = (JSON.parse(l) as { iteration?: unknown }).iteration;
-        return typeof it === "number" && it <= iteration;
-      } catch {
-        return false;
-      }
-    });
-  writeFileSync(file, kept.map((l) => l + "\n").join(""));
-}
-
-function prefixed(prefix: string, s: EpisodeSummary): IterationMetrics {
-  return {
-    [`${prefix}reward`]: s.reward,
-    [`${prefix}em`]: s.em,
-    [`${prefix}f1`]: s.f1,
-    [`${prefix}format`]: s.format,
-    [`${prefix}turns`]: s.turns,
-    [`${prefix}tool_calls`]: s.toolCalls,
-    [`${prefix}tool_errors`]: s.toolErrors,
-    [`${prefix}response_tokens`]: s.responseTokens,
-    [`${prefix}failed`]: s.failed,
-  };
-}
-
-/** A rollout count per finished episode (0 without one). */
-function perEpisode(count: number, m: RolloutMetrics): number {
-  return m.trajectories > 0 ? count / m.trajectories : 0;
-}
-
-function std(xs: number[]): number {
-  if (xs.length === 0) return 0;
-  const m = xs.reduce((a, b) => a + b, 0) / xs.length;
-  return Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / xs.length);
 }

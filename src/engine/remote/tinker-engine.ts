@@ -25,7 +25,7 @@
  */
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { z } from "zod";
+import { contextOf, readRemoteState, REMOTE_FILE, type RemoteState } from "./tinker-remote-state.js";
 import type { PolicyEngine } from "../factory.js";
 import type {
   AdamParams,
@@ -37,7 +37,6 @@ import type {
   SamplingParams,
 } from "../types.js";
 import { Tokenizer } from "../../model/tokenizer.js";
-import { readJsonFile } from "../../model/model-dir.js";
 import { InputError } from "../../util/errors.js";
 import { resolvedLoss } from "../../rl/policy-loss.js";
 import { summarizeForwardBackward } from "../../rl/loss-metrics.js";
@@ -112,40 +111,7 @@ interface SamplingSession {
   poller?: SessionPoller;
 }
 
-/** remote.json: where a checkpoint of this engine lives on the server. */
-export const remoteStateSchema = z.strictObject({
-  kind: z.literal("tinker"),
-  url: z.string(),
-  baseModel: z.string(),
-  lora: z
-    .strictObject({
-      rank: z.number().int().positive(),
-      seed: z.number().int().optional(),
-      trainAttn: z.boolean(),
-      trainMlp: z.boolean(),
-      trainUnembed: z.boolean(),
-    })
-    .optional(),
-  /** The saved state (weights and optimizer), `tinker://...`. */
-  path: z.string().startsWith("tinker://"),
-  step: z.number().int().nonnegative(),
-  /** The SDK version the run spoke. */
-  sdkVersion: z.string().optional(),
-});
-export type RemoteState = z.infer<typeof remoteStateSchema>;
-
-export const REMOTE_FILE = "remote.json";
-
-/** The remote.json of a directory; an InputError naming the file when it is malformed. */
-export function readRemoteState(dir: string): RemoteState {
-  const file = join(dir, REMOTE_FILE);
-  const res = remoteStateSchema.safeParse(readJsonFile(file));
-  if (!res.success) {
-    const issue = res.error.issues[0];
-    throw new InputError(`${file}: ${issue.path.join(".") || "(root)"}: ${issue.message}`);
-  }
-  return res.data;
-}
+export { readRemoteState, REMOTE_FILE, remoteStateSchema, type RemoteState } from "./tinker-remote-state.js";
 
 const TOKENIZER_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "config.json"];
 
@@ -606,15 +572,4 @@ export class TinkerEngine implements PolicyEngine {
     this.heartbeat = undefined;
     await this.canceller.idle(); // the cancels of abandoned samples go out before the client does
   }
-}
-
-/** The context window and vocabulary: from config.json beside the tokenizer, else the tokenizer's size and 32k. */
-function contextOf(dir: string, tokenizer: Tokenizer): { maxPositionEmbeddings: number; vocabSize: number } {
-  const file = join(dir, "config.json");
-  const raw = existsSync(file) ? (readJsonFile(file) as Record<string, unknown>) : {};
-  const num = (k: string) => (typeof raw[k] === "number" && (raw[k] as number) > 0 ? (raw[k] as number) : undefined);
-  return {
-    maxPositionEmbeddings: num("max_position_embeddings") ?? 32_768,
-    vocabSize: num("vocab_size") ?? tokenizer.vocabSize,
-  };
 }

@@ -30,7 +30,6 @@
 import { realpathSync } from "node:fs";
 import { resolve } from "node:path";
 import { randomUUID } from "node:crypto";
-import type { LocalEngineOptions } from "../../engine/local/local-engine.js";
 import type {
   ForwardBackwardOutput,
   ForwardBackwardRequest,
@@ -38,9 +37,6 @@ import type {
   WireDatum,
 } from "../../engine/remote/tinker-codec.js";
 import { TinkerError } from "../../engine/remote/tinker-error.js";
-import { readModelConfig } from "../../model/model-dir.js";
-import type { ModelConfig } from "../../model/config.js";
-import { AgentR1Error, InputError } from "../../util/errors.js";
 import { makeDir } from "../../util/make-dir.js";
 import { shown } from "../../util/shown.js";
 import { Futures, type ResultKind, type Settled } from "./futures.js";
@@ -52,11 +48,13 @@ import { forwardLogprobs, planTokens, scorePlan } from "./forward-only.js";
 import { CheckpointPaths } from "./checkpoint-paths.js";
 import { elementwiseLosses, SUPPORTED_LOSSES, wireDatums, wireLossSpec } from "./wire-loss.js";
 import { Tenants, type Lease, type SamplingEngine, type TrainingEngine } from "./tenants.js";
+import { MAX_SESSIONS, positive, type TinkerServiceOptions } from "./service-options.js";
 import { describeTraining, trainingOf, type Training } from "./lora-request.js";
 import { chunkConfig, checkRequestTokens, checkSamples, tinkerLimits, type TinkerLimits } from "./limits.js";
 import {
   adamParams,
-  bad,
+  flag,
+  shapeOf,
   checkDatums,
   int,
   jsonDatums,
@@ -67,24 +65,7 @@ import {
   type ModelShape,
 } from "./wire-input.js";
 
-export interface TinkerServiceOptions extends Partial<TinkerLimits> {
-  /** Base models by name: the name clients use (base_model) -> a model directory. */
-  baseModels: Map<string, string>;
-  /** Checkpoints go under <stateDir>/<model_id>/{weights,sampler_weights}/<name>; no tinker:// path leaves it. */
-  stateDir: string;
-  engineOptions?: LocalEngineOptions;
-  /** How long a seq_id may wait for the ones before it. Default 120 s. */
-  seqWaitMs?: number;
-  /** Compress protobuf request bodies with zstd (client config `proto_compress_fwdbwd`). */
-  compress?: boolean;
-  /** Engines held at once: training models plus models loaded for sampling. Default 8. */
-  maxModels?: number;
-  /** A session with no heartbeat or request for this long is closed and its models unloaded. Default 5 min. */
-  sessionTtlMs?: number;
-  /** What client/dynamic_config answers. Default: asked again every 300 s, cancelling on, 64 cancels at once. */
-  dynamicConfig?: { refreshIntervalS?: number; cancelEnabled?: boolean; cancelBatch?: number };
-  log?: (line: string) => void;
-}
+export type { TinkerServiceOptions } from "./service-options.js";
 
 interface Model {
   id: string;
@@ -107,17 +88,6 @@ interface SamplingSession {
   version?: number;
   engine?: Promise<SamplingEngine>;
   shape: ModelShape;
-}
-
-/** A model directory's vocabulary and context window (config.json), as a 400 when it cannot be read. */
-function shapeOf(dir: string, what: string): ModelShape & { config: ModelConfig } {
-  try {
-    const c = readModelConfig(dir);
-    return { vocab: c.vocabSize, window: c.maxPositionEmbeddings, config: c };
-  } catch (e) {
-    if (e instanceof AgentR1Error) throw new TinkerError(`${what}: ${e.message}`);
-    throw e;
-  }
 }
 
 export class TinkerService {
@@ -624,20 +594,4 @@ export class TinkerService {
     this.diskEngines.clear();
     await Promise.all(leases.map((l) => l.release()));
   }
-}
-
-/** Sessions held at once; an idle one closes after sessionTtlMs. */
-const MAX_SESSIONS = 10_000;
-
-function positive(v: number, name: string): number {
-  if (!Number.isSafeInteger(v) || v < 1)
-    throw new InputError(`serve --tinker: ${name} must be a positive integer, got ${v}`);
-  return v;
-}
-
-/** An optional boolean field (false when left out). */
-function flag(x: unknown, field: string): boolean {
-  if (x === undefined || x === null) return false;
-  if (typeof x !== "boolean") throw bad(field, "true or false", x);
-  return x;
 }

@@ -5,6 +5,9 @@
  * anything is queued; optimizer settings against the ranges where an AdamW step stays finite.
  */
 import type { SamplingParams } from "../../engine/types.js";
+import type { ModelConfig } from "../../model/config.js";
+import { readModelConfig } from "../../model/model-dir.js";
+import { AgentR1Error } from "../../util/errors.js";
 import { adamFieldProblem, type ResolvedAdamParams } from "../../engine/optim-params.js";
 import type { WireDatum, WireTensor } from "../../engine/remote/tinker-codec.js";
 import { TinkerError, type Fault } from "../../engine/remote/tinker-error.js";
@@ -204,4 +207,22 @@ function stops(raw: unknown, vocab: number): (string | number)[] | undefined {
     return list as number[];
   }
   throw bad("sampling_params.stop", want, raw);
+}
+
+/** A model directory's vocabulary and context window (config.json), as a 400 when it cannot be read. */
+export function shapeOf(dir: string, what: string): ModelShape & { config: ModelConfig } {
+  try {
+    const c = readModelConfig(dir);
+    return { vocab: c.vocabSize, window: c.maxPositionEmbeddings, config: c };
+  } catch (e) {
+    if (e instanceof AgentR1Error) throw new TinkerError(`${what}: ${e.message}`);
+    throw e;
+  }
+}
+
+/** An optional boolean field (false when left out). */
+export function flag(x: unknown, field: string): boolean {
+  if (x === undefined || x === null) return false;
+  if (typeof x !== "boolean") throw bad(field, "true or false", x);
+  return x;
 }
