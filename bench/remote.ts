@@ -205,10 +205,12 @@ async function asyncRuns(remote: string): Promise<void> {
 async function main() {
   const local = PARTS.has("protocol") ? await run("local", `model: { path: ${JSON.stringify(BASE)} }`) : 0;
   const server = await serve();
+  // Full weights, as the in-process runs train (the recipe's default is a LoRA that also targets lm_head,
+  // which the committed base ties to its embedding, so the server refuses it).
   const remote = (sdk: string) => `model: { tokenizer: ${JSON.stringify(BASE)} }
 engine:
   kind: tinker
-  tinker: { url: ${JSON.stringify(server.url)}, baseModel: multihop, sdkVersion: "${sdk}" }`;
+  tinker: { url: ${JSON.stringify(server.url)}, baseModel: multihop, sdkVersion: "${sdk}", lora: null }`;
   try {
     if (PARTS.has("protocol")) await protocolRuns(local, remote);
     if (PARTS.has("async"))
