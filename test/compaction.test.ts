@@ -25,6 +25,7 @@ import { prepareBatch } from "../src/train/prepare-batch.js";
 import { parseConfig } from "../src/train/load-config.js";
 import { InputError } from "../src/util/errors.js";
 import { ScriptedEngine, chatmlTokenizer, fakeLogprob } from "../src/testing/index.js";
+import { longHorizonReply } from "../src/tasks/multihop/compaction-expert.js";
 import type { Action, Env, StepResult } from "../src/agent/env.js";
 import { localEngines } from "../src/engine/local/factory.js";
 import type { Task, TaskRow } from "../src/tasks/types.js";
@@ -297,35 +298,15 @@ test("a training iteration with rollout.compaction: compacted episodes, each one
   }
 });
 
-/** The entities a long-horizon question lists, in order. */
-const questionNames = (text: string) => /Which was founded first: (.*?)\?/.exec(text)![1].split(/, | or /);
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-
-/**
- * A searcher for the long-horizon questions: searches the entities in the order asked, reading
- * the years off the search results in its context; asked for a summary, it writes which are left
- * to search and the earliest so far, and reads that back after a compaction.
- */
+/** The long-horizon expert (src/tasks/multihop/compaction-expert.ts) as a scripted engine. */
 function searcher() {
-  return new ScriptedEngine(tok, (c) => {
-    const names = questionNames(c.text);
-    const summaries = [...c.text.matchAll(/Left: (.*?); earliest so far: (.+?)=(\d+)\./g)];
-    const last = summaries[summaries.length - 1];
-    const years = new Map<string, number>(last ? [[last[2], Number(last[3])]] : []);
-    const left = last ? last[1].split(", ") : names;
-    const checked = new Set(names.filter((n) => !left.includes(n)));
-    for (const n of names) {
-      const doc = new RegExp(`${escape(n)} is a (?:company|city in [^\\n]*? It was) founded in (\\d+)`).exec(c.text);
-      if (doc) (years.set(n, Number(doc[1])), checked.add(n));
-    }
-    const best = [...years].reduce((a, b) => (b[1] < a[1] ? b : a), ["", Infinity] as [string, number]);
-    if (asksForSummary(c.text))
-      return `Left: ${names.filter((n) => !checked.has(n)).join(", ")}; earliest so far: ${best[0]}=${best[1]}.${EOT}`;
-    const next = names.find((n) => !checked.has(n));
-    if (next === undefined) return `<think>${best[0]} was founded first.</think>\n<answer>${best[0]}</answer>${EOT}`;
-    const call = hermesFormat.write({ name: "search", arguments: { query: next } });
-    return `<think>Find when ${next} was founded.</think>\n${call}${EOT}`;
-  });
+  return new ScriptedEngine(
+    tok,
+    (c) =>
+      longHorizonReply(c.text, asksForSummary(c.text), (query) =>
+        hermesFormat.write({ name: "search", arguments: { query } }),
+      ) + EOT,
+  );
 }
 
 test("long-horizon multihop (hops 8): truncation is cut off before the answer, compaction finishes", async () => {
