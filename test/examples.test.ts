@@ -25,6 +25,8 @@ const COVERED = [
   "agent/lookup-tool.ts",
   "agent/run-rollout.ts",
   "agent/shorten-tool-responses.ts",
+  // Started as a server and asked by reference-judge.test.ts.
+  "judges/reference-judge.ts",
   // Trained for two iterations each (and the agents evaluated) by trained-agents.test.ts; checked for shape here.
   "trained-agents/ai-sdk-responses.ts",
   "trained-agents/ai-sdk.ts",

@@ -14,12 +14,11 @@
  * `--option` takes the multihop task's options (the recipe's `task.options`), so the judge's world
  * is the trainer's.
  */
-import { createServer, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { parseArgs } from "node:util";
-import { createMultihopTask } from "../../src/tasks/multihop/index.js";
-import { readBody } from "../../src/http/body.js";
-import { f1Score } from "../../src/rewards/qa.js";
-import { renderTask } from "../../src/rewards/render-trajectory.js";
+import { createMultihopTask } from "agent-r1";
+import { f1Score, renderTask } from "agent-r1/rewards";
 
 const ANSWER = /<answer>([\s\S]*?)<\/answer>/g;
 
@@ -47,6 +46,17 @@ function referenceAnswers(options: Record<string, unknown>): Map<string, string>
     for (const row of task.rows(split))
       answers.set(renderTask(row.prompt, Infinity).trim(), row.reward_model.ground_truth);
   return answers;
+}
+
+/** A request body as text (a judge request is a few kilobytes). */
+export function readText(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = "";
+    req.setEncoding("utf8");
+    req.on("data", (d: string) => (text += d));
+    req.on("end", () => resolve(text));
+    req.on("error", reject);
+  });
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {
@@ -88,7 +98,7 @@ async function main(): Promise<void> {
       return send(res, 404, { error: { message: `no route ${req.method} ${req.url}` } });
     let body: { model?: string; messages?: { role: string; content: string }[] };
     try {
-      body = JSON.parse((await readBody(req, 16 << 20)).toString("utf8")) as typeof body;
+      body = JSON.parse(await readText(req)) as typeof body;
     } catch {
       return send(res, 400, { error: { message: "the body is not JSON" } });
     }
@@ -105,9 +115,10 @@ async function main(): Promise<void> {
     });
   });
   const port = Number(values.port);
-  server.listen(port, "127.0.0.1", () =>
-    console.log(`reference judge: ${answers.size} questions, http://127.0.0.1:${port}/v1`),
-  );
+  server.listen(port, "127.0.0.1", () => {
+    const { port: bound } = server.address() as AddressInfo;
+    console.log(`reference judge: ${answers.size} questions, http://127.0.0.1:${bound}/v1`);
+  });
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) void main();
