@@ -15,10 +15,10 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { startTinkerServer, type RunningTinkerServer } from "../src/serve/tinker/server.js";
 import { TinkerEngine } from "../src/engine/remote/tinker-engine.js";
-import type { Clock } from "../src/engine/remote/tinker-waits.js";
 import { tempDir } from "./helpers.js";
 import { BASE } from "./fixtures/remote-recipes.js";
 import { recordingProxy } from "./fixtures/recording-proxy.js";
+import { shiftedClock } from "./fixtures/shifted-clock.js";
 
 const root = tempDir("agent-r1-wire-");
 const servers: RunningTinkerServer[] = [];
@@ -37,21 +37,6 @@ async function server(o: Partial<Parameters<typeof startTinkerServer>[0]> = {}):
   });
   servers.push(s);
   return s;
-}
-
-/** The real clock, moved on by hand when a test says so (the client's waits still take real time). */
-function shiftedClock() {
-  let shift = 0;
-  const clock: Clock = {
-    now: () => Date.now() + shift,
-    random: Math.random,
-    sleep: (ms, _r, signal) =>
-      new Promise<void>((resolve, reject) => {
-        if (signal?.aborted) return reject(signal.reason);
-        setTimeout(resolve, ms);
-      }),
-  };
-  return { clock, advance: (ms: number) => (shift += ms) };
 }
 
 const open = (url: string, sdkVersion: string, extra: Partial<Parameters<typeof TinkerEngine.open>[0]> = {}) =>

@@ -21,23 +21,12 @@ import { captureIO, tempDir } from "./helpers.js";
 import { BASE } from "./fixtures/remote-recipes.js";
 import { recordingProxy } from "./fixtures/recording-proxy.js";
 import { scriptedTinker, type Script } from "./fixtures/scripted-tinker.js";
+import { shiftedClock } from "./fixtures/shifted-clock.js";
 
 const root = tempDir("agent-r1-session-");
 after(() => rmSync(root, { recursive: true, force: true }));
 
 const KEY = "tml-test-key";
-
-/** The real clock, moved on by hand (JWT lifetimes), with real waits. */
-function shiftedClock() {
-  let shift = 0;
-  const clock: Clock = {
-    now: () => Date.now() + shift,
-    random: Math.random,
-    sleep: (ms, _r, signal) =>
-      new Promise<void>((resolve, reject) => (signal?.aborted ? reject(signal.reason) : setTimeout(resolve, ms))),
-  };
-  return { clock, advance: (ms: number) => (shift += ms) };
-}
 
 const open = (url: string, extra: Partial<Parameters<typeof TinkerEngine.open>[0]> = {}) =>
   TinkerEngine.open({ url, baseModel: "multihop", sdkVersion: "0.31.0", tokenizerDir: BASE, ...extra });

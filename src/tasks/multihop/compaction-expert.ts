@@ -37,7 +37,9 @@ export function longHorizonReply(context: string, asked: boolean, write: (query:
   const checked = new Set(names.filter((n) => !left.includes(n)));
   for (const n of names) {
     const doc = new RegExp(`${escape(n)} is a (?:company|city in [^\\n]*? It was) founded in (\\d+)`).exec(context);
-    if (doc) (years.set(n, Number(doc[1])), checked.add(n));
+    if (!doc) continue;
+    years.set(n, Number(doc[1]));
+    checked.add(n);
   }
   let best: [string, number] | undefined;
   for (const y of years) if (!best || y[1] < best[1]) best = y;
