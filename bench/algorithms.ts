@@ -36,6 +36,8 @@ interface CellResult {
   before: EpisodeSummary;
   after: EpisodeSummary;
   splits: Record<string, { before: EpisodeSummary; after: EpisodeSummary }>;
+  /** The sampled training episodes' success and score (metrics.jsonl), means of the first and of the last three iterations. */
+  sampled?: { first: { em: number; f1: number }; last: { em: number; f1: number } };
 }
 
 const outDir = args["out-dir"]!;
@@ -48,14 +50,31 @@ function pick<T>(list: string, known: Record<string, T>, what: string): string[]
   return names;
 }
 
+/**
+ * The mean training-episode success (`em`) and score (`f1`) of the first and of the last `k`
+ * iterations in a run's metrics.jsonl.
+ */
+function sampledSuccess(runDir: string, k = 3): CellResult["sampled"] {
+  const ms = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { iteration?: number; em?: number; f1?: number })
+    .filter((m) => m.iteration !== undefined && typeof m.em === "number");
+  if (ms.length === 0) return undefined;
+  const mean = (xs: typeof ms, key: "em" | "f1") => xs.reduce((a, m) => a + (m[key] ?? 0), 0) / xs.length;
+  const at = (xs: typeof ms) => ({ em: mean(xs, "em"), f1: mean(xs, "f1") });
+  return { first: at(ms.slice(0, k)), last: at(ms.slice(-k)) };
+}
+
 async function runCell(task: string, algorithm: string, budgetMinutes: number): Promise<CellResult> {
   const cell = cellPaths(packageRoot(), task);
   const overrides = TABLE_ALGORITHMS[algorithm];
+  const out = join(outDir, `${task}-${algorithm}`);
   const res = await mainJob(
     {
       recipe: cell.recipe,
       base: cell.base,
-      out: join(outDir, `${task}-${algorithm}`),
+      out,
       overrides,
       budgetMinutes,
       alsoEvaluate: cell.alsoEvaluate,
@@ -75,6 +94,7 @@ async function runCell(task: string, algorithm: string, budgetMinutes: number): 
     before: res.before,
     after: res.after,
     splits,
+    sampled: sampledSuccess(out),
   };
 }
 
@@ -103,9 +123,19 @@ function render(results: CellResult[]): string[] {
   const anyOf = (task: string) => [...latest.values()].find((r) => r.task === task);
   const lines = [head, rule, row("base", (task) => [anyOf(task), "before"])];
   for (const a of Object.keys(TABLE_ALGORITHMS)) lines.push(row(a, (task) => [latest.get(`${task}/${a}`), "after"]));
-  lines.push("", "Iterations in the budget (minutes of the whole cell):");
-  for (const r of latest.values())
-    lines.push(`- ${r.task} ${r.algorithm}: ${r.iterations} (${r.minutes.toFixed(1)} min)`);
+  lines.push(
+    "",
+    "Iterations in the budget (minutes of the whole cell; sampled training success, first → last three iterations):",
+  );
+  for (const r of latest.values()) {
+    const dir = join(outDir, `${r.task}-${r.algorithm}`);
+    const sampled = r.sampled ?? (existsSync(join(dir, "metrics.jsonl")) ? sampledSuccess(dir) : undefined);
+    lines.push(
+      `- ${r.task} ${r.algorithm}: ${r.iterations} (${r.minutes.toFixed(1)} min)` +
+        (sampled ? `; sampled ${pct(sampled.first.em)} → ${pct(sampled.last.em)}` : "") +
+        (sampled && r.task === "shop" ? ` (score ${pct(sampled.first.f1)} → ${pct(sampled.last.f1)})` : ""),
+    );
+  }
   return lines;
 }
 
