@@ -52,10 +52,12 @@ function pick<T>(list: string, known: Record<string, T>, what: string): string[]
 
 /**
  * The mean training-episode success (`em`) and score (`f1`) of the first and of the last `k`
- * iterations in a run's metrics.jsonl.
+ * iterations in a run's metrics.jsonl (undefined when the run has none).
  */
 function sampledSuccess(runDir: string, k = 3): CellResult["sampled"] {
-  const ms = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
+  const file = join(runDir, "metrics.jsonl");
+  if (!existsSync(file)) return undefined;
+  const ms = readFileSync(file, "utf8")
     .split("\n")
     .filter(Boolean)
     .map((l) => JSON.parse(l) as { iteration?: number; em?: number; f1?: number })
@@ -128,12 +130,13 @@ function render(results: CellResult[]): string[] {
     "Iterations in the budget (minutes of the whole cell; sampled training success, first → last three iterations):",
   );
   for (const r of latest.values()) {
-    const dir = join(outDir, `${r.task}-${r.algorithm}`);
-    const sampled = r.sampled ?? (existsSync(join(dir, "metrics.jsonl")) ? sampledSuccess(dir) : undefined);
+    // Lines written before the cells recorded it: read the cell's run directory.
+    const sampled = r.sampled ?? sampledSuccess(join(outDir, `${r.task}-${r.algorithm}`));
+    const scored = COLUMNS.some(([task, what]) => task === r.task && what === "score");
     lines.push(
       `- ${r.task} ${r.algorithm}: ${r.iterations} (${r.minutes.toFixed(1)} min)` +
         (sampled ? `; sampled ${pct(sampled.first.em)} → ${pct(sampled.last.em)}` : "") +
-        (sampled && r.task === "shop" ? ` (score ${pct(sampled.first.f1)} → ${pct(sampled.last.f1)})` : ""),
+        (sampled && scored ? ` (score ${pct(sampled.first.f1)} → ${pct(sampled.last.f1)})` : ""),
     );
   }
   return lines;

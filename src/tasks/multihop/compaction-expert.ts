@@ -5,7 +5,7 @@
  * results in its context; asked for a summary, it writes which entities are left to search and the
  * earliest founded so far; after a compaction it reads that summary back. Played through the real
  * flow (a scripted engine around `longHorizonReply`), its episodes are token-exact demonstrations of
- * summaries, for a warm start (dev/compaction-warm-start.ts) and for tests.
+ * summaries, for a warm start (dev/experiments/compaction-warm-start.ts) and for tests.
  */
 
 /** The entities a long-horizon question lists, in order ("Which was founded first: A, B or C?"). */
