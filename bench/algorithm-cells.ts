@@ -1,5 +1,5 @@
 /**
- * The cells of the algorithms x tasks table (docs/training.md, in the shape of Agent-R1's): each
+ * The cells of the algorithms x tasks table (docs/algorithms-table.md, in the shape of Agent-R1's): each
  * task's GRPO recipe and committed base, and each algorithm as `key.path=value` overrides of that
  * recipe, so every cell differs from its row's GRPO cell only where the algorithm does.
  *

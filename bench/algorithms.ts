@@ -1,5 +1,5 @@
 /**
- * The algorithms x tasks table (docs/training.md): each cell is the main job (src/train/main-job.ts)
+ * The algorithms x tasks table (docs/algorithms-table.md): each cell is the main job (src/train/main-job.ts)
  * on one task's GRPO recipe and committed base with one algorithm's overrides (algorithm-cells.ts),
  * the same wall-clock budget for every cell, evaluated greedily before and after on the held-out
  * test split (household: also val, its seen houses). Each cell appends one JSON line to
