@@ -214,6 +214,29 @@ test("the step limit is the env's own: 20 steps end the episode with reward 0", 
   assert.deepEqual(task.score(t, row, chatmlTokenizer()), { reward: 0, em: 0, f1: 0, formatOk: 1 });
 });
 
+test("invalidPenalty: each invalid step costs it, valid steps and success are unchanged; the option is checked", async () => {
+  const priced = createHouseholdTask({ train: 8, val: 8, test: 8, invalidPenalty: 0.01 });
+  const row = priced.rows("val")[0];
+  const plan = priced.items.val[0].expert;
+  const env = new HouseholdEnv();
+  env.reset(row);
+  const rewards = [
+    env.step(actionOf("no call at all", 0)).reward,
+    env.step(actionOf(call("move apple 7 to fridge 1"), 1)).reward,
+    ...plan.map((c, k) => env.step(actionOf(call(c), k + 2)).reward),
+  ];
+  assert.deepEqual(rewards, [-0.01, -0.01, ...plan.slice(1).map(() => 0), 1]);
+  // Through the loop and the task's score: the trajectory's reward is the sum, success still 1.
+  const engine = new ScriptedEngine(chatmlTokenizer(), (c) => {
+    const done = c.text.match(/\[Action \d+\]/g)?.length ?? 0;
+    return `${done === 0 ? call("open the moon") : call(plan[done - 1])}<|im_end|>`;
+  });
+  const t = await new AgentLoop(engine, chatSetup(chatmlTokenizer()), { maxTurns: 20 }).run(priced.makeEnv(row), row);
+  const s = priced.score(t, row, chatmlTokenizer());
+  assert.deepEqual([t.reward.toFixed(2), s.em], ["0.99", 1]);
+  assert.throws(() => createHouseholdTask({ invalidPenalty: 2 }), /invalidPenalty/);
+});
+
 const conformanceRow = task.rows("val")[1];
 envConformance("HouseholdEnv", () => task.makeEnv(conformanceRow), {
   rows: task.rows("val").slice(0, 4),

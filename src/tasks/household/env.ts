@@ -7,7 +7,8 @@
  * is missing, malformed, names another tool, or holds a command that is not
  * admissible changes nothing: the next observation says what was wrong and
  * why, and the history marks the step invalid. Reward: 1 on the step that
- * completes the goal (done), 0 on every other step. The episode also ends
+ * completes the goal (done), 0 on every other step, or −invalidPenalty (the
+ * row's, 0 unless set) on an invalid one. The episode also ends
  * (done, reward 0) after `maxSteps` steps (20 by default, carried in the row):
  * the limit is the env's own, so the loop's maxTurns must be at least that.
  *
@@ -49,6 +50,8 @@ export interface HouseholdEpisode {
   world: HouseWorld;
   goal: Goal;
   maxSteps: number;
+  /** Reward of an invalid step, negated (absent: 0). */
+  invalidPenalty?: number;
 }
 
 export function episodeOf(row: TaskRow): HouseholdEpisode {
@@ -60,10 +63,11 @@ export function episodeOf(row: TaskRow): HouseholdEpisode {
     !Array.isArray(e.world?.objects) ||
     !Array.isArray(e.world?.lamps) ||
     !GOAL_KINDS.includes(e.goal?.kind as Goal["kind"]) ||
-    !(Number.isInteger(e.maxSteps) && e.maxSteps! > 0)
+    !(Number.isInteger(e.maxSteps) && e.maxSteps! > 0) ||
+    !(e.invalidPenalty === undefined || (e.invalidPenalty >= 0 && e.invalidPenalty <= 1))
   )
     throw new InputError(
-      "household: the row has no extra_info.household { world, goal, maxSteps }",
+      "household: the row has no extra_info.household { world, goal, maxSteps, invalidPenalty? }",
       "use rows from the household task's rows(split)",
     );
   return e as HouseholdEpisode;
@@ -112,6 +116,7 @@ export class HouseholdEnv implements Env<TaskRow> {
   private goal?: Goal;
   private task = "";
   private maxSteps = DEFAULT_MAX_STEPS;
+  private invalidPenalty = 0;
   private readonly history: HistoryEntry[] = [];
   /** The last observation of the world (what the prompt shows when the last step was valid). */
   private seen = "";
@@ -129,6 +134,7 @@ export class HouseholdEnv implements Env<TaskRow> {
     this.goal = e.goal;
     this.task = goalText(e.goal);
     this.maxSteps = e.maxSteps;
+    this.invalidPenalty = e.invalidPenalty ?? 0;
     this.history.length = 0;
     this.seen = this.shown = this.house.overview();
     this.over = false;
@@ -201,7 +207,7 @@ export class HouseholdEnv implements Env<TaskRow> {
     this.over = done;
     return {
       observation: { prompt: this.prompt() },
-      reward: success ? 1 : 0,
+      reward: success ? 1 : valid || this.invalidPenalty === 0 ? 0 : -this.invalidPenalty,
       done,
       info: {
         step,

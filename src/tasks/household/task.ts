@@ -1,7 +1,8 @@
 /**
  * The household task (the ALFWorld analogue): generated houses, six goal
  * kinds, one `env_step` tool, a prompt rebuilt from the state every step.
- * Reward 1 on success (at the end), 0 per step; 20 steps at most by default
+ * Reward 1 on success (at the end), 0 per step (or −invalidPenalty for an
+ * invalid one, an option, 0 by default); 20 steps at most by default
  * (the env's own limit: run it with rollout.maxTurns >= maxSteps).
  *
  * Splits: train and val are "seen" (layouts from one pool over the seen
@@ -41,6 +42,13 @@ export const householdOptionsSchema = z
     unseenLayouts: z.number().int().min(4).max(10_000).default(12),
     /** Steps per episode at most (the env ends the episode there). */
     maxSteps: z.number().int().min(15).max(100).default(DEFAULT_MAX_STEPS),
+    /** Reward added per invalid step, as a cost (Agent-R1's WebShop and verl-agent's ALFWorld use 1/100 of success). */
+    invalidPenalty: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0)
+      .describe("Reward taken off for each invalid step (0: none; success is 1)."),
     pickAndPlace: weight("pick and place"),
     lookAtInLight: weight("look at in light"),
     cleanAndPlace: weight("clean and place"),
@@ -72,8 +80,19 @@ export function kindWeights(o: HouseholdOptions): KindWeights {
   };
 }
 
-export function householdRow(item: HouseholdItem, split: Split, index: number, maxSteps: number): TaskRow {
-  const household: HouseholdEpisode = { world: item.world, goal: item.goal, maxSteps };
+export function householdRow(
+  item: HouseholdItem,
+  split: Split,
+  index: number,
+  maxSteps: number,
+  invalidPenalty = 0,
+): TaskRow {
+  const household: HouseholdEpisode = {
+    world: item.world,
+    goal: item.goal,
+    maxSteps,
+    ...(invalidPenalty > 0 ? { invalidPenalty } : {}),
+  };
   const [system, user] = openingPrompt(household);
   return makeRow({
     dataSource: HOUSEHOLD_DATA_SOURCE,
@@ -98,7 +117,8 @@ export function createHouseholdTask(options: Record<string, unknown> = {}): Hous
     weights: kindWeights(o),
     maxSteps: o.maxSteps,
   });
-  const rows = (split: Split): TaskRow[] => items[split].map((it, i) => householdRow(it, split, i, o.maxSteps));
+  const rows = (split: Split): TaskRow[] =>
+    items[split].map((it, i) => householdRow(it, split, i, o.maxSteps, o.invalidPenalty));
   const demonstrations = (rs: TaskRow[], opts: { seed: number; quality: number }): ChatMessage[][] =>
     rs.flatMap((row, i) =>
       demonstrateRow(row, opts.quality, demoMode(opts.seed, i, opts.quality, HOUSEHOLD_MISTAKES).rng),
