@@ -246,3 +246,30 @@ test("hops: long-horizon questions over N cities and companies; the expert searc
     /hops 20 needs 20 cities and companies in the test split's world, which has 12/,
   );
 });
+
+test("hopsOver: long-horizon questions over one kind list only that kind; a split with too few says so", () => {
+  for (const over of ["cities", "companies"] as const) {
+    const t = createMultihopTask({ hops: 4, hopsOver: over, train: 20, val: 8, test: 8 });
+    for (const split of SPLITS) {
+      const kind = t.world.splits[split][over];
+      for (const q of t.questions[split]) {
+        assert.ok(
+          q.searches.every((n) => kind.some((e) => e.name === n)),
+          `${over}, ${split}: ${q.question}`,
+        );
+        assert.equal(
+          q.answer,
+          q.searches.map((n) => kind.find((e) => e.name === n)!).reduce((a, b) => (b.founded < a.founded ? b : a)).name,
+        );
+      }
+    }
+  }
+  // Over both kinds the answer is always a city (the prior hopsOver removes).
+  const both = createMultihopTask({ hops: 6, train: 20, val: 8, test: 8 });
+  assert.ok(both.questions.test.every((q) => both.world.splits.test.cities.some((c) => c.name === q.answer)));
+  assert.throws(
+    () => createMultihopTask({ hops: 12, hopsOver: "cities" }),
+    /hops 12 needs 12 cities in the test split's world, which has 11/,
+  );
+  assert.throws(() => createMultihopTask({ hops: 4, hopsOver: "towns" }), /option 'hopsOver'/);
+});

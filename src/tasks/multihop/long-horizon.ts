@@ -21,9 +21,20 @@ export const MAX_HOPS = 24;
 
 type Founded = City | Company;
 
+/**
+ * Which entities a question lists. Cities are founded in 1100–1899 and companies in 1850–2019
+ * (world.ts), so over both the answer is always a city and naming one is a guess that often pays;
+ * over one kind no such prior names it.
+ */
+export const HOPS_OVER = ["both", "cities", "companies"] as const;
+export type HopsOver = (typeof HOPS_OVER)[number];
+
+const entitiesOf = (s: SplitWorld, over: HopsOver): Founded[] =>
+  over === "cities" ? s.cities : over === "companies" ? s.companies : [...s.cities, ...s.companies];
+
 /** `n` entities of the split with pairwise different founding years, in a random order (undefined when none found quickly). */
-function distinctlyFounded(rng: Rng, s: SplitWorld, n: number): Founded[] | undefined {
-  const pool: Founded[] = shuffle(rng, [...s.cities, ...s.companies]);
+function distinctlyFounded(rng: Rng, s: SplitWorld, n: number, over: HopsOver): Founded[] | undefined {
+  const pool: Founded[] = shuffle(rng, entitiesOf(s, over));
   const years = new Set<number>();
   const out: Founded[] = [];
   for (const x of pool) {
@@ -38,8 +49,8 @@ function distinctlyFounded(rng: Rng, s: SplitWorld, n: number): Founded[] | unde
 const listed = (names: string[]) => `${names.slice(0, -1).join(", ")} or ${names[names.length - 1]}`;
 
 /** One question over `hops` entities: the plan searches them in the order asked. */
-export function earliestFounded(rng: Rng, s: SplitWorld, hops: number): Question | undefined {
-  const xs = distinctlyFounded(rng, s, hops);
+export function earliestFounded(rng: Rng, s: SplitWorld, hops: number, over: HopsOver = "both"): Question | undefined {
+  const xs = distinctlyFounded(rng, s, hops, over);
   if (!xs) return undefined;
   const thoughts = [`Find when ${xs[0].name} was founded.`];
   let best = xs[0];
@@ -69,21 +80,23 @@ export function generateLongQuestions(
   seed: number,
   sizes: Record<Split, number>,
   hops: number,
+  over: HopsOver = "both",
 ): Record<Split, Question[]> {
   const out = {} as Record<Split, Question[]>;
   for (const split of GENERATION_ORDER) {
     const s = world.splits[split];
-    const entities = s.cities.length + s.companies.length;
+    const entities = entitiesOf(s, over).length;
+    const what = over === "both" ? "cities and companies" : over;
     if (sizes[split] > 0 && entities < hops)
       throw new InputError(
-        `multihop: hops ${hops} needs ${hops} cities and companies in the ${split} split's world, which has ${entities}`,
+        `multihop: hops ${hops} needs ${hops} ${what} in the ${split} split's world, which has ${entities}`,
         `ask for fewer hops, or more ${split} questions (a bigger world)`,
       );
     const rng = new Rng(seed, 50 + splitStream(split));
     const seen = new Set<string>();
     const qs: Question[] = [];
     for (let misses = 0; qs.length < sizes[split];) {
-      const q = earliestFounded(rng, s, hops);
+      const q = earliestFounded(rng, s, hops, over);
       if (q === undefined || seen.has(q.question)) {
         if (++misses >= 200)
           throw new InputError(

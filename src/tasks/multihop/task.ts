@@ -26,7 +26,7 @@ import { generateQuestions, type Question } from "./questions.js";
 import { buildSearchIndex, DEFAULT_TOP_K, searchText, searchTool, type SearchIndex } from "./search.js";
 import { generateWorld, type World } from "./world.js";
 import { typeMixOptions } from "./type-mix.js";
-import { generateLongQuestions, MAX_HOPS, MIN_HOPS } from "./long-horizon.js";
+import { generateLongQuestions, HOPS_OVER, MAX_HOPS, MIN_HOPS } from "./long-horizon.js";
 
 export const multihopOptionsSchema = z
   .strictObject({
@@ -44,6 +44,11 @@ export const multihopOptionsSchema = z
       .describe(
         "Long-horizon questions instead of the two-hop mix: which of `hops` cities and companies was founded first (one search each).",
       ),
+    /** What long-horizon questions list (long-horizon.ts): over both kinds the answer is always a city. */
+    hopsOver: z
+      .enum(HOPS_OVER)
+      .default("both")
+      .describe("With hops: list cities and companies (both), or one kind only, so no prior names the answer."),
   })
   .refine((o) => o.bridge + o.comparison + o.numeric > 0, {
     message: "at least one of bridge, comparison, numeric must be positive",
@@ -73,7 +78,7 @@ export function createMultihopTask(options: Record<string, unknown> = {}): Multi
   const tools = [search, calculatorTool];
   const questions =
     o.hops !== undefined
-      ? generateLongQuestions(world, o.seed, sizes, o.hops)
+      ? generateLongQuestions(world, o.seed, sizes, o.hops, o.hopsOver)
       : generateQuestions(world, o.seed, sizes, { bridge: o.bridge, comparison: o.comparison, numeric: o.numeric });
   const rows = (split: Split): TaskRow[] =>
     questions[split].map((q, index) =>
