@@ -52,6 +52,20 @@ test("eval --json prints a table and ends with a JSON line holding em, f1, turns
   assert.match(calc.stdout.join("\n"), /success/);
 });
 
+test("eval --temperature --samples plays each row K times sampled; --samples without a temperature is a usage error", async () => {
+  const base = ["--model", model, "--task", "multihop", "--split", "test", "--limit", "3", "--json", ...SMALL, ...FAST];
+  const r = await run(evalCommand, [...base, "--temperature", "1", "--samples", "2"]);
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  assert.match(r.stdout[0], /\(3 rows, 2 sampled a row at temperature 1\)$/);
+  assert.equal((JSON.parse(r.stdout.at(-1)!) as { episodes: number }).episodes, 6);
+  const greedy = await run(evalCommand, [...base, "--samples", "2"]);
+  assert.equal(greedy.code, 2);
+  assert.match(greedy.stderr.join("\n"), /--samples 2 needs --temperature above 0/);
+  const negative = await run(evalCommand, [...base, "--temperature=-1"]);
+  assert.equal(negative.code, 2);
+  assert.match(negative.stderr.join("\n"), /--temperature must be 0 \(greedy\) or more, got -1/);
+});
+
 test("data writes a split as JSONL and parquet that read back equal, and eval --data accepts both", async () => {
   const dir = tempDir();
   const task = getTask("multihop", { train: 9, val: 9, test: 4 });

@@ -6,6 +6,7 @@
  *
  *   node --import tsx dev/experiments/compaction-warm-start.ts --init assets/base/multihop --out runs/base-compaction \
  *     [--worlds 16] [--questions 64] [--hops 3-8] [--steps 600] [--batch 8] [--lr 3e-4] [--at 700] [--keep-last 1] [--held-out 4]
+ *     [--hops-over both|cities|companies]
  */
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -40,12 +41,15 @@ const { values: a } = parseArgs({
     // Val and test questions per world: unused, but they size the world's held-out entities, which
     // twelve hops need more of than the default leaves.
     "held-out": { type: "string", default: "4" },
+    // What the questions list (the task option hopsOver).
+    "hops-over": { type: "string", default: "both" },
   },
 });
 const init = required(a.init, "--init", USAGE);
 const out = required(a.out, "--out", USAGE);
 const [lo, hi] = a.hops.split("-").map(Number);
 const heldOut = Number(a["held-out"]);
+const hopsOver = a["hops-over"] as "both" | "cities" | "companies";
 const compaction = { atTokens: Number(a.at), keepLast: Number(a["keep-last"]), prompt: COMPACTION_DEFAULTS.prompt };
 
 const engine = await LocalEngine.load(init);
@@ -67,7 +71,14 @@ let episodes = 0,
 const started = Date.now();
 for (let w = 0; w < Number(a.worlds); w++) {
   const hops = lo + (w % (hi - lo + 1));
-  const task = createMultihopTask({ hops, seed: 5000 + w, train: Number(a.questions), val: heldOut, test: heldOut });
+  const task = createMultihopTask({
+    hops,
+    hopsOver,
+    seed: 5000 + w,
+    train: Number(a.questions),
+    val: heldOut,
+    test: heldOut,
+  });
   const rows = task.rows("train");
   const res = await rollout(expert, (r: TaskRow) => task.makeEnv(r), rows, {
     maxTurns: 40,

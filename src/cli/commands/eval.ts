@@ -99,12 +99,38 @@ const FLAGS: FlagSpec = {
   json: { type: "boolean", default: false, description: "end with one JSON line of the summary" },
   ...EPISODE_FLAGS,
   seed: { type: "string", value: "N", description: "rollout seed", fallback: 0 },
+  temperature: {
+    type: "string",
+    value: "T",
+    description: "sample at temperature T instead of decoding greedily (0 is greedy)",
+    fallback: 0,
+  },
+  samples: {
+    type: "string",
+    value: "K",
+    description: "episodes per row, sampled (needs --temperature above 0); the summary is their mean",
+    fallback: 1,
+  },
   ...BACKEND_FLAG,
 };
 
+/** `--temperature` and `--samples`: greedy (one episode a row) unless a temperature above 0 is given. */
+function samplingFromFlags(flags: Parameters<typeof optionalNumber>[1]): { temperature: number; samples: number } {
+  const temperature = optionalNumber("eval", flags, "temperature") ?? 0;
+  if (temperature < 0) throw usageError("eval", `--temperature must be 0 (greedy) or more, got ${temperature}`);
+  const samples = optionalInt("eval", flags, "samples", 1) ?? 1;
+  if (samples > 1 && temperature === 0)
+    throw usageError(
+      "eval",
+      `--samples ${samples} needs --temperature above 0: greedy episodes of a row are all the same`,
+    );
+  return { temperature, samples };
+}
+
 export const evalCommand: Command = {
   name: "eval",
-  summary: "play a task's held-out rows greedily with a model and print exact match / success, F1, turns, tool calls",
+  summary:
+    "play a task's held-out rows (greedily, or sampled) with a model and print exact match / success, F1, turns, tool calls",
   usage: "agent-r1 eval --model DIR --task NAME [flags]",
   flags: FLAGS,
   async run(argv, io) {
@@ -123,6 +149,7 @@ export const evalCommand: Command = {
     const maxTurns = optionalInt("eval", flags, "max-turns", 1) ?? EVAL_DEFAULTS.maxTurns;
     const maxTokensPerTurn = optionalInt("eval", flags, "max-tokens-per-turn", 1) ?? EVAL_DEFAULTS.maxTokensPerTurn;
     const seed = optionalNumber("eval", flags, "seed") ?? 0;
+    const { temperature, samples } = samplingFromFlags(flags);
     const backend = parseBackendFlag("eval", flags);
     let rows: TaskRow[];
     let note: string | undefined;
@@ -140,7 +167,9 @@ export const evalCommand: Command = {
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
     try {
       const { summary, result } = await playRows(engine, engine.tokenizer, task, rows, {
-        greedy: true,
+        greedy: temperature === 0,
+        temperature,
+        n: samples,
         maxTurns,
         maxTokensPerTurn,
         maxTotalTokens: Math.min(EVAL_DEFAULTS.maxTotalTokens, engine.config.maxPositionEmbeddings),
@@ -148,8 +177,9 @@ export const evalCommand: Command = {
       });
       const failures = checkPlayed("eval", rows, result);
       if (failures) io.err(failures);
+      const how = temperature === 0 ? "greedy" : `${samples} sampled a row at temperature ${temperature}`;
       io.out(
-        `eval: ${modelDir} on '${task.name}' ${split ? `${split} split` : String(flags.data)} (${rows.length} rows, greedy)`,
+        `eval: ${modelDir} on '${task.name}' ${split ? `${split} split` : String(flags.data)} (${rows.length} rows, ${how})`,
       );
       for (const l of summaryTable([["model", summary]], task.name)) io.out(l);
       if (flags.json) io.out(summaryJson(summary));
