@@ -1,5 +1,5 @@
 /**
- * A warm start for trained compaction (docs/training.md, Compaction): the long-horizon expert
+ * A warm start for trained compaction (docs/compaction.md): the long-horizon expert
  * (src/tasks/multihop/compaction-expert.ts) plays long-horizon questions of other worlds through
  * the real compaction flow with the model's own tokenizer, and the model learns its episodes by
  * SFT: every action, the summaries included, exactly as a rollout would hold it (trajectoryDatums).

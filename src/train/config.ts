@@ -63,7 +63,7 @@ const ratioRange = z.tuple([z.number(twoNumbers), z.number(twoNumbers)], twoNumb
 /** rollout.compaction (src/agent/compaction-options.ts checks the same in code). */
 const compactionSchema = z.strictObject({
   atTokens: positiveInt.describe(
-    "Trained compaction (docs/training.md), on when set: once the context the next turn would sample from is longer than this many tokens, the policy is asked for a summary (trained like any action) and the episode goes on from the system prompt + the task + the summary + the last keepLast turns, as a new datum of the same episode. Below rollout.maxTotalTokens, with room for the request and a summary.",
+    "Trained compaction (docs/compaction.md), on when set: once the context the next turn would sample from is longer than this many tokens, the policy is asked for a summary (trained like any action) and the episode goes on from the system prompt + the task + the summary + the last keepLast turns, as a new datum of the same episode. Below rollout.maxTotalTokens, with room for the request and a summary.",
   ),
   keepLast: nonNegInt
     .default(COMPACTION_DEFAULTS.keepLast)
