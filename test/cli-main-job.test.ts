@@ -66,6 +66,20 @@ test("eval --temperature --samples plays each row K times sampled; --samples wit
   assert.match(negative.stderr.join("\n"), /--temperature must be 0 \(greedy\) or more, got -1/);
 });
 
+test("eval --compact-at plays with compaction; a bad --compact-at or a lone --keep-last is one line", async () => {
+  const base = ["--model", model, "--task", "multihop", "--split", "test", "--limit", "2", "--json", ...SMALL, ...FAST];
+  const r = await run(evalCommand, [...base, "--compact-at", "600", "--keep-last", "1"]);
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  assert.match(r.stdout[0], /\(2 rows, greedy, compacting past 600 tokens\)$/);
+  assert.equal((JSON.parse(r.stdout.at(-1)!) as { episodes: number }).episodes, 2);
+  const over = await run(evalCommand, [...base, "--compact-at", "5000"]);
+  assert.equal(over.code, 2);
+  assert.match(over.stderr.join("\n"), /^error: eval: --compact-at 5000 must be below the episode's token limit, \d+/);
+  const lone = await run(evalCommand, [...base, "--keep-last", "1"]);
+  assert.equal(lone.code, 2);
+  assert.match(lone.stderr.join("\n"), /--keep-last applies with --compact-at N only/);
+});
+
 test("data writes a split as JSONL and parquet that read back equal, and eval --data accepts both", async () => {
   const dir = tempDir();
   const task = getTask("multihop", { train: 9, val: 9, test: 4 });

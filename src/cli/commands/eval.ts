@@ -16,6 +16,7 @@ import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.
 import type { Command } from "../command.js";
 import { isModulePath, splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags, taskOptions } from "./task-flags.js";
 import { loadModuleTask } from "../../tasks/module-task.js";
+import { COMPACTION_DEFAULTS, type CompactionOptions } from "../../agent/compaction-options.js";
 
 /** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
 export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
@@ -111,8 +112,31 @@ const FLAGS: FlagSpec = {
     description: "episodes per row, sampled (needs --temperature above 0); the summary is their mean",
     fallback: 1,
   },
+  "compact-at": {
+    type: "string",
+    value: "N",
+    description:
+      "summarize and go on once the context passes N tokens, as rollout.compaction.atTokens does (for models trained with compaction)",
+  },
+  "keep-last": {
+    type: "string",
+    value: "K",
+    description: "with --compact-at: turns kept verbatim after a summary",
+    fallback: COMPACTION_DEFAULTS.keepLast,
+  },
   ...BACKEND_FLAG,
 };
+
+/** `--compact-at` and `--keep-last` as rollout.compaction, or undefined (append only). */
+function compactionFromFlags(flags: Parameters<typeof optionalNumber>[1]): CompactionOptions | undefined {
+  const atTokens = optionalInt("eval", flags, "compact-at", 1);
+  const keepLast = optionalInt("eval", flags, "keep-last", 0);
+  if (atTokens === undefined) {
+    if (keepLast !== undefined) throw usageError("eval", "--keep-last applies with --compact-at N only");
+    return undefined;
+  }
+  return { atTokens, keepLast: keepLast ?? COMPACTION_DEFAULTS.keepLast, prompt: COMPACTION_DEFAULTS.prompt };
+}
 
 /** `--temperature` and `--samples`: greedy (one episode a row) unless a temperature above 0 is given. */
 function samplingFromFlags(flags: Parameters<typeof optionalNumber>[1]): { temperature: number; samples: number } {
@@ -150,6 +174,7 @@ export const evalCommand: Command = {
     const maxTokensPerTurn = optionalInt("eval", flags, "max-tokens-per-turn", 1) ?? EVAL_DEFAULTS.maxTokensPerTurn;
     const seed = optionalNumber("eval", flags, "seed") ?? 0;
     const { temperature, samples } = samplingFromFlags(flags);
+    const compaction = compactionFromFlags(flags);
     const backend = parseBackendFlag("eval", flags);
     let rows: TaskRow[];
     let note: string | undefined;
@@ -166,18 +191,27 @@ export const evalCommand: Command = {
     announceBackend(backend, io);
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
     try {
+      const maxTotalTokens = Math.min(EVAL_DEFAULTS.maxTotalTokens, engine.config.maxPositionEmbeddings);
+      if (compaction && compaction.atTokens >= maxTotalTokens)
+        throw usageError(
+          "eval",
+          `--compact-at ${compaction.atTokens} must be below the episode's token limit, ${maxTotalTokens} (the smaller of ${EVAL_DEFAULTS.maxTotalTokens} and the model's context)`,
+        );
       const { summary, result } = await playRows(engine, engine.tokenizer, task, rows, {
         greedy: temperature === 0,
         temperature,
         n: samples,
         maxTurns,
         maxTokensPerTurn,
-        maxTotalTokens: Math.min(EVAL_DEFAULTS.maxTotalTokens, engine.config.maxPositionEmbeddings),
+        maxTotalTokens,
+        ...(compaction ? { compaction } : {}),
         seed,
       });
       const failures = checkPlayed("eval", rows, result);
       if (failures) io.err(failures);
-      const how = temperature === 0 ? "greedy" : `${samples} sampled a row at temperature ${temperature}`;
+      const how =
+        (temperature === 0 ? "greedy" : `${samples} sampled a row at temperature ${temperature}`) +
+        (compaction ? `, compacting past ${compaction.atTokens} tokens` : "");
       io.out(
         `eval: ${modelDir} on '${task.name}' ${split ? `${split} split` : String(flags.data)} (${rows.length} rows, ${how})`,
       );
