@@ -19,6 +19,7 @@ import { OPTIMIZER_FILE, STATE_FILE } from "../../src/engine/local/trainable-io.
 import { trajectoryDatums } from "../../src/rl/datums.js";
 import { createMultihopTask } from "../../src/tasks/multihop/index.js";
 import { longHorizonReply } from "../../src/tasks/multihop/compaction-expert.js";
+import type { HopsOver } from "../../src/tasks/multihop/long-horizon.js";
 import type { TaskRow } from "../../src/tasks/types.js";
 import { ScriptedEngine } from "../../src/testing/index.js";
 import { meanCrossEntropy, trainSft } from "../../src/train/sft.js";
@@ -49,7 +50,7 @@ const init = required(a.init, "--init", USAGE);
 const out = required(a.out, "--out", USAGE);
 const [lo, hi] = a.hops.split("-").map(Number);
 const heldOut = Number(a["held-out"]);
-const hopsOver = a["hops-over"] as "both" | "cities" | "companies";
+const hopsOver = a["hops-over"] as HopsOver; // createMultihopTask checks it
 const compaction = { atTokens: Number(a.at), keepLast: Number(a["keep-last"]), prompt: COMPACTION_DEFAULTS.prompt };
 
 const engine = await LocalEngine.load(init);

@@ -11,6 +11,7 @@ import {
   requireString,
   usageError,
   type FlagSpec,
+  type Parsed,
 } from "../args.js";
 import { BACKEND_FLAG, announceBackend, parseBackendFlag } from "./backend-flag.js";
 import type { Command } from "../command.js";
@@ -128,18 +129,18 @@ const FLAGS: FlagSpec = {
 };
 
 /** `--compact-at` and `--keep-last` as rollout.compaction, or undefined (append only). */
-function compactionFromFlags(flags: Parameters<typeof optionalNumber>[1]): CompactionOptions | undefined {
+function compactionFromFlags(flags: Parsed["flags"]): CompactionOptions | undefined {
   const atTokens = optionalInt("eval", flags, "compact-at", 1);
   const keepLast = optionalInt("eval", flags, "keep-last", 0);
   if (atTokens === undefined) {
     if (keepLast !== undefined) throw usageError("eval", "--keep-last applies with --compact-at N only");
     return undefined;
   }
-  return { atTokens, keepLast: keepLast ?? COMPACTION_DEFAULTS.keepLast, prompt: COMPACTION_DEFAULTS.prompt };
+  return keepLast === undefined ? { atTokens } : { atTokens, keepLast }; // the flow fills the other defaults
 }
 
 /** `--temperature` and `--samples`: greedy (one episode a row) unless a temperature above 0 is given. */
-function samplingFromFlags(flags: Parameters<typeof optionalNumber>[1]): { temperature: number; samples: number } {
+function samplingFromFlags(flags: Parsed["flags"]): { temperature: number; samples: number } {
   const temperature = optionalNumber("eval", flags, "temperature") ?? 0;
   if (temperature < 0) throw usageError("eval", `--temperature must be 0 (greedy) or more, got ${temperature}`);
   const samples = optionalInt("eval", flags, "samples", 1) ?? 1;
