@@ -25,7 +25,7 @@ import { prepareBatch } from "../src/train/prepare-batch.js";
 import { parseConfig } from "../src/train/load-config.js";
 import { InputError } from "../src/util/errors.js";
 import { ScriptedEngine, chatmlTokenizer, fakeLogprob } from "../src/testing/index.js";
-import { longHorizonReply } from "../src/tasks/multihop/compaction-expert.js";
+import { longHorizonReply, questionNames, type SummaryStyle } from "../src/tasks/multihop/compaction-expert.js";
 import type { Action, Env, StepResult } from "../src/agent/env.js";
 import { localEngines } from "../src/engine/local/factory.js";
 import type { Task, TaskRow } from "../src/tasks/types.js";
@@ -299,12 +299,15 @@ test("a training iteration with rollout.compaction: compacted episodes, each one
 });
 
 /** The long-horizon expert (src/tasks/multihop/compaction-expert.ts) as a scripted engine. */
-function searcher() {
+function searcher(style: SummaryStyle = "earliest") {
   return new ScriptedEngine(
     tok,
     (c) =>
-      longHorizonReply(c.text, asksForSummary(c.text), (query) =>
-        hermesFormat.write({ name: "search", arguments: { query } }),
+      longHorizonReply(
+        c.text,
+        asksForSummary(c.text),
+        (query) => hermesFormat.write({ name: "search", arguments: { query } }),
+        style,
       ) + EOT,
   );
 }
@@ -337,6 +340,37 @@ test("long-horizon multihop (hops 8): truncation is cut off before the answer, c
     for (let k = 0; k < t.steps.length; k++) assert.ok(stepContext(t, k).length < 1024);
   }
   assert.ok(compacted.metrics.flowTurns >= 8);
+});
+
+test("ledger summaries (hops 8): each year found, in the question's order, then the earliest answered", async () => {
+  const task = createMultihopTask({ hops: 8, train: 4, val: 4, test: 4 });
+  const rows = task.rows("test");
+  const res = await rollout(searcher("ledger"), (r: TaskRow) => task.makeEnv(r), rows, {
+    maxTurns: 40,
+    maxTokensPerTurn: 192,
+    maxTotalTokens: 1024,
+    tokenizer: tok,
+    compaction: { atTokens: 700, keepLast: 1 },
+  });
+  for (const t of res.trajectories) {
+    assert.deepEqual([t.endReason, t.reward], ["done", 1], tok.decode(t.steps[t.steps.length - 1].action));
+    const names = questionNames(tok.decode(stepContext(t, 0)));
+    const ledgers = summarySteps(t).map((i) => tok.decode(t.steps[i].action).replace(EOT, ""));
+    assert.ok(ledgers.length >= 2, `${ledgers.length} summaries`);
+    let before = 0;
+    for (const text of ledgers) {
+      const m = /^Found: (.*)\.$/.exec(text);
+      assert.ok(m, text);
+      const found = m[1].split(", ").map((p) => p.replace(/^\d+ /, ""));
+      const order = found.map((n) => names.indexOf(n));
+      assert.ok(
+        order.every((k, i) => k >= 0 && (i === 0 || k > order[i - 1])),
+        `in the question's order: ${text}`,
+      );
+      assert.ok(found.length > before, "each ledger carries the last one's entries and more");
+      before = found.length;
+    }
+  }
 });
 
 test("a summary cut off by maxTotalTokens still compacts: the reopening closes it", async () => {

@@ -5,8 +5,8 @@
  * SFT: every action, the summaries included, exactly as a rollout would hold it (trajectoryDatums).
  *
  *   node --import tsx dev/experiments/compaction-warm-start.ts --init assets/base/multihop --out runs/base-compaction \
- *     [--worlds 16] [--questions 64] [--hops 3-8] [--steps 600] [--batch 8] [--lr 3e-4] [--at 700] [--keep-last 1] [--held-out 4]
- *     [--hops-over both|cities|companies]
+ *     [--worlds 16] [--questions 64] [--hops 3-8] [--steps 600] [--batch 8] [--lr 3e-4] [--at 700] [--keep-last 1] [--max-tokens-per-turn 96] [--held-out 4]
+ *     [--hops-over both|cities|companies] [--summary-style earliest|ledger]
  */
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -18,7 +18,7 @@ import { LocalEngine } from "../../src/engine/local/local-engine.js";
 import { OPTIMIZER_FILE, STATE_FILE } from "../../src/engine/local/trainable-io.js";
 import { trajectoryDatums } from "../../src/rl/datums.js";
 import { createMultihopTask } from "../../src/tasks/multihop/index.js";
-import { longHorizonReply } from "../../src/tasks/multihop/compaction-expert.js";
+import { longHorizonReply, SUMMARY_STYLES, type SummaryStyle } from "../../src/tasks/multihop/compaction-expert.js";
 import type { HopsOver } from "../../src/tasks/multihop/long-horizon.js";
 import type { TaskRow } from "../../src/tasks/types.js";
 import { ScriptedEngine } from "../../src/testing/index.js";
@@ -39,11 +39,14 @@ const { values: a } = parseArgs({
     at: { type: "string", default: "700" },
     "keep-last": { type: "string", default: "1" },
     "max-total-tokens": { type: "string", default: "1024" },
+    "max-tokens-per-turn": { type: "string", default: "96" },
     // Val and test questions per world: unused, but they size the world's held-out entities, which
     // twelve hops need more of than the default leaves.
     "held-out": { type: "string", default: "4" },
     // What the questions list (the task option hopsOver).
     "hops-over": { type: "string", default: "both" },
+    // How the expert's summaries read (src/tasks/multihop/compaction-expert.ts).
+    "summary-style": { type: "string", default: "earliest" },
   },
 });
 const init = required(a.init, "--init", USAGE);
@@ -51,6 +54,9 @@ const out = required(a.out, "--out", USAGE);
 const [lo, hi] = a.hops.split("-").map(Number);
 const heldOut = Number(a["held-out"]);
 const hopsOver = a["hops-over"] as HopsOver; // createMultihopTask checks it
+const style = a["summary-style"] as SummaryStyle;
+if (!SUMMARY_STYLES.includes(style))
+  throw new Error(`--summary-style: '${style}' is not one of ${SUMMARY_STYLES.join(", ")}`);
 const compaction = { atTokens: Number(a.at), keepLast: Number(a["keep-last"]), prompt: COMPACTION_DEFAULTS.prompt };
 
 const engine = await LocalEngine.load(init);
@@ -60,15 +66,20 @@ const eot = tok.decode([tok.eosTokenId!]);
 const asks = (text: string) => text.endsWith(`${compaction.prompt}${eot}\n<|im_start|>assistant\n`);
 const expert = new ScriptedEngine(tok, (c) => {
   return (
-    longHorizonReply(c.text, asks(c.text), (query) => hermesFormat.write({ name: "search", arguments: { query } })) +
-    eot
+    longHorizonReply(
+      c.text,
+      asks(c.text),
+      (query) => hermesFormat.write({ name: "search", arguments: { query } }),
+      style,
+    ) + eot
   );
 });
 
 const datums = [];
 let episodes = 0,
   solved = 0,
-  summaries = 0;
+  summaries = 0,
+  longestSummary = 0;
 const started = Date.now();
 for (let w = 0; w < Number(a.worlds); w++) {
   const hops = lo + (w % (hi - lo + 1));
@@ -83,7 +94,7 @@ for (let w = 0; w < Number(a.worlds); w++) {
   const rows = task.rows("train");
   const res = await rollout(expert, (r: TaskRow) => task.makeEnv(r), rows, {
     maxTurns: 40,
-    maxTokensPerTurn: 96,
+    maxTokensPerTurn: Number(a["max-tokens-per-turn"]),
     maxTotalTokens: Number(a["max-total-tokens"]),
     tokenizer: tok,
     compaction,
@@ -91,12 +102,14 @@ for (let w = 0; w < Number(a.worlds); w++) {
   for (const t of res.trajectories) {
     episodes++;
     if (t.reward >= 1) solved++;
-    summaries += t.steps.filter((s) => s.info.flowTurn === "compaction").length;
+    const sums = t.steps.filter((s) => s.info.flowTurn === "compaction");
+    summaries += sums.length;
+    for (const s of sums) longestSummary = Math.max(longestSummary, s.action.length);
     if (t.reward >= 1) datums.push(...trajectoryDatums(t).datums);
   }
 }
 console.log(
-  `demonstrations: ${episodes} episodes (hops ${lo}-${hi}), ${solved} solved, ${summaries} summaries, ${datums.length} datums, ${((Date.now() - started) / 1000).toFixed(0)} s`,
+  `demonstrations: ${episodes} episodes (hops ${lo}-${hi}), ${solved} solved, ${summaries} summaries, ${datums.length} datums, longest summary ${longestSummary} tokens, ${((Date.now() - started) / 1000).toFixed(0)} s`,
 );
 if (solved === 0) throw new Error("the expert solved no episode: check the context limits");
 const probe = datums.slice(0, 64);

@@ -485,15 +485,23 @@ export const configSchema = z.strictObject({
     .strictObject({
       iterations: positiveInt.default(20),
       batchSize: positiveInt.default(8).describe("Prompts per iteration (each sampled `rollout.n` times)."),
-      ppoEpochs: positiveInt.default(1),
-      miniBatches: positiveInt.default(1),
+      ppoEpochs: positiveInt
+        .default(1)
+        .describe("Passes over each iteration's batch (more than 1 reuses samples off-policy)."),
+      miniBatches: positiveInt
+        .default(1)
+        .describe("Optimizer steps per pass; the batch splits into this many mini-batches of whole episodes."),
       seed: nonNegInt.default(0),
       valEvery: nonNegInt.default(5).describe("Validate every N iterations (and at the end); 0 never."),
-      valSize: nonNegInt.default(16),
-      valGreedy: z.boolean().default(true),
+      valSize: nonNegInt.default(16).describe("Validation rows (the first N of the val split)."),
+      valGreedy: z.boolean().default(true).describe("Validate greedily; false samples at rollout.temperature."),
       checkpointEvery: nonNegInt.default(10).describe("Checkpoint every N iterations (and at the end)."),
-      keepCheckpoints: positiveInt.default(2),
-      samplesPerIteration: nonNegInt.default(4),
+      keepCheckpoints: positiveInt
+        .default(2)
+        .describe("The newest N checkpoints stay on disk; older ones are removed."),
+      samplesPerIteration: nonNegInt
+        .default(4)
+        .describe("Episodes per iteration written, decoded, to samples/iter-N.jsonl (the dashboard's samples)."),
       async: z
         .strictObject({
           maxStaleness: positiveInt.describe(

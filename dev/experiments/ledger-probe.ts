@@ -1,0 +1,43 @@
+/**
+ * Plays a compaction-trained model on a few long-horizon questions and prints each episode's
+ * summaries and answer beside the right one (docs/compaction.md).
+ *   node --import tsx dev/experiments/ledger-probe.ts --model MODEL_DIR [--rows 8] [--max-tokens-per-turn 160] [--temperature 0]
+ */
+import { parseArgs } from "node:util";
+import { rollout } from "../../src/agent/rollout.js";
+import { COMPACTION_DEFAULTS } from "../../src/agent/compaction-options.js";
+import { LocalEngine } from "../../src/engine/local/local-engine.js";
+import { createMultihopTask } from "../../src/tasks/multihop/index.js";
+import { questionNames } from "../../src/tasks/multihop/compaction-expert.js";
+import { stepContext } from "../../src/agent/trajectory.js";
+import { required } from "./usage.js";
+
+const USAGE = "node --import tsx dev/experiments/ledger-probe.ts --model MODEL_DIR [flags]";
+const { values: a } = parseArgs({
+  options: {
+    model: { type: "string" },
+    rows: { type: "string", default: "8" },
+    "max-tokens-per-turn": { type: "string", default: "160" },
+    temperature: { type: "string", default: "0" },
+  },
+});
+const engine = await LocalEngine.load(required(a.model, "--model", USAGE));
+const tok = engine.tokenizer;
+const task = createMultihopTask({ hops: 12, hopsOver: "companies", train: 64, val: 64, test: 64 });
+const rows = task.rows("test").slice(0, Number(a.rows));
+const res = await rollout(engine, (r) => task.makeEnv(r), rows, {
+  maxTurns: 24,
+  maxTokensPerTurn: Number(a["max-tokens-per-turn"]),
+  maxTotalTokens: 1024,
+  temperature: Number(a.temperature),
+  tokenizer: tok,
+  compaction: { atTokens: 700, keepLast: 1, prompt: COMPACTION_DEFAULTS.prompt },
+});
+for (const t of res.trajectories) {
+  const names = questionNames(tok.decode(stepContext(t, 0)));
+  console.log(`--- ${names.join(", ")}\n    reward ${t.reward} ${t.endReason}`);
+  for (const s of t.steps)
+    if (s.info.flowTurn === "compaction" || s === t.steps[t.steps.length - 1])
+      console.log(`    ${tok.decode(s.action).replace(/\n/g, " ")}`);
+}
+await engine.dispose();
