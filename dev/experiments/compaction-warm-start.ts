@@ -23,7 +23,7 @@ import type { HopsOver } from "../../src/tasks/multihop/long-horizon.js";
 import type { TaskRow } from "../../src/tasks/types.js";
 import { ScriptedEngine } from "../../src/testing/index.js";
 import { meanCrossEntropy, trainSft } from "../../src/train/sft.js";
-import { required } from "./usage.js";
+import { required, usage } from "./usage.js";
 
 const USAGE = "node --import tsx dev/experiments/compaction-warm-start.ts --init MODEL_DIR --out DIR [flags]";
 const { values: a } = parseArgs({
@@ -56,7 +56,7 @@ const heldOut = Number(a["held-out"]);
 const hopsOver = a["hops-over"] as HopsOver; // createMultihopTask checks it
 const style = a["summary-style"] as SummaryStyle;
 if (!SUMMARY_STYLES.includes(style))
-  throw new Error(`--summary-style: '${style}' is not one of ${SUMMARY_STYLES.join(", ")}`);
+  usage(USAGE, `--summary-style: '${style}' is not one of ${SUMMARY_STYLES.join(", ")}`);
 const compaction = { atTokens: Number(a.at), keepLast: Number(a["keep-last"]), prompt: COMPACTION_DEFAULTS.prompt };
 
 const engine = await LocalEngine.load(init);

@@ -1,6 +1,7 @@
 /**
- * Plays a compaction-trained model on a few long-horizon questions and prints each episode's
- * summaries and answer beside the right one (docs/compaction.md).
+ * Plays a compaction-trained model greedily (or sampled) on the first test questions of the
+ * twelve-hop company task, compacting as recipes/multihop-compaction.yaml does, and prints each
+ * episode's question list, reward, summaries and final turn (docs/compaction.md).
  *   node --import tsx dev/experiments/ledger-probe.ts --model MODEL_DIR [--rows 8] [--max-tokens-per-turn 160] [--temperature 0]
  */
 import { parseArgs } from "node:util";

@@ -36,12 +36,12 @@ export function summaryText(left: string[], earliest: [string, number] | undefin
   return `Left: ${left.join(", ")}; earliest so far: ${earliest ? `${earliest[0]}=${earliest[1]}` : "none"}.`;
 }
 
+const yearFirst = (pairs: [string, number][]) => pairs.map(([n, y]) => `${y} ${n}`).join(", ");
+
 /** A `ledger` summary: the years found, in the question's order. */
 export function ledgerText(found: [string, number][]): string {
   return `Found: ${found.length ? yearFirst(found) : "none"}.`;
 }
-
-const yearFirst = (pairs: [string, number][]) => pairs.map(([n, y]) => `${y} ${n}`).join(", ");
 const EARLIEST = /Left: (.*?); earliest so far: (?:(.+?)=(\d+)|none)\./g;
 const LEDGER = /Found: (.*?)\.(?=<|$|\n)/g;
 
@@ -95,9 +95,9 @@ export function longHorizonReply(
           best,
         );
   // What the last search result showed, noted year first (ledger style).
-  const fresh = context.slice(context.lastIndexOf("</tool_call>"));
-  const noted =
-    style === "ledger" && context.includes("</tool_call>") ? inOrder((n) => fresh.includes(`${n} is a`)) : [];
+  const lastCall = context.lastIndexOf("</tool_call>");
+  const fresh = context.slice(lastCall);
+  const noted = style === "ledger" && lastCall >= 0 ? inOrder((n) => fresh.includes(`${n} is a`)) : [];
   const note = noted.length ? `${yearFirst(noted)}. ` : "";
   const next = names.find((n) => !checked.has(n));
   if (next === undefined)
