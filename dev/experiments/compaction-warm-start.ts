@@ -6,7 +6,7 @@
  *
  *   node --import tsx dev/experiments/compaction-warm-start.ts --init assets/base/multihop --out runs/base-compaction \
  *     [--worlds 16] [--questions 64] [--hops 3-8] [--steps 600] [--batch 8] [--lr 3e-4] [--at 700] [--keep-last 1] [--max-tokens-per-turn 96] [--held-out 4]
- *     [--hops-over both|cities|companies] [--summary-style earliest|ledger]
+ *     [--hops-over both|cities|companies] [--summary-style earliest|ledger] [--first-world 0]
  */
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -31,6 +31,8 @@ const { values: a } = parseArgs({
     init: { type: "string" },
     out: { type: "string" },
     worlds: { type: "string", default: "16" },
+    // The first world's index (seed 5000 + index): a continued warm start takes worlds it has not seen.
+    "first-world": { type: "string", default: "0" },
     questions: { type: "string", default: "64" },
     hops: { type: "string", default: "3-8" },
     steps: { type: "string", default: "600" },
@@ -81,7 +83,8 @@ let episodes = 0,
   summaries = 0,
   longestSummary = 0;
 const started = Date.now();
-for (let w = 0; w < Number(a.worlds); w++) {
+const firstWorld = Number(a["first-world"]);
+for (let w = firstWorld; w < firstWorld + Number(a.worlds); w++) {
   const hops = lo + (w % (hi - lo + 1));
   const task = createMultihopTask({
     hops,
