@@ -242,9 +242,23 @@ test("hops: long-horizon questions over N cities and companies; the expert searc
   assert.throws(() => createMultihopTask({ hops: 2 }), /option 'hops': /);
   assert.throws(() => createMultihopTask({ hops: 25 }), /option 'hops': /);
   assert.throws(
-    () => createMultihopTask({ hops: 20, train: 4, val: 4, test: 4 }),
+    () => createMultihopTask({ hops: 20, train: 1, val: 1, test: 1 }),
     /hops 20 needs 20 cities and companies in the test split's world, which has 12/,
   );
+});
+
+test("hops: a long-horizon world is sized by its mentions, so no name answers most held-out questions", () => {
+  // Sized as for two-hop questions, 64 twelve-hop test questions drew 12 of 16 companies and 48 had one answer.
+  for (const over of ["companies", "both"] as const) {
+    const t = createMultihopTask({ hops: 12, hopsOver: over });
+    for (const split of ["val", "test"] as const) {
+      const counts = new Map<string, number>();
+      for (const q of t.questions[split]) counts.set(q.answer, (counts.get(q.answer) ?? 0) + 1);
+      assert.equal(t.world.splits[split].companies.length, (64 * 12) / 4, `${over} ${split}`);
+      assert.ok(counts.size >= 24, `${over} ${split}: ${counts.size} distinct answers`);
+      assert.ok(Math.max(...counts.values()) <= 8, `${over} ${split}: the most frequent answer is in at most 8 of 64`);
+    }
+  }
 });
 
 test("hopsOver: long-horizon questions over one kind list only that kind; a split with too few says so", () => {
@@ -268,8 +282,8 @@ test("hopsOver: long-horizon questions over one kind list only that kind; a spli
   const both = createMultihopTask({ hops: 6, train: 20, val: 8, test: 8 });
   assert.ok(both.questions.test.every((q) => both.world.splits.test.cities.some((c) => c.name === q.answer)));
   assert.throws(
-    () => createMultihopTask({ hops: 12, hopsOver: "cities" }),
-    /hops 12 needs 12 cities in the test split's world, which has 11/,
+    () => createMultihopTask({ hops: 12, hopsOver: "cities", train: 1, val: 1, test: 1 }),
+    /hops 12 needs 12 cities in the test split's world, which has 6/,
   );
   assert.throws(() => createMultihopTask({ hops: 4, hopsOver: "towns" }), /option 'hopsOver'/);
 });

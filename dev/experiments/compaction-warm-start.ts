@@ -5,7 +5,7 @@
  * SFT: every action, the summaries included, exactly as a rollout would hold it (trajectoryDatums).
  *
  *   node --import tsx dev/experiments/compaction-warm-start.ts --init assets/base/multihop --out runs/base-compaction \
- *     [--worlds 16] [--questions 64] [--hops 3-8] [--steps 600] [--batch 8] [--lr 3e-4] [--at 700] [--keep-last 1] [--max-tokens-per-turn 96] [--held-out 4]
+ *     [--worlds 16] [--questions 64] [--hops 3-8] [--steps 600] [--batch 8] [--lr 3e-4] [--at 700] [--keep-last 1] [--max-tokens-per-turn 96] [--held-out 16]
  *     [--hops-over both|cities|companies] [--summary-style earliest|ledger] [--first-world 0]
  */
 import { mkdirSync, rmSync } from "node:fs";
@@ -42,9 +42,9 @@ const { values: a } = parseArgs({
     "keep-last": { type: "string", default: "1" },
     "max-total-tokens": { type: "string", default: "1024" },
     "max-tokens-per-turn": { type: "string", default: "96" },
-    // Val and test questions per world: unused, but they size the world's held-out entities, which
-    // twelve hops need more of than the default leaves.
-    "held-out": { type: "string", default: "4" },
+    // Val and test questions per world: unused, but they size the world's held-out entities, and each
+    // held-out split must still draw its questions (`hops` entities with different founding years).
+    "held-out": { type: "string", default: "16" },
     // What the questions list (the task option hopsOver).
     "hops-over": { type: "string", default: "both" },
     // How the expert's summaries read (src/tasks/multihop/compaction-expert.ts).

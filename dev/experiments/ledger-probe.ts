@@ -1,8 +1,8 @@
 /**
- * Plays a compaction-trained model greedily (or sampled) on the first test questions of the
+ * Plays a compaction-trained model greedily (or sampled) on the first questions of a split (test by default) of the
  * twelve-hop company task, compacting as recipes/multihop-compaction.yaml does, and prints each
  * episode's question list, reward, summaries and final turn (docs/compaction.md).
- *   node --import tsx dev/experiments/ledger-probe.ts --model MODEL_DIR [--rows 8] [--max-tokens-per-turn 160] [--temperature 0]
+ *   node --import tsx dev/experiments/ledger-probe.ts --model MODEL_DIR [--rows 8] [--max-tokens-per-turn 160] [--temperature 0] [--split test]
  */
 import { parseArgs } from "node:util";
 import { rollout } from "../../src/agent/rollout.js";
@@ -20,12 +20,17 @@ const { values: a } = parseArgs({
     rows: { type: "string", default: "8" },
     "max-tokens-per-turn": { type: "string", default: "160" },
     temperature: { type: "string", default: "0" },
+    split: { type: "string", default: "test" },
   },
 });
 const engine = await LocalEngine.load(required(a.model, "--model", USAGE));
 const tok = engine.tokenizer;
 const task = createMultihopTask({ hops: 12, hopsOver: "companies", train: 64, val: 64, test: 64 });
-const rows = task.rows("test").slice(0, Number(a.rows));
+if (!["train", "val", "test"].includes(a.split!)) {
+  console.error(`--split must be train, val or test\nusage: ${USAGE}`);
+  process.exit(2);
+}
+const rows = task.rows(a.split as "train" | "val" | "test").slice(0, Number(a.rows));
 const res = await rollout(engine, (r) => task.makeEnv(r), rows, {
   maxTurns: 24,
   maxTokensPerTurn: Number(a["max-tokens-per-turn"]),

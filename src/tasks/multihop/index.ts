@@ -35,6 +35,13 @@ export {
   type Question,
   type QuestionType,
 } from "./questions.js";
-export { earliestFounded, generateLongQuestions, LONG_HORIZON_TYPE, MIN_HOPS, MAX_HOPS } from "./long-horizon.js";
+export {
+  earliestFounded,
+  generateLongQuestions,
+  LONG_HORIZON_TYPE,
+  longHorizonWorldSizes,
+  MIN_HOPS,
+  MAX_HOPS,
+} from "./long-horizon.js";
 export { multihopExpertTurns, MULTIHOP_MISTAKES, type MultihopMode } from "./expert.js";
 export { MULTIHOP_SYSTEM_PROMPT, SEARCH_SYSTEM_PROMPT } from "./prompt.js";

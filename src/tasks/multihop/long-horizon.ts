@@ -32,6 +32,17 @@ export type HopsOver = (typeof HOPS_OVER)[number];
 const entitiesOf = (s: SplitWorld, over: HopsOver): Founded[] =>
   over === "cities" ? s.cities : over === "companies" ? s.companies : [...s.cities, ...s.companies];
 
+/**
+ * The question counts a long-horizon world is sized for: a question names `hops` entities, so the
+ * world is sized as for `hops` two-hop questions per question (world.ts: a company per four, a city
+ * per six). With the plain sizes a split of 64 twelve-hop questions over companies drew 12 of 16,
+ * nearly every question listed the split's earliest company, and 48 of the 64 had one answer; sized
+ * by mentions, each company is in about four questions and the answers spread over dozens of names.
+ */
+export function longHorizonWorldSizes(sizes: Record<Split, number>, hops: number): Record<Split, number> {
+  return { train: sizes.train * hops, val: sizes.val * hops, test: sizes.test * hops };
+}
+
 /** `n` entities of the split with pairwise different founding years, in a random order (undefined when none found quickly). */
 function distinctlyFounded(rng: Rng, s: SplitWorld, n: number, over: HopsOver): Founded[] | undefined {
   const pool: Founded[] = shuffle(rng, entitiesOf(s, over));
@@ -101,7 +112,7 @@ export function generateLongQuestions(
         if (++misses >= 200)
           throw new InputError(
             `multihop: cannot draw ${sizes[split]} distinct ${split} questions of ${hops} hops from its world`,
-            "ask for fewer questions or fewer hops",
+            `ask for fewer hops, or for more ${split} questions (the world grows with them)`,
           );
         continue;
       }

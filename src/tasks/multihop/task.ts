@@ -26,7 +26,7 @@ import { generateQuestions, type Question } from "./questions.js";
 import { buildSearchIndex, DEFAULT_TOP_K, searchText, searchTool, type SearchIndex } from "./search.js";
 import { generateWorld, type World } from "./world.js";
 import { typeMixOptions } from "./type-mix.js";
-import { generateLongQuestions, HOPS_OVER, MAX_HOPS, MIN_HOPS } from "./long-horizon.js";
+import { generateLongQuestions, HOPS_OVER, longHorizonWorldSizes, MAX_HOPS, MIN_HOPS } from "./long-horizon.js";
 
 export const multihopOptionsSchema = z
   .strictObject({
@@ -71,7 +71,7 @@ export interface MultihopTask extends Task {
 export function createMultihopTask(options: Record<string, unknown> = {}): MultihopTask {
   const o = parseTaskOptions("multihop", multihopOptionsSchema, options);
   const sizes = { train: o.train, val: o.val, test: o.test };
-  const world = generateWorld(o.seed, sizes);
+  const world = generateWorld(o.seed, o.hops !== undefined ? longHorizonWorldSizes(sizes, o.hops) : sizes);
   const documents = worldDocuments(world);
   const index = buildSearchIndex(documents);
   const search = searchTool(index, o.topK);
