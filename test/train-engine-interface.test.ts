@@ -21,6 +21,7 @@ import { defaultTokenizerDir } from "../src/model/default-tokenizer.js";
 import { parseConfig } from "../src/train/load-config.js";
 import { Trainer } from "../src/train/trainer.js";
 import { toyTask } from "./fixtures/toy-task.js";
+import { createHouseholdTask } from "../src/tasks/household/task.js";
 import { tempDir } from "./helpers.js";
 
 const tokenizer = Tokenizer.fromDir(defaultTokenizerDir());
@@ -140,4 +141,30 @@ test("two iterations, a checkpoint and a resume through an engine written in the
   await r.run();
   await r.close();
   assert.equal(more[0].steps, 6);
+});
+
+test("per-step rewards that algorithm.processRewardWeight 0 ignores are noted once; with a weight, not at all", async () => {
+  // The counting engine never calls env_step, so every household step is invalid and costs invalidPenalty.
+  const task = createHouseholdTask({ train: 4, val: 2, test: 2, invalidPenalty: 0.1 });
+  const run = async (processRewardWeight: number) => {
+    const cfg = parseConfig({
+      rollout: { n: 2, maxTurns: 3, maxTokensPerTurn: 8, maxTotalTokens: 1536 },
+      algorithm: { processRewardWeight, filterConstantGroups: false },
+      train: { iterations: 2, batchSize: 2, valEvery: 0, checkpointEvery: 0, samplesPerIteration: 0 },
+    });
+    const lines: string[] = [];
+    const t = await Trainer.open(cfg, {
+      out: tempDir(),
+      task,
+      engines: countingEngines([]),
+      log: (l) => lines.push(l),
+    });
+    await t.run();
+    await t.close();
+    return lines.filter((l) => l.includes("processRewardWeight"));
+  };
+  const ignored = await run(0);
+  assert.equal(ignored.length, 1, "one note for two iterations");
+  assert.match(ignored[0], /invalidPenalty.*processRewardWeight is 0/);
+  assert.deepEqual(await run(1), []);
 });

@@ -39,3 +39,8 @@ export function scoreEpisode(t: Trajectory, processWeight: number): ScoredEpisod
   const r = episodeRewards(t);
   return { trajectory: t, ...r, score: r.outcome + processWeight * r.process.reduce((s, x) => s + x, 0) };
 }
+
+/** True when some step of the trajectory carries a non-zero process reward (e.g. the household's invalidPenalty). */
+export function hasProcessRewards(t: Trajectory): boolean {
+  return episodeRewards(t).process.some((r) => r !== 0);
+}

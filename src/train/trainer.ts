@@ -42,6 +42,7 @@ import { checkNewRunDir } from "./run-dir.js";
 import { clearDirectory } from "../util/out-path.js";
 import { lossSpec, updateCritic, updatePolicy, withKlCoef } from "./update.js";
 import { adaptiveKlController, fixedKlController, type KlController } from "../rl/kl.js";
+import { hasProcessRewards } from "../rl/episode-rewards.js";
 import { checkCompactionTask, describeFailure, isAgentFailure, playRows, type EpisodeSummary } from "./evaluate.js";
 import { readTaskRowsFile, skippedRowsNote } from "../data/task-rows-file.js";
 import type { Trajectory } from "../agent/trajectory.js";
@@ -130,6 +131,8 @@ export class Trainer {
   /** The recipe's loss, built once; each iteration sets its KL coefficient. */
   private readonly spec: LossSpec;
   private kl: KlController;
+  /** Whether the note about per-step rewards that algorithm.processRewardWeight 0 ignores was given. */
+  private processNoteGiven = false;
   /** train.async: the policy wrapped to count versions, and the producer of the batches ahead (started by the first step). */
   private versioned?: VersionedPolicy;
   private producer?: RolloutProducer<ProducedBatch>;
@@ -308,9 +311,20 @@ export class Trainer {
     return m;
   }
 
+  /** Once a run: the env gave per-step rewards that algorithm.processRewardWeight 0 leaves out of every score. */
+  private noteIgnoredProcessRewards(trajectories: Trajectory[]) {
+    if (this.processNoteGiven || this.cfg.algorithm.processRewardWeight !== 0) return;
+    if (!trajectories.some(hasProcessRewards)) return;
+    this.processNoteGiven = true;
+    this.opts.log?.(
+      "train: the env gives per-step rewards (a process reward, or a step cost such as the household's invalidPenalty), but algorithm.processRewardWeight is 0, so training ignores them; set it (1 counts them in full)",
+    );
+  }
+
   /** The learner's stages: prepareBatch, updatePolicy (and the KL controller), updateCritic. */
   private async learn(it: number, trajectories: Trajectory[], rows: TaskRow[]) {
     const klCoef = this.kl.coef;
+    this.noteIgnoredProcessRewards(trajectories);
     const batch = await prepareBatch(trajectories, this.cfg, this.batchModels(rows), klCoef);
     const judgeNote = batch.judge && judgeDropNote(it, batch.judge);
     if (judgeNote) this.opts.log?.(judgeNote);
