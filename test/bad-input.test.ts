@@ -359,6 +359,13 @@ test("a directory where a file belongs (or a file where a directory belongs): on
     await fails(["eval", "--model", recipe, "--task", "calc"]),
     /recipe\.yaml: is a file, not a model directory \(hint: give the directory that holds config\.json\)$/,
   );
+  const checkpoint = join(dir, "run", "checkpoints", "step-3");
+  cpSync(model, join(checkpoint, "policy"), { recursive: true });
+  writeFileSync(join(checkpoint, "manifest.json"), "{}");
+  assert.equal(
+    await fails(["eval", "--model", checkpoint, "--task", "calc"], { unchanged: [checkpoint] }),
+    `error: ${checkpoint}: is a training checkpoint, not a model directory (hint: give ${join(checkpoint, "policy")}, or write a model with agent-r1 export --checkpoint ${checkpoint} --out DIR)`,
+  );
   assert.equal(
     await fails(["train", "--resume", recipe]),
     `error: train: --resume ${recipe} is a file, not a run directory`,

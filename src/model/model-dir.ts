@@ -55,6 +55,13 @@ export function readModelConfig(dir: string): ModelConfig {
       "give the directory that holds config.json",
     );
   const file = join(dir, "config.json");
+  if (!existsSync(file) && existsSync(join(dir, "manifest.json")) && existsSync(join(dir, "policy", "config.json")))
+    throw new ModelFormatError(
+      dir,
+      undefined,
+      "is a training checkpoint, not a model directory",
+      `give ${join(dir, "policy")}, or write a model with agent-r1 export --checkpoint ${dir} --out DIR`,
+    );
   return parseModelConfig(readJsonFile(file), file);
 }
 
