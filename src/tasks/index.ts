@@ -29,12 +29,24 @@ export async function loadTask(section: {
   module?: string;
   mcp?: McpEntry[];
   options: Record<string, unknown>;
+  /** Train worlds (tasks/worlds.ts); 1: the task's own train split. */
+  worlds?: number;
+  firstWorld?: number;
 }): Promise<Task> {
+  const worlds = section.worlds ?? 1;
   if (section.module !== undefined || (section.mcp?.length ?? 0) > 0) {
+    if (worlds > 1)
+      throw new InputError(
+        "task.worlds: only a built-in task is generated in other worlds, not task.module or task.mcp",
+      );
     const { loadModuleTask } = await import("./module-task.js");
     return loadModuleTask(section);
   }
-  return getTask(section.name, section.options);
+  const task = getTask(section.name, section.options);
+  if (worlds === 1) return task;
+  const { trainWorlds, withTrainWorlds } = await import("./worlds.js");
+  const questions = task.rows("train").length;
+  return withTrainWorlds(task, trainWorlds(section.name, section.options, worlds, questions, section.firstWorld ?? 0));
 }
 
 export type { Task, TaskFactory, TaskRow, EpisodeScore, Split } from "./types.js";

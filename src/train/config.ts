@@ -276,6 +276,14 @@ export const configSchema = z.strictObject({
         .record(z.string(), z.unknown())
         .default({})
         .describe("Task-specific options, checked by the task itself."),
+      worlds: positiveInt
+        .default(1)
+        .describe(
+          "Train on the task generated in this many other worlds (a built-in generated task; seeds seed + 1000 + firstWorld + k, the train questions shared out), validating and testing on its own: nothing one world holds pays off (src/tasks/worlds.ts).",
+        ),
+      firstWorld: nonNegInt
+        .default(0)
+        .describe("With worlds: the first world's number, to keep off the worlds a warm start learned from."),
     })
     .prefault({}),
   data: z

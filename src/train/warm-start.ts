@@ -16,8 +16,6 @@ import type { Task } from "../tasks/types.js";
 import { meanCrossEntropy, sftDatums, trainSft, type SftOptions } from "./sft.js";
 import { buildTaskTokenizer } from "./task-tokenizer.js";
 import { copyDatums, corpusWords } from "./copy-curriculum.js";
-import { getTask } from "../tasks/index.js";
-import { InputError } from "../util/errors.js";
 
 export interface WarmStartOptions {
   task: Task;
@@ -44,7 +42,7 @@ export interface WarmStartOptions {
   copyBlend?: number;
   /**
    * Tasks whose train rows give the demonstrations and the copying curriculum's words; default
-   * [task]. `demonstrationWorlds` makes them: the task generated from other seeds.
+   * [task]. `trainWorlds` (tasks/worlds.ts) makes them: the task generated from other seeds.
    */
   demoTasks?: Task[];
   onStep?: SftOptions["onStep"];
@@ -65,7 +63,7 @@ export interface WarmStartResult {
  * curriculum's rate matters most: at 3e-3 the small model never learns to copy (loss stays
  * near 2.3 nats/token); at 1e-3 it does, between steps 200 and 500. `trainQuestions` is the
  * number of demonstration questions (the task option `train` overrides it), drawn from `worlds`
- * worlds (demonstrationWorlds). Quality 0.3 keeps the multi-hop base's greedy exact match under
+ * worlds (trainWorlds). Quality 0.3 keeps the multi-hop base's greedy exact match under
  * the main job's 50 %; that base also weights its demonstrations towards the comparison and numeric
  * questions (`--option bridge=0.4 --option comparison=0.3 --option numeric=0.3`).
  */
@@ -85,33 +83,6 @@ export const WARM_START_DEFAULTS = {
   // the tokenizer it trains when none is given: on the text of 8,192 questions, a lower threshold turns names into tokens
   tokenizerMinFrequency: 2000,
 } as const;
-
-/** Task seeds of the demonstration worlds start here, away from the seeds users pick. */
-export const WORLD_SEED_OFFSET = 1000;
-
-/**
- * The demonstration worlds of a generated task: `worlds` copies generated from seeds
- * seed + WORLD_SEED_OFFSET + k, sharing `questions` train questions (no val or test questions).
- * One big world holds each name for the whole run, and the names a big world uses up are exactly
- * the ones its held-out splits do not use, so a model trained on it learns to recall train names
- * rather than to read them: on a base made from one world, 89 % train against 52 % held-out
- * exact match after expert-only SFT (dev/LOG.md, 2026-11-25). Small worlds draw names
- * afresh, so the same name stands for different facts in different worlds.
- */
-export function demonstrationWorlds(
-  name: string,
-  options: Record<string, unknown>,
-  worlds: number,
-  questions: number,
-): Task[] {
-  if (!(Number.isInteger(worlds) && worlds >= 1))
-    throw new InputError(`demonstration worlds: need a whole number >= 1, got ${worlds}`);
-  const seed = Number(options.seed ?? 0);
-  const train = Math.ceil(questions / worlds);
-  return Array.from({ length: worlds }, (_, k) =>
-    getTask(name, { ...options, seed: seed + WORLD_SEED_OFFSET + k, train, val: 0, test: 0 }),
-  );
-}
 
 export async function warmStart(o: WarmStartOptions): Promise<WarmStartResult> {
   const demoTasks = o.demoTasks ?? [o.task];

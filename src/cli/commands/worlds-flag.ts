@@ -1,6 +1,7 @@
 /** The --worlds flag of `pretrain` and `tokenizer`: demonstration worlds generated from other seeds. */
 import type { Task } from "../../tasks/types.js";
-import { WARM_START_DEFAULTS, demonstrationWorlds } from "../../train/warm-start.js";
+import { trainWorlds } from "../../tasks/worlds.js";
+import { WARM_START_DEFAULTS } from "../../train/warm-start.js";
 import { optionalNumber, usageError, type FlagSpec, type Parsed } from "../args.js";
 import { taskOptions } from "./task-flags.js";
 
@@ -32,5 +33,5 @@ export function worldsFromFlags(
     throw usageError(command, `--worlds must be a whole number >= 1, got ${worlds}`);
   if (worlds === 1) return { worlds, tasks: [task] };
   const options = { train: WARM_START_DEFAULTS.trainQuestions, ...taskOptions(command, flags) };
-  return { worlds, tasks: demonstrationWorlds(task.name, options, worlds, Number(options.train)) };
+  return { worlds, tasks: trainWorlds(task.name, options, worlds, Number(options.train)) };
 }
