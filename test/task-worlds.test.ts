@@ -6,7 +6,7 @@ import { loadTask, type TaskRow } from "../src/tasks/index.js";
 import { createMultihopTask, type MultihopTask } from "../src/tasks/multihop/task.js";
 import { searchText } from "../src/tasks/multihop/search.js";
 import { rowWorld, trainWorlds, withTrainWorlds, WORLD_SEED_OFFSET } from "../src/tasks/worlds.js";
-import { parseConfig } from "../src/train/load-config.js";
+import { loadConfig, parseConfig } from "../src/train/load-config.js";
 import { actionOf } from "../src/testing/index.js";
 import { InputError } from "../src/util/errors.js";
 
@@ -76,4 +76,19 @@ test("task.worlds: bad input is refused in one line", async () => {
   );
   assert.throws(() => parseConfig({ task: { name: "multihop", worlds: 0 } }), /worlds/);
   assert.equal(parseConfig({ task: { name: "multihop" } }).task.worlds, 1);
+});
+
+test("the household new-tasks recipe is the GRPO recipe's run with a large pool, sixteen tasks of four, half the rate", () => {
+  const grpo = loadConfig("recipes/household-grpo.yaml");
+  const fresh = loadConfig("recipes/household-new-tasks.yaml");
+  assert.deepEqual(fresh.task.options, { layouts: 4096, train: 4096, val: 64, test: 8 });
+  assert.deepEqual([fresh.rollout.n, fresh.train.batchSize, fresh.optim.lr], [4, 16, grpo.optim.lr / 2]);
+  const rest = (c: typeof grpo) => ({
+    ...c,
+    task: undefined,
+    optim: { ...c.optim, lr: 0 },
+    rollout: { ...c.rollout, n: 0 },
+    train: { ...c.train, batchSize: 0 },
+  });
+  assert.deepEqual(rest(fresh), rest(grpo));
 });
