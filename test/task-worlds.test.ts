@@ -76,6 +76,12 @@ test("task.worlds: bad input is refused in one line", async () => {
   );
   assert.throws(() => parseConfig({ task: { name: "multihop", worlds: 0 } }), /worlds/);
   assert.equal(parseConfig({ task: { name: "multihop" } }).task.worlds, 1);
+  assert.throws(
+    () => parseConfig({ task: { name: "multihop", worlds: 2 }, data: { train: "rows.jsonl" } }, "r.yaml"),
+    (e: unknown) =>
+      e instanceof InputError &&
+      e.message === "r.yaml: task.worlds: the training rows come from data.train; drop one of them",
+  );
 });
 
 test("the household new-tasks recipe is the GRPO recipe's run with a large pool, sixteen tasks of four, half the rate", () => {

@@ -4,12 +4,13 @@
  * holds the mug) rather than by reading what its tools return; the held-out splits of the same world
  * cannot reward that (a warm start on one big world scored 89 % exact match on its train questions and
  * 52 % on held-out ones after expert-only SFT: dev/LOG.md, 2026-11-25). Small worlds draw names afresh,
- * so the same name stands for other facts in another world. `trainWorlds` generates the task from other seeds (seed + WORLD_SEED_OFFSET +
- * first + k), each with a share of the train questions and no held-out ones; `withTrainWorlds` keeps
- * the task's own validation and test rows and draws its training rows from those worlds, each row
- * tagged with its world (extra_info.world) so its env, score and demonstration come from that world.
- * The warm start uses the same worlds (pretrain's --worlds); RL uses them through the recipe's
- * task.worlds.
+ * so the same name stands for other facts in another world.
+ *
+ * `trainWorlds` generates the task from other seeds (seed + WORLD_SEED_OFFSET + first + k), each with a
+ * share of the train questions and no held-out ones; `withTrainWorlds` keeps the task's own validation
+ * and test rows and draws its training rows from those worlds, each row tagged with its world
+ * (extra_info.world) so its env, score and demonstration come from that world. The warm start uses the
+ * same worlds (pretrain's --worlds); RL uses them through the recipe's task.worlds.
  */
 import { InputError } from "../util/errors.js";
 import { getTask } from "./index.js";

@@ -134,6 +134,8 @@ export function parseConfig(raw: unknown, source = "config"): TrainConfig {
       );
   }
   if (c.model.path && c.model.preset) throw new InputError(`${source}: model: give either path or preset, not both`);
+  if (c.task.worlds > 1 && c.data.train)
+    throw new InputError(`${source}: task.worlds: the training rows come from data.train; drop one of them`);
   const asyncProblem = asyncSettingsProblem(c.train);
   if (asyncProblem) throw new InputError(`${source}: ${asyncProblem}`);
   checkDistill(

@@ -538,8 +538,6 @@ async function readRows(cfg: TrainConfig, task: Task, notes: string[]): Promise<
     if (note) notes.push(note);
     return r.rows;
   };
-  if (cfg.data.train && cfg.task.worlds > 1)
-    throw new InputError("task.worlds: the training rows come from data.train; drop one of them");
   const train = cfg.data.train ? await fromFile(cfg.data.train) : task.rows("train");
   if (train.length === 0) throw new InputError(`task '${task.name}' has no training rows`);
   const val = (cfg.data.val ? await fromFile(cfg.data.val) : task.rows("val")).slice(0, cfg.train.valSize);
