@@ -49,6 +49,11 @@ test("a ledger pair no search returned, in a note or a summary, is a ledger copy
   assert.equal(classifyEpisode(episode({ actions: wrongYear })), "ledger-copy");
   const wrongName = notes.map((a, i) => (i === 2 ? a.replace("1880 Kelna Mills", "1880 Kelna Works") : a));
   assert.equal(classifyEpisode(episode({ actions: wrongName })), "ledger-copy");
+  // A note of two companies one search returned is two pairs, both right.
+  const twoNoted = notes.map((a, i) =>
+    i === 3 ? a.replace("1880 Kelna Mills.", "1956 Sisi Labs, 1880 Kelna Mills.") : a,
+  );
+  assert.equal(classifyEpisode(episode({ actions: twoNoted })), "wrong-name");
 });
 
 test("with a right ledger, the answer's year or the name after it", () => {

@@ -17,10 +17,10 @@
  * policy when the run trains with task.worlds) or, from ledger-probe.ts, freshly played episodes:
  *   node --import tsx dev/experiments/compaction-failures.ts runs/X [--from 1] [--to 999] [--window 20]
  */
-import { readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { questionNames } from "../../src/tasks/multihop/compaction-expert.js";
+import { LEDGER, ledgerPairs, questionNames } from "../../src/tasks/multihop/compaction-expert.js";
 import { required } from "./usage.js";
 
 export const FAILURE_CLASSES = [
@@ -49,20 +49,22 @@ export interface EpisodeText {
 }
 
 const FOUNDED = /^(.+?) is a company founded in (\d+)/gm;
-/** Year-name pairs as the ledger style writes them: in notes (`<think>1885 A. Find ...`) and summaries (`Found: 1885 A, 1901 B.`). */
-const NOTE = /<think>(\d{3,4}) ([^.<]+?)\. /g;
-const FOUND = /Found: (.*?)\.(?=<|$|\n)/g;
+/** A turn's note of what its search found, year first (`<think>1885 A. Find ...`, or `1885 A, 1901 B. `). */
+const NOTE = /<think>(\d{3,4} [^.<]*?)\. /g;
 const EARLIEST = /The earliest is (\d{3,4}) ([^.<]+?)\./;
 
-function ledgerPairs(action: string): [string, number][] {
-  const pairs: [string, number][] = [];
-  for (const m of action.matchAll(NOTE)) pairs.push([m[2], Number(m[1])]);
-  for (const m of action.matchAll(FOUND))
-    for (const p of m[1].split(", ")) {
-      const i = p.indexOf(" ");
-      if (i > 0 && /^\d+$/.test(p.slice(0, i))) pairs.push([p.slice(i + 1), Number(p.slice(0, i))]);
-    }
-  return pairs;
+/** The year-name pairs an action wrote: its note and any ledger summary (the ledger style of compaction-expert.ts). */
+function writtenPairs(action: string): [string, number][] {
+  return [...action.matchAll(NOTE), ...action.matchAll(LEDGER)].flatMap((m) => ledgerPairs(m[1]));
+}
+
+/** A trajectory's searches: each search call's query and the text it returned. */
+export function searchesOf(
+  calls: { name: string | null; arguments: Record<string, unknown> | null; text?: string }[],
+): EpisodeText["searches"] {
+  return calls
+    .filter((c) => c.name === "search")
+    .map((c) => ({ query: String(c.arguments?.query ?? ""), text: c.text ?? "" }));
 }
 
 /** The class of one episode (the first that applies, in FAILURE_CLASSES order). */
@@ -76,9 +78,7 @@ export function classifyEpisode(e: EpisodeText): FailureClass {
   if (names.some((n) => !searched.has(n)))
     return [...searched].some((q) => !names.includes(q)) ? "query-copy" : "missed-search";
   const answerTurn = e.actions[e.actions.length - 1] ?? "";
-  const notes = e.actions.flatMap((a, i) =>
-    i === e.actions.length - 1 ? ledgerPairs(a.replace(EARLIEST, "")) : ledgerPairs(a),
-  );
+  const notes = e.actions.flatMap((a, i) => writtenPairs(i === e.actions.length - 1 ? a.replace(EARLIEST, "") : a));
   if (notes.some(([n, y]) => !names.includes(n) || years.get(n) !== y)) return "ledger-copy";
   const earliest = Math.min(...names.map((n) => years.get(n) ?? Infinity));
   const said = EARLIEST.exec(answerTurn);
@@ -97,7 +97,7 @@ export function classTable(classes: FailureClass[]): string {
 interface SavedStep {
   context?: string;
   action: string;
-  toolCalls?: { name: string; arguments: { query?: string }; text?: string }[];
+  toolCalls?: { name: string | null; arguments: Record<string, unknown> | null; text?: string }[];
 }
 interface SavedEpisode {
   reward: number;
@@ -113,11 +113,7 @@ export function savedEpisode(t: SavedEpisode): EpisodeText {
   return {
     context: t.steps[0].context ?? "",
     actions: t.steps.map((s) => s.action),
-    searches: t.steps.flatMap((s) =>
-      (s.toolCalls ?? [])
-        .filter((c) => c.name === "search")
-        .map((c) => ({ query: String(c.arguments.query ?? ""), text: c.text ?? "" })),
-    ),
+    searches: t.steps.flatMap((s) => searchesOf(s.toolCalls ?? [])),
     correct: answeredRight(t.reward),
     answered: t.endReason === "done",
   };
@@ -134,6 +130,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     },
   });
   const dir = join(required(positionals[0], "RUN_DIR", USAGE), "samples");
+  if (!existsSync(dir)) {
+    console.error(`compaction-failures: ${dir} does not exist (a run directory holds samples/iter-N.jsonl)`);
+    process.exit(2);
+  }
   const iters = readdirSync(dir)
     .map((f) => /^iter-(\d+)\.jsonl$/.exec(f))
     .filter((m): m is RegExpExecArray => m !== null)

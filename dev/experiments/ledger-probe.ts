@@ -14,7 +14,7 @@ import { createMultihopTask } from "../../src/tasks/multihop/index.js";
 import { questionNames } from "../../src/tasks/multihop/compaction-expert.js";
 import { stepContext } from "../../src/agent/trajectory.js";
 import { required } from "./usage.js";
-import { answeredRight, classifyEpisode, classTable } from "./compaction-failures.js";
+import { answeredRight, classifyEpisode, classTable, searchesOf } from "./compaction-failures.js";
 
 const USAGE = "node --import tsx dev/experiments/ledger-probe.ts --model MODEL_DIR [flags]";
 const { values: a } = parseArgs({
@@ -49,22 +49,18 @@ if (a.classify) {
     classifyEpisode({
       context: tok.decode(stepContext(t, 0)),
       actions: t.steps.map((s) => tok.decode(s.action)),
-      searches: t.steps.flatMap((s) =>
-        s.toolCalls
-          .filter((c) => c.name === "search")
-          .map((c) => ({ query: String(c.arguments?.query ?? ""), text: c.text ?? "" })),
-      ),
+      searches: t.steps.flatMap((s) => searchesOf(s.toolCalls)),
       correct: answeredRight(t.reward),
       answered: t.endReason === "done",
     }),
   );
   console.log(`${a.model} ${a.split} (${classes.length} episodes): ${classTable(classes)}`);
-}
-for (const t of a.classify ? [] : res.trajectories) {
-  const names = questionNames(tok.decode(stepContext(t, 0)));
-  console.log(`--- ${names.join(", ")}\n    reward ${t.reward} ${t.endReason}`);
-  for (const s of t.steps)
-    if (s.info.flowTurn === "compaction" || s === t.steps[t.steps.length - 1])
-      console.log(`    ${tok.decode(s.action).replace(/\n/g, " ")}`);
-}
+} else
+  for (const t of res.trajectories) {
+    const names = questionNames(tok.decode(stepContext(t, 0)));
+    console.log(`--- ${names.join(", ")}\n    reward ${t.reward} ${t.endReason}`);
+    for (const s of t.steps)
+      if (s.info.flowTurn === "compaction" || s === t.steps[t.steps.length - 1])
+        console.log(`    ${tok.decode(s.action).replace(/\n/g, " ")}`);
+  }
 await engine.dispose();

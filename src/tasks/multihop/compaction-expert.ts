@@ -43,20 +43,23 @@ export function ledgerText(found: [string, number][]): string {
   return `Found: ${found.length ? yearFirst(found) : "none"}.`;
 }
 const EARLIEST = /Left: (.*?); earliest so far: (?:(.+?)=(\d+)|none)\./g;
-const LEDGER = /Found: (.*?)\.(?=<|$|\n)/g;
+/** A ledger summary in a context; group 1 is its body (`1910 A, 1880 B` or `none`). */
+export const LEDGER = /Found: (.*?)\.(?=<|$|\n)/g;
+
+/** The year-name pairs of a ledger's body or a note (`1910 A, 1880 B`); `none`, and entries without a leading year, give none. */
+export function ledgerPairs(body: string): [string, number][] {
+  return body.split(", ").flatMap((p): [string, number][] => {
+    const i = p.indexOf(" ");
+    return i > 0 && /^\d+$/.test(p.slice(0, i)) ? [[p.slice(i + 1), Number(p.slice(0, i))]] : [];
+  });
+}
 
 /** What the last summary in the context says: the years it carries and the entities it has checked. */
 function lastSummary(context: string, names: string[]): { years: Map<string, number>; checked: Set<string> } {
   const earliest = [...context.matchAll(EARLIEST)].at(-1);
   const ledger = [...context.matchAll(LEDGER)].at(-1);
   if (ledger && (!earliest || ledger.index > earliest.index)) {
-    const pairs: [string, number][] =
-      ledger[1] === "none"
-        ? []
-        : ledger[1].split(", ").map((p) => {
-            const i = p.indexOf(" ");
-            return [p.slice(i + 1), Number(p.slice(0, i))];
-          });
+    const pairs = ledgerPairs(ledger[1]);
     return { years: new Map(pairs), checked: new Set(pairs.map((p) => p[0])) };
   }
   if (!earliest) return { years: new Map(), checked: new Set() };
