@@ -80,6 +80,27 @@ test("eval --compact-at plays with compaction; a bad --compact-at or a lone --ke
   assert.match(lone.stderr.join("\n"), /--keep-last applies with --compact-at N only/);
 });
 
+test("eval --worlds plays the train questions of other worlds, as task.worlds draws them; misuse is one line", async () => {
+  const base = ["--model", model, "--task", "multihop", "--json", ...SMALL, ...FAST];
+  const r = await run(evalCommand, [...base, "--worlds", "3", "--first-world", "5", "--limit", "4"]);
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  assert.match(r.stdout[0], /on 'multihop' train questions of worlds 5-7 \(4 rows, greedy\)$/);
+  assert.equal((JSON.parse(r.stdout.at(-1)!) as { episodes: number }).episodes, 4);
+  const all = await run(evalCommand, [...base, "--worlds", "1"]);
+  assert.equal(all.code, 0, all.stderr.join("\n"));
+  assert.match(all.stdout[0], /train questions of world 0 \(9 rows, greedy\)$/); // --option train=9: all in one world
+  for (const [extra, message] of [
+    [["--first-world", "2"], /--first-world applies with --worlds N only/],
+    [["--worlds", "2", "--split", "test"], /--worlds plays the worlds' train questions: give it without --split or --data/],
+    [["--worlds", "0"], /--worlds/],
+  ] as const) {
+    const bad = await run(evalCommand, [...base, ...extra]);
+    assert.equal(bad.code, 2, extra.join(" "));
+    assert.match(bad.stderr.join("\n"), message);
+    assert.equal(bad.stderr.length, 1);
+  }
+});
+
 test("data writes a split as JSONL and parquet that read back equal, and eval --data accepts both", async () => {
   const dir = tempDir();
   const task = getTask("multihop", { train: 9, val: 9, test: 4 });

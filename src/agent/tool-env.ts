@@ -16,7 +16,7 @@ import type { Action, Env, Observation, StepResult } from "./env.js";
 import { hermesFormat } from "./formats/hermes.js";
 import type { ToolCallFormat } from "./formats/types.js";
 import { toolSchema, type AnyTool } from "./tool.js";
-import { countToolErrors, runToolCall } from "./tool-runner.js";
+import { countToolErrors, runToolCall, type ToolCallRecord } from "./tool-runner.js";
 
 export interface OutcomeInput<Row> {
   /** Text of the answer (inside the answer pattern's first group), or undefined when the episode ended without one. */
@@ -25,6 +25,8 @@ export interface OutcomeInput<Row> {
   groundTruth: unknown;
   /** Every action's text, in order. */
   actions: string[];
+  /** Every tool call the episode ran, in order (with its parsed arguments and what it returned). */
+  calls: ToolCallRecord[];
 }
 
 export interface ToolEnvOptions<Row> {
@@ -68,7 +70,7 @@ export class ToolEnv<Row = unknown> implements Env<Row> {
   private row: Row | undefined;
   private started = false;
   private groundTruth: unknown;
-  private calls = 0;
+  private calls: ToolCallRecord[] = [];
   private actions: string[] = [];
 
   constructor(private readonly opts: ToolEnvOptions<Row>) {
@@ -89,7 +91,7 @@ export class ToolEnv<Row = unknown> implements Env<Row> {
     this.row = row;
     this.started = true;
     this.groundTruth = (this.opts.groundTruth ?? defaultGroundTruth)(row);
-    this.calls = 0;
+    this.calls = [];
     this.actions = [];
     return { messages: [...(this.opts.prompt ?? defaultPrompt)(row)] };
   }
@@ -106,13 +108,13 @@ export class ToolEnv<Row = unknown> implements Env<Row> {
         runToolCall(call, this.byName, {
           row: this.row,
           groundTruth: this.groundTruth,
-          callIndex: this.calls + i,
+          callIndex: this.calls.length + i,
           turn: action.turn,
           usage: this.format.usage,
         }),
       ),
     );
-    this.calls += records.length;
+    this.calls.push(...records);
     const process = records.reduce((s, r) => s + (r.reward ?? 0), 0);
     return {
       observation: { messages: this.format.resultMessages(records.map((r) => ({ name: r.name, text: r.text }))) },
@@ -133,6 +135,7 @@ export class ToolEnv<Row = unknown> implements Env<Row> {
           row: this.row as Row,
           groundTruth: this.groundTruth,
           actions: [...this.actions],
+          calls: [...this.calls],
         })
       : 0;
     return {

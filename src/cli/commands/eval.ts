@@ -18,6 +18,8 @@ import type { Command } from "../command.js";
 import { isModulePath, splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags, taskOptions } from "./task-flags.js";
 import { loadModuleTask } from "../../tasks/module-task.js";
 import { COMPACTION_DEFAULTS, type CompactionOptions } from "../../agent/compaction-options.js";
+import { trainWorlds, withTrainWorlds } from "../../tasks/worlds.js";
+import type { Task } from "../../tasks/types.js";
 
 /** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
 export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
@@ -97,6 +99,17 @@ const FLAGS: FlagSpec = {
     default: false,
     description: "with --data: skip and count rows that fail the schema instead of stopping",
   },
+  worlds: {
+    type: "string",
+    value: "N",
+    description:
+      "play the train questions of N worlds generated from other seeds, as a recipe's task.worlds trains on (--option train=Q: Q in all), instead of a split",
+  },
+  "first-world": {
+    type: "string",
+    value: "K",
+    description: "with --worlds: the first world's number (a run with task.worlds N trained on worlds 0 to N-1)",
+  },
   limit: { type: "string", value: "N", description: "play only the first N rows" },
   json: { type: "boolean", default: false, description: "end with one JSON line of the summary" },
   ...EPISODE_FLAGS,
@@ -139,6 +152,27 @@ function compactionFromFlags(flags: Parsed["flags"]): CompactionOptions | undefi
   return keepLast === undefined ? { atTokens } : { atTokens, keepLast }; // the flow fills the other defaults
 }
 
+/**
+ * --worlds N [--first-world K]: the train rows of N worlds from seeds seed + 1000 + K + k sharing the
+ * task's train questions, as the recipe's task.worlds draws them (tasks/worlds.ts); undefined without --worlds.
+ */
+function worldRows(flags: Parsed["flags"], task: Task): { rows: TaskRow[]; label: string } | undefined {
+  const worlds = optionalInt("eval", flags, "worlds", 1);
+  const first = optionalInt("eval", flags, "first-world", 0);
+  if (worlds === undefined) {
+    if (first !== undefined) throw usageError("eval", "--first-world applies with --worlds N only");
+    return undefined;
+  }
+  if (flags.split !== undefined || flags.data !== undefined)
+    throw usageError("eval", "--worlds plays the worlds' train questions: give it without --split or --data");
+  const from = first ?? 0;
+  const options = taskOptions("eval", flags);
+  const questions = task.rows("train").length;
+  const rows = withTrainWorlds(task, trainWorlds(task.name, options, worlds, questions, from)).rows("train");
+  const label = `train questions of world${worlds === 1 ? ` ${from}` : `s ${from}-${from + worlds - 1}`}`;
+  return { rows, label };
+}
+
 /** `--temperature` and `--samples`: greedy (one episode a row) unless a temperature above 0 is given. */
 function samplingFromFlags(flags: Parsed["flags"]): { temperature: number; samples: number } {
   const temperature = optionalNumber("eval", flags, "temperature") ?? 0;
@@ -162,6 +196,8 @@ export const evalCommand: Command = {
     const { flags, positionals } = parseFlags("eval", argv, FLAGS);
     noPositionals("eval", positionals);
     const modelDir = requireString("eval", flags, "model");
+    if (isModulePath(flags.task) && flags.worlds !== undefined)
+      throw usageError("eval", "--worlds generates a built-in task in other worlds, not an agent module's rows");
     const task = isModulePath(flags.task)
       ? await loadModuleTask({ module: flags.task as string, options: taskOptions("eval", flags) })
       : taskFromFlags("eval", flags);
@@ -169,7 +205,8 @@ export const evalCommand: Command = {
       throw usageError("eval", "give --split or --data, not both");
     if (flags["skip-bad-rows"] && flags.data === undefined)
       throw usageError("eval", "--skip-bad-rows applies to --data FILE only");
-    const split = flags.data === undefined ? splitFromFlags("eval", flags) : undefined;
+    const fromWorlds = worldRows(flags, task);
+    const split = flags.data === undefined && !fromWorlds ? splitFromFlags("eval", flags) : undefined;
     const limit = optionalInt("eval", flags, "limit", 1);
     const maxTurns = optionalInt("eval", flags, "max-turns", 1) ?? EVAL_DEFAULTS.maxTurns;
     const maxTokensPerTurn = optionalInt("eval", flags, "max-tokens-per-turn", 1) ?? EVAL_DEFAULTS.maxTokensPerTurn;
@@ -179,7 +216,8 @@ export const evalCommand: Command = {
     const backend = parseBackendFlag("eval", flags);
     let rows: TaskRow[];
     let note: string | undefined;
-    if (split) rows = task.rows(split);
+    if (fromWorlds) rows = fromWorlds.rows;
+    else if (split) rows = task.rows(split);
     else {
       const read = await readTaskRowsFile(flags.data as string, { skipBadRows: flags["skip-bad-rows"] === true });
       note = skippedRowsNote(flags.data as string, read);
@@ -187,7 +225,9 @@ export const evalCommand: Command = {
     }
     if (limit !== undefined) rows = rows.slice(0, limit);
     if (rows.length === 0)
-      throw new InputError(`eval: no rows to evaluate (${split ? `split '${split}'` : String(flags.data)})`);
+      throw new InputError(
+        `eval: no rows to evaluate (${fromWorlds ? fromWorlds.label : split ? `split '${split}'` : String(flags.data)})`,
+      );
     const engine = await openModel(modelDir, { backend });
     announceBackend(backend, io);
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
@@ -214,7 +254,7 @@ export const evalCommand: Command = {
         (temperature === 0 ? "greedy" : `${samples} sampled a row at temperature ${temperature}`) +
         (compaction ? `, compacting past ${compaction.atTokens} tokens` : "");
       io.out(
-        `eval: ${modelDir} on '${task.name}' ${split ? `${split} split` : String(flags.data)} (${rows.length} rows, ${how})`,
+        `eval: ${modelDir} on '${task.name}' ${fromWorlds ? fromWorlds.label : split ? `${split} split` : String(flags.data)} (${rows.length} rows, ${how})`,
       );
       for (const l of summaryTable([["model", summary]], task.name)) io.out(l);
       if (flags.json) io.out(summaryJson(summary));

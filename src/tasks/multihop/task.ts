@@ -15,6 +15,8 @@ import type { SearchDocument } from "../../data/documents.js";
 import { exactMatch, f1Score } from "../../rewards/qa.js";
 import { calculatorTool } from "../calc/calculator-tool.js";
 import { envOutcome, scoreEpisode, type Judge } from "../common/episode.js";
+import type { OutcomeInput } from "../../agent/tool-env.js";
+import { searchCoverage } from "./coverage.js";
 import { makeRow } from "../common/row.js";
 import { GENERATION_ORDER, demoMode, itemForRow } from "../common/splits.js";
 import { generatedSplitOptions, parseTaskOptions } from "../options.js";
@@ -49,10 +51,23 @@ export const multihopOptionsSchema = z
       .enum(HOPS_OVER)
       .default("both")
       .describe("With hops: list cities and companies (both), or one kind only, so no prior names the answer."),
+    /** With hops: w × the share of listed names searched by name, added to an episode that ends by itself (coverage.ts). */
+    coverageReward: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0)
+      .describe(
+        "With hops: add this weight times the share of the question's listed names that a search asked for by name to every episode that ends by itself (a shaped reward; 0: off).",
+      ),
   })
   .refine((o) => o.bridge + o.comparison + o.numeric > 0, {
     message: "at least one of bridge, comparison, numeric must be positive",
     path: ["bridge"],
+  })
+  .refine((o) => o.coverageReward === 0 || o.hops !== undefined, {
+    message: "coverageReward applies to long-horizon questions only: set hops too",
+    path: ["coverageReward"],
   });
 export type MultihopOptions = z.output<typeof multihopOptionsSchema>;
 
@@ -94,6 +109,12 @@ export function createMultihopTask(options: Record<string, unknown> = {}): Multi
         extra: { type: q.type },
       }),
     );
+  const outcome = envOutcome(qaJudge);
+  const outcomeReward =
+    o.coverageReward === 0
+      ? outcome
+      : (i: OutcomeInput<TaskRow>) =>
+          outcome(i) + o.coverageReward * searchCoverage(itemForRow("multihop", questions, i.row).searches, i.calls);
   const demonstrations = (rs: TaskRow[], opts: { seed: number; quality: number }): ChatMessage[][] =>
     rs.map((row, i) => {
       const { mode } = demoMode(opts.seed, i, opts.quality, MULTIHOP_MISTAKES);
@@ -108,7 +129,7 @@ export function createMultihopTask(options: Record<string, unknown> = {}): Multi
     index,
     questions,
     rows,
-    makeEnv: () => new ToolEnv<TaskRow>({ tools, outcomeReward: envOutcome(qaJudge) }),
+    makeEnv: () => new ToolEnv<TaskRow>({ tools, outcomeReward }),
     score: (t, row, tokenizer) => scoreEpisode(t, row, tokenizer, qaJudge),
     demonstrations,
     *corpus() {
