@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { Command } from "../src/cli/command.js";
 import { runCommand } from "../src/cli/main.js";
 import { dataCommand } from "../src/cli/commands/data.js";
-import { evalCommand } from "../src/cli/commands/eval.js";
+import { evalCommand, worldsToPlay } from "../src/cli/commands/eval.js";
 import { mainJobCommand, MAIN_JOB_DEFAULTS } from "../src/cli/commands/main-job.js";
 import { tokenizerCommand } from "../src/cli/commands/tokenizer.js";
 import { pretrainCommand } from "../src/cli/commands/pretrain.js";
@@ -14,6 +14,7 @@ import { initModel } from "../src/model/init-model.js";
 import { readTaskRowsJsonl, readTaskRowsParquet } from "../src/data/index.js";
 import { getTask } from "../src/tasks/index.js";
 import { captureIO, tempDir } from "./helpers.js";
+import { playDemo } from "./task-helpers.js";
 
 /** What runCli does for a registered command: run it, or print one error line and return 1 (2 for a usage error). */
 async function run(cmd: Command, argv: string[]) {
@@ -99,6 +100,21 @@ test("eval --worlds plays the train questions of other worlds, as task.worlds dr
     assert.match(bad.stderr.join("\n"), message);
     assert.equal(bad.stderr.length, 1);
   }
+});
+
+test("worldsToPlay: each world's row is played in its own world, where the expert's demonstration scores 1", async () => {
+  const options = { train: 6, val: 2, test: 2 };
+  const given = getTask("multihop", options);
+  const { task, rows, label } = worldsToPlay(given, options, 3, 4);
+  assert.equal(label, "train questions of worlds 4-6");
+  assert.deepEqual(
+    rows.map((r) => r.extra_info.world),
+    [0, 1, 2, 0, 1, 2],
+  );
+  const demos = task.demonstrations(rows, { seed: 0, quality: 1 });
+  for (const [i, row] of rows.entries()) assert.equal((await playDemo(task, row, demos[i])).reward, 1, `row ${i}`);
+  // The task as given would search its own world's documents for these questions: the tool answers differ.
+  await assert.rejects(() => playDemo(given, rows[0], demos[0]), /observation after turn 0/);
 });
 
 test("data writes a split as JSONL and parquet that read back equal, and eval --data accepts both", async () => {

@@ -153,10 +153,23 @@ function compactionFromFlags(flags: Parsed["flags"]): CompactionOptions | undefi
 }
 
 /**
- * --worlds N [--first-world K]: the train rows of N worlds from seeds seed + 1000 + K + k sharing the
- * task's train questions, as the recipe's task.worlds draws them (tasks/worlds.ts); undefined without --worlds.
+ * The task of N worlds from seeds seed + 1000 + first + k sharing `task`'s train questions, as the
+ * recipe's task.worlds draws them (tasks/worlds.ts), and their train rows: each row is played in its
+ * own world (its env searches that world's documents), so play them with `task`, not the task given.
  */
-function worldRows(flags: Parsed["flags"], task: Task): { rows: TaskRow[]; label: string } | undefined {
+export function worldsToPlay(
+  task: Task,
+  options: Record<string, unknown>,
+  worlds: number,
+  first: number,
+): { task: Task; rows: TaskRow[]; label: string } {
+  const played = withTrainWorlds(task, trainWorlds(task.name, options, worlds, task.rows("train").length, first));
+  const label = `train questions of world${worlds === 1 ? ` ${first}` : `s ${first}-${first + worlds - 1}`}`;
+  return { task: played, rows: played.rows("train"), label };
+}
+
+/** --worlds N [--first-world K] (worldsToPlay); undefined without --worlds. */
+function worldsFromFlags(flags: Parsed["flags"], task: Task): ReturnType<typeof worldsToPlay> | undefined {
   const worlds = optionalInt("eval", flags, "worlds", 1);
   const first = optionalInt("eval", flags, "first-world", 0);
   if (worlds === undefined) {
@@ -165,12 +178,7 @@ function worldRows(flags: Parsed["flags"], task: Task): { rows: TaskRow[]; label
   }
   if (flags.split !== undefined || flags.data !== undefined)
     throw usageError("eval", "--worlds plays the worlds' train questions: give it without --split or --data");
-  const from = first ?? 0;
-  const options = taskOptions("eval", flags);
-  const questions = task.rows("train").length;
-  const rows = withTrainWorlds(task, trainWorlds(task.name, options, worlds, questions, from)).rows("train");
-  const label = `train questions of world${worlds === 1 ? ` ${from}` : `s ${from}-${from + worlds - 1}`}`;
-  return { rows, label };
+  return worldsToPlay(task, taskOptions("eval", flags), worlds, first ?? 0);
 }
 
 /** `--temperature` and `--samples`: greedy (one episode a row) unless a temperature above 0 is given. */
@@ -198,14 +206,15 @@ export const evalCommand: Command = {
     const modelDir = requireString("eval", flags, "model");
     if (isModulePath(flags.task) && flags.worlds !== undefined)
       throw usageError("eval", "--worlds generates a built-in task in other worlds, not an agent module's rows");
-    const task = isModulePath(flags.task)
+    const given = isModulePath(flags.task)
       ? await loadModuleTask({ module: flags.task as string, options: taskOptions("eval", flags) })
       : taskFromFlags("eval", flags);
     if (flags.data !== undefined && flags.split !== undefined)
       throw usageError("eval", "give --split or --data, not both");
     if (flags["skip-bad-rows"] && flags.data === undefined)
       throw usageError("eval", "--skip-bad-rows applies to --data FILE only");
-    const fromWorlds = worldRows(flags, task);
+    const fromWorlds = worldsFromFlags(flags, given);
+    const task = fromWorlds?.task ?? given;
     const split = flags.data === undefined && !fromWorlds ? splitFromFlags("eval", flags) : undefined;
     const limit = optionalInt("eval", flags, "limit", 1);
     const maxTurns = optionalInt("eval", flags, "max-turns", 1) ?? EVAL_DEFAULTS.maxTurns;
