@@ -59,6 +59,32 @@ test("eval --temperature --samples plays each row K times sampled; --samples wit
   assert.equal(r.code, 0, r.stderr.join("\n"));
   assert.match(r.stdout[0], /\(3 rows, 2 sampled a row at temperature 1\)$/);
   assert.equal((JSON.parse(r.stdout.at(-1)!) as { episodes: number }).episodes, 6);
+  const file = join(tempDir(), "episodes.jsonl");
+  const again = await run(evalCommand, [...base, "--temperature", "1", "--samples", "2", "--episodes", file]);
+  assert.equal(again.code, 0, again.stderr.join("\n"));
+  const episodes = readFileSync(file, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.deepEqual(
+    episodes.map((e) => [e.row, e.sample]),
+    [
+      [0, 0],
+      [0, 1],
+      [1, 0],
+      [1, 1],
+      [2, 0],
+      [2, 1],
+    ],
+  );
+  const summary = JSON.parse(again.stdout.at(-1)!) as { em: number; turns: number };
+  const mean = (k: string) => episodes.reduce((a, e) => a + Number(e[k]), 0) / episodes.length;
+  assert.equal(mean("em"), summary.em);
+  assert.equal(mean("turns"), summary.turns);
+  for (const e of episodes) assert.equal(typeof e.end_reason, "string");
+  const unwritable = await run(evalCommand, [...base, "--episodes", join(tempDir(), "no", "such", "dir.jsonl")]);
+  assert.equal(unwritable.code, 1);
+  assert.match(unwritable.stderr.join("\n"), /^error: eval: --episodes .*dir\.jsonl: cannot write/);
   const greedy = await run(evalCommand, [...base, "--samples", "2"]);
   assert.equal(greedy.code, 2);
   assert.match(greedy.stderr.join("\n"), /--samples 2 needs --temperature above 0/);

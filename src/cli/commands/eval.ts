@@ -1,6 +1,8 @@
 import { openModel } from "../engines.js";
 import { readTaskRowsFile, skippedRowsNote } from "../../data/index.js";
-import type { TaskRow } from "../../tasks/types.js";
+import type { EpisodeScore, TaskRow } from "../../tasks/types.js";
+import type { Trajectory } from "../../agent/trajectory.js";
+import { writeFileSync } from "node:fs";
 import { checkPlayed, playRows, type EpisodeSummary } from "../../train/evaluate.js";
 import { InputError } from "../../util/errors.js";
 import {
@@ -112,6 +114,12 @@ const FLAGS: FlagSpec = {
   },
   limit: { type: "string", value: "N", description: "play only the first N rows" },
   json: { type: "boolean", default: false, description: "end with one JSON line of the summary" },
+  episodes: {
+    type: "string",
+    value: "FILE",
+    description:
+      "also write one JSON line per episode (row, sample, em, f1, reward, end reason, turns, tool calls, tokens), to compare two models row by row",
+  },
   ...EPISODE_FLAGS,
   seed: { type: "string", value: "N", description: "rollout seed", fallback: 0 },
   temperature: {
@@ -181,6 +189,35 @@ function worldsFromFlags(flags: Parsed["flags"], task: Task): ReturnType<typeof 
   return worldsToPlay(task, taskOptions("eval", flags), worlds, first ?? 0);
 }
 
+/** --episodes FILE: one JSON line per episode, in row order then sample order. */
+function writeEpisodes(path: string, trajectories: readonly Trajectory[], scores: readonly EpisodeScore[]): void {
+  const lines = trajectories
+    .map((t, i) => ({ t, s: scores[i] }))
+    .sort((a, b) => a.t.rowIndex - b.t.rowIndex || a.t.sampleIndex - b.t.sampleIndex)
+    .map(({ t, s }) =>
+      JSON.stringify({
+        row: t.rowIndex,
+        sample: t.sampleIndex,
+        em: s.em,
+        f1: s.f1,
+        reward: t.reward,
+        end_reason: t.endReason,
+        turns: t.metrics.turns,
+        tool_calls: t.metrics.toolCalls,
+        response_tokens: t.metrics.actionTokens,
+      }),
+    );
+  writeOrFail(path, lines.join("\n") + "\n");
+}
+
+function writeOrFail(path: string, text: string): void {
+  try {
+    writeFileSync(path, text);
+  } catch (e) {
+    throw new InputError(`eval: --episodes ${path}: cannot write (${(e as Error).message.split("\n")[0]})`);
+  }
+}
+
 /** `--temperature` and `--samples`: greedy (one episode a row) unless a temperature above 0 is given. */
 function samplingFromFlags(flags: Parsed["flags"]): { temperature: number; samples: number } {
   const temperature = optionalNumber("eval", flags, "temperature") ?? 0;
@@ -237,6 +274,8 @@ export const evalCommand: Command = {
       throw new InputError(
         `eval: no rows to evaluate (${fromWorlds ? fromWorlds.label : split ? `split '${split}'` : String(flags.data)})`,
       );
+    const episodesFile = typeof flags.episodes === "string" ? flags.episodes : undefined;
+    if (episodesFile !== undefined) writeOrFail(episodesFile, ""); // before any episode is played
     const engine = await openModel(modelDir, { backend });
     announceBackend(backend, io);
     if (note) io.err(`eval: ${note}`); // after the last check that could fail, so an error stays the only line
@@ -247,7 +286,7 @@ export const evalCommand: Command = {
           "eval",
           `--compact-at ${compaction.atTokens} must be below the episode's token limit, ${maxTotalTokens} (the smaller of ${EVAL_DEFAULTS.maxTotalTokens} and the model's context)`,
         );
-      const { summary, result } = await playRows(engine, engine.tokenizer, task, rows, {
+      const { summary, result, scores } = await playRows(engine, engine.tokenizer, task, rows, {
         greedy: temperature === 0,
         temperature,
         n: samples,
@@ -257,6 +296,7 @@ export const evalCommand: Command = {
         ...(compaction ? { compaction } : {}),
         seed,
       });
+      if (episodesFile !== undefined) writeEpisodes(episodesFile, result.trajectories, scores);
       const failures = checkPlayed("eval", rows, result);
       if (failures) io.err(failures);
       const how =
