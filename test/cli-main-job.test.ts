@@ -118,7 +118,10 @@ test("eval --worlds plays the train questions of other worlds, as task.worlds dr
   assert.match(all.stdout[0], /train questions of world 0 \(9 rows, greedy\)$/); // --option train=9: all in one world
   for (const [extra, message] of [
     [["--first-world", "2"], /--first-world applies with --worlds N only/],
-    [["--worlds", "2", "--split", "test"], /--worlds plays the worlds' train questions: give it without --split or --data/],
+    [
+      ["--worlds", "2", "--split", "test"],
+      /--worlds plays the worlds' train questions: give it without --split or --data/,
+    ],
     [["--worlds", "0"], /--worlds/],
   ] as const) {
     const bad = await run(evalCommand, [...base, ...extra]);

@@ -50,6 +50,9 @@ test("coverageReward: an episode's reward is its outcome plus the weight times i
   assert.deepEqual(after.slice(0, 3), [0, 0, 0]); // the searches themselves earn nothing
   assert.ok(Math.abs(after[3] - (before[3] + 0.5 * (2 / 4))) < 1e-12, `${after[3]} against ${before[3]}`);
 
-  assert.throws(() => createMultihopTask({ coverageReward: 0.5 }), /coverageReward applies to long-horizon questions only/);
+  assert.throws(
+    () => createMultihopTask({ coverageReward: 0.5 }),
+    /coverageReward applies to long-horizon questions only/,
+  );
   assert.throws(() => createMultihopTask({ ...opts, coverageReward: 2 }), /option 'coverageReward'/);
 });
