@@ -177,7 +177,7 @@ export function worldsToPlay(
 }
 
 /** --worlds N [--first-world K] (worldsToPlay); undefined without --worlds. */
-function worldsFromFlags(flags: Parsed["flags"], task: Task): ReturnType<typeof worldsToPlay> | undefined {
+function playedWorldsFromFlags(flags: Parsed["flags"], task: Task): ReturnType<typeof worldsToPlay> | undefined {
   const worlds = optionalInt("eval", flags, "worlds", 1);
   const first = optionalInt("eval", flags, "first-world", 0);
   if (worlds === undefined) {
@@ -250,7 +250,7 @@ export const evalCommand: Command = {
       throw usageError("eval", "give --split or --data, not both");
     if (flags["skip-bad-rows"] && flags.data === undefined)
       throw usageError("eval", "--skip-bad-rows applies to --data FILE only");
-    const fromWorlds = worldsFromFlags(flags, given);
+    const fromWorlds = playedWorldsFromFlags(flags, given);
     const task = fromWorlds?.task ?? given;
     const split = flags.data === undefined && !fromWorlds ? splitFromFlags("eval", flags) : undefined;
     const limit = optionalInt("eval", flags, "limit", 1);
