@@ -4,7 +4,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { classifyEpisode, type EpisodeText } from "../dev/experiments/compaction-failures.js";
+import { classifyEpisode, savedEpisode, type EpisodeText } from "../dev/experiments/compaction-failures.js";
 
 const CONTEXT = "<|im_start|>user\nWhich was founded first: Sisi Labs, Kelna Mills or Povo Works?<|im_end|>";
 const found = (name: string, year: number) => ({
@@ -70,4 +70,22 @@ test("with a right ledger, the answer's year or the name after it", () => {
   );
   // The unchanged episode answers Kelna Mills but its reward said wrong: the classes do not second-guess the reward.
   assert.equal(classifyEpisode(episode({})), "wrong-name");
+});
+
+test("a saved sample of a run with coverageReward is right only if its reward without the coverage share pays", () => {
+  const call = (query: string) => ({ name: "search", arguments: { query }, text: "" });
+  const saved = (reward: number, queries: string[]) => ({
+    reward,
+    endReason: "done",
+    steps: [{ context: CONTEXT, action: "<answer>Kelna Mills</answer>", toolCalls: queries.map(call) }],
+  });
+  // A wrong answer (0.1 with its format) after all three searches: 0.1 + 0.5 x 1 = 0.6 would read as right.
+  assert.equal(savedEpisode(saved(0.6, ["Sisi Labs", "Kelna Mills", "Povo Works"])).correct, true);
+  assert.equal(savedEpisode(saved(0.6, ["Sisi Labs", "Kelna Mills", "Povo Works"]), 0.5).correct, false);
+  // A right one (1) after two of three: 1 + 0.5 x 2/3.
+  assert.equal(savedEpisode(saved(1 + 1 / 3, ["Sisi Labs", "Kelna Milz", "Povo Works"]), 0.5).correct, true);
+  assert.deepEqual(
+    savedEpisode(saved(0.6, ["Sisi Labs"]), 0.5).searches.map((s) => s.query),
+    ["Sisi Labs"],
+  );
 });

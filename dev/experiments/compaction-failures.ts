@@ -16,11 +16,13 @@
  * Reads saved training samples (samples/iter-N.jsonl in a run directory, episodes on questions new to the
  * policy when the run trains with task.worlds) or, from ledger-probe.ts, freshly played episodes:
  *   node --import tsx dev/experiments/compaction-failures.ts runs/X [--from 1] [--to 999] [--window 20]
+ *     [--coverage-reward W]   (a run trained with the task option coverageReward: W)
  */
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { LEDGER, ledgerPairs, questionNames } from "../../src/tasks/multihop/compaction-expert.js";
+import { searchCoverage } from "../../src/tasks/multihop/coverage.js";
 import { required } from "./usage.js";
 
 export const FAILURE_CLASSES = [
@@ -108,25 +110,33 @@ interface SavedEpisode {
 /** Whether an episode's reward pays for a right answer (rewards/format.ts: at least 0.5 when right, at most 0.1 when not). */
 export const answeredRight = (reward: number): boolean => reward >= 0.5;
 
-/** A saved training sample as EpisodeText. */
-export function savedEpisode(t: SavedEpisode): EpisodeText {
+/**
+ * A saved training sample as EpisodeText. `coverageReward`: the run's task option of that name, whose share
+ * of the reward (coverage.ts) is taken off before the reward is read as right or wrong.
+ */
+export function savedEpisode(t: SavedEpisode, coverageReward = 0): EpisodeText {
+  const context = t.steps[0].context ?? "";
+  const calls = t.steps.flatMap((s) => s.toolCalls ?? []);
+  const shaped = coverageReward === 0 ? 0 : coverageReward * searchCoverage(questionNames(context), calls);
   return {
-    context: t.steps[0].context ?? "",
+    context,
     actions: t.steps.map((s) => s.action),
-    searches: t.steps.flatMap((s) => searchesOf(s.toolCalls ?? [])),
-    correct: answeredRight(t.reward),
+    searches: searchesOf(calls),
+    correct: t.endReason === "done" && answeredRight(t.reward - shaped),
     answered: t.endReason === "done",
   };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const USAGE = "node --import tsx dev/experiments/compaction-failures.ts RUN_DIR [--from N] [--to N] [--window N]";
+  const USAGE =
+    "node --import tsx dev/experiments/compaction-failures.ts RUN_DIR [--from N] [--to N] [--window N] [--coverage-reward W]";
   const { values: a, positionals } = parseArgs({
     allowPositionals: true,
     options: {
       from: { type: "string", default: "1" },
       to: { type: "string", default: "100000" },
       window: { type: "string", default: "20" },
+      "coverage-reward": { type: "string", default: "0" },
     },
   });
   const dir = join(required(positionals[0], "RUN_DIR", USAGE), "samples");
@@ -147,7 +157,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       readFileSync(join(dir, `iter-${i}.jsonl`), "utf8")
         .trim()
         .split("\n")
-        .map((l) => classifyEpisode(savedEpisode(JSON.parse(l) as SavedEpisode))),
+        .map((l) => classifyEpisode(savedEpisode(JSON.parse(l) as SavedEpisode, Number(a["coverage-reward"])))),
     );
     console.log(`iterations ${span[0]}-${span[span.length - 1]} (${classes.length} episodes): ${classTable(classes)}`);
   }
