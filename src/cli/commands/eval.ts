@@ -1,6 +1,6 @@
 import { openModel } from "../engines.js";
 import { readTaskRowsFile, skippedRowsNote } from "../../data/index.js";
-import type { EpisodeScore, TaskRow } from "../../tasks/types.js";
+import type { EpisodeScore, Task, TaskRow } from "../../tasks/types.js";
 import type { Trajectory } from "../../agent/trajectory.js";
 import { writeFileSync } from "node:fs";
 import { checkPlayed, playRows, type EpisodeSummary } from "../../train/evaluate.js";
@@ -21,7 +21,6 @@ import { isModulePath, splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags, tas
 import { loadModuleTask } from "../../tasks/module-task.js";
 import { COMPACTION_DEFAULTS, type CompactionOptions } from "../../agent/compaction-options.js";
 import { trainWorlds, withTrainWorlds } from "../../tasks/worlds.js";
-import type { Task } from "../../tasks/types.js";
 
 /** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
 export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
