@@ -44,9 +44,8 @@ export async function loadTask(section: {
   }
   const task = getTask(section.name, section.options);
   if (worlds === 1) return task;
-  const { trainWorlds, withTrainWorlds } = await import("./worlds.js"); // worlds.ts builds tasks with getTask
-  const questions = task.rows("train").length;
-  return withTrainWorlds(task, trainWorlds(section.name, section.options, worlds, questions, section.firstWorld ?? 0));
+  const { inTrainWorlds } = await import("./worlds.js"); // worlds.ts builds tasks with getTask
+  return inTrainWorlds(task, section.options, worlds, section.firstWorld ?? 0);
 }
 
 export type { Task, TaskFactory, TaskRow, EpisodeScore, Split } from "./types.js";

@@ -82,3 +82,8 @@ export function withTrainWorlds(task: Task, worlds: readonly Task[]): Task {
     ...(task.close ? { close: () => task.close!() } : {}),
   };
 }
+
+/** `task` with its training rows drawn from `worlds` worlds (trainWorlds from `first`) sharing its train questions. */
+export function inTrainWorlds(task: Task, options: Record<string, unknown>, worlds: number, first = 0): Task {
+  return withTrainWorlds(task, trainWorlds(task.name, options, worlds, task.rows("train").length, first));
+}

@@ -20,7 +20,7 @@ import type { Command } from "../command.js";
 import { isModulePath, splitFlag, splitFromFlags, TASK_FLAGS, taskFromFlags, taskOptions } from "./task-flags.js";
 import { loadModuleTask } from "../../tasks/module-task.js";
 import { COMPACTION_DEFAULTS, type CompactionOptions } from "../../agent/compaction-options.js";
-import { trainWorlds, withTrainWorlds } from "../../tasks/worlds.js";
+import { inTrainWorlds } from "../../tasks/worlds.js";
 
 /** Episode limits of `eval` and of the main job's evaluations (recipes/multihop-grpo.yaml uses the same). */
 export const EVAL_DEFAULTS = { maxTurns: 5, maxTokensPerTurn: 96, maxTotalTokens: 1024 } as const;
@@ -170,7 +170,7 @@ export function worldsToPlay(
   worlds: number,
   first: number,
 ): { task: Task; rows: TaskRow[]; label: string } {
-  const played = withTrainWorlds(task, trainWorlds(task.name, options, worlds, task.rows("train").length, first));
+  const played = inTrainWorlds(task, options, worlds, first);
   const label = `train questions of world${worlds === 1 ? ` ${first}` : `s ${first}-${first + worlds - 1}`}`;
   return { task: played, rows: played.rows("train"), label };
 }
